@@ -1,0 +1,1 @@
+"""I/O and process: CLI, configuration, backends, the daemon loop."""

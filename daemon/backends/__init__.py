@@ -1,0 +1,1 @@
+"""Sources of objects and sinks of decisions."""

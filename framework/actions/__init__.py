@@ -1,0 +1,1 @@
+"""Actions run in order inside a session; each is mechanism, plugins are policy."""

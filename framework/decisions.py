@@ -1,0 +1,127 @@
+"""What a session decided, and its JSON form (CONTRACT §3).
+
+Every list is sorted by workload, then pod, so identical input gives
+byte-identical output whatever order the session found things in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .quantity import format_timestamp
+
+__all__ = [
+    "Admitted",
+    "AdmittedPodSet",
+    "Decisions",
+    "Pending",
+    "PodAction",
+    "Preempted",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AdmittedPodSet:
+    name: str
+    count: int
+    flavors: Mapping[str, str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "count": self.count, "flavors": dict(sorted(self.flavors.items()))}
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    workload: str
+    queue: str
+    borrowing: bool
+    pod_sets: tuple[AdmittedPodSet, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "queue": self.queue,
+            "borrowing": self.borrowing,
+            "podSets": [ps.to_dict() for ps in self.pod_sets],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    workload: str
+    preemptor: str
+    reason: str
+    count: int | None = None  # pods/replicas taken; None = the whole workload
+    pods: tuple[str, ...] = ()
+    pod_set: str | None = None  # which podSet loses ``count`` pods (for --apply)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "preemptor": self.preemptor,
+            "reason": self.reason,
+            "count": self.count,
+            "pods": sorted(self.pods),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class PodAction:
+    pod: str
+    action: str
+    preemptor: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pod": self.pod, "action": self.action, "preemptor": self.preemptor}
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    workload: str
+    reason: str
+    message: str = ""
+    waiting_for: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "reason": self.reason,
+            "message": self.message,
+            "waitingFor": sorted(self.waiting_for),
+        }
+
+
+@dataclass(slots=True)
+class Decisions:
+    now: int
+    admitted: list[Admitted] = field(default_factory=list)
+    preempted: list[Preempted] = field(default_factory=list)
+    pod_actions: list[PodAction] = field(default_factory=list)
+    pending: list[Pending] = field(default_factory=list)
+    # Workload key -> the flavorScan to store in its status ({} clears it). Not part of the
+    # JSON: it is what ``--apply`` and the Kubernetes backend write back.
+    flavor_scans: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
+    # Per workload, the lines of its explanation (``preemptd explain``).
+    explanations: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "now": format_timestamp(self.now),
+            "admitted": [a.to_dict() for a in sorted(self.admitted, key=lambda a: a.workload)],
+            "preempted": [
+                p.to_dict() for p in sorted(self.preempted, key=lambda p: (p.workload, p.pods))
+            ],
+            "podActions": [
+                a.to_dict() for a in sorted(self.pod_actions, key=lambda a: (a.pod, a.action))
+            ],
+            "pending": [p.to_dict() for p in sorted(self.pending, key=lambda p: p.workload)],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+    def explain(self, workload: str) -> list[str]:
+        return list(self.explanations.get(workload, ()))

@@ -1,0 +1,147 @@
+"""The plugin API: one hook specification per extension point.
+
+Every plugin, built-in or third-party, is a module or object carrying
+``@hookimpl`` functions, found through the entry-point group
+``preemptd.plugins`` and switched on or off in TOML.
+
+Hooks that sit on a hot path (``is_preemptible``, the scenario filters, the
+order keys) are not called through pluggy once per element: the session takes
+each plugin's implementation once at ``session_open`` and calls it directly,
+wrapping it so that a raising plugin fails safe instead of stopping the
+session (see :mod:`registry`). A plugin must never mutate the snapshot or the
+workloads it is handed; per-session state belongs on the plugin's own objects
+or in ``session.state[plugin_name]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .candidates import Candidate, Scenario
+    from .flavors import Assignment
+    from .model import Workload
+    from .session import Session
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "preemptd"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+ScenarioFilter = Callable[["Scenario"], bool]
+OrderKey = Callable[["Workload"], Sequence[Any]]
+VictimKey = Callable[["Candidate"], Sequence[Any]]
+
+
+@hookspec
+def plugin_config_schema() -> type | None:
+    """Return the dataclass that describes this plugin's TOML table.
+
+    Called once per plugin when the configuration is loaded, before any
+    session. The table ``[plugins.<name>]`` (minus ``enabled``) is passed to
+    the dataclass as keyword arguments: an unknown key or a value of the wrong
+    type is a configuration error naming the key, and a ``ValueError`` raised
+    by the dataclass's ``__post_init__`` is reported with the plugin's name.
+    The instance is later available as ``session.plugin_config(name)``.
+    Return ``None`` (or do not implement the hook) for a plugin without
+    settings. Must not perform I/O.
+    """
+
+
+@hookspec
+def session_open(session: Session) -> None:
+    """Called on every enabled plugin when a session opens, in plugin order.
+
+    The place to read configuration, precompute per-session tables and
+    register fast callables with the session. All implementations are called.
+    A plugin that raises here is recorded as failed for the session and its
+    other hooks are still consulted.
+    """
+
+
+@hookspec
+def session_close(session: Session) -> None:
+    """Called on every enabled plugin after the last action, before the
+    decisions are returned. All implementations are called; the decisions can
+    be read from ``session.decisions`` but must not be changed."""
+
+
+@hookspec
+def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool | None:
+    """May ``preemptee`` be taken as a victim for ``preemptor``?
+
+    ``action`` is ``"preempt"`` when both are in the same leaf queue and
+    ``"reclaim"`` otherwise. Combined as AND over plugins; a plugin that does
+    not answer (returns ``None``) does not restrict. Called once per candidate
+    per search; a plugin that raises counts as ``False`` (not preemptible).
+    """
+
+
+@hookspec
+def get_accumulated_scenario_filters(session: Session, action: str, preemptor: Workload) -> list[ScenarioFilter] | None:
+    """Filters over the victims accumulated so far in one victim search.
+
+    Called once per preemptor search; the returned lists are concatenated.
+    Each filter receives a :class:`Scenario` and returns whether it is
+    acceptable; a scenario is valid only if every filter accepts it. A filter
+    that raises rejects the scenario.
+    """
+
+
+@hookspec
+def preemption_candidates(session: Session, preemptor: Workload, assignment: Assignment) -> list[Candidate] | None:
+    """Candidates a preemptor may take victims from.
+
+    Called once per victim search; lists are concatenated in plugin order
+    (duplicates by key are dropped, the first one kept). A plugin that raises
+    contributes nothing.
+    """
+
+
+@hookspec
+def workload_order(session: Session) -> OrderKey | None:
+    """A sort key for pending workloads, called once per session.
+
+    The session composes the keys of all plugins, in plugin order, into one
+    tuple: the first plugin whose key differs decides ("first decisive wins"),
+    and the tie-break key ``(uid, namespace, name)`` ends every tuple. The key
+    is computed once per workload, never per comparison.
+    """
+
+
+@hookspec
+def victim_order(session: Session, preemptor: Workload) -> VictimKey | None:
+    """A sort key for victim candidates of one preemptor search.
+
+    Composed like :func:`workload_order`; placed after the framework's own
+    "already evicted first" part and the class of the candidate.
+    """
+
+
+@hookspec(firstresult=True)
+def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
+    """Choose flavors for a pending workload's podSets.
+
+    The first plugin that returns an :class:`Assignment` wins; with no answer
+    the framework takes, per podSet and resource group, the first flavor that
+    fits. Called once per nomination. A plugin that raises is treated as no
+    answer.
+    """
+
+
+@hookspec
+def on_admit(session: Session, workload: Workload, count: int | None) -> None:
+    """A statement admitted (or reserved quota for) ``workload``. All called.
+
+    Only plugins that implement it pay for it: the session checks once per
+    session whether anybody listens.
+    """
+
+
+@hookspec
+def on_evict(session: Session, workload: Workload, count: int | None) -> None:
+    """A statement evicted ``workload`` (or ``count`` of its pods). All called."""

@@ -1,0 +1,1 @@
+"""Built-in policy plugins. Each depends only on :mod:`preemptd.framework`."""

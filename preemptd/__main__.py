@@ -1,0 +1,3 @@
+from preemptd.daemon.cli import main
+
+raise SystemExit(main())
