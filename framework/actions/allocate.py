@@ -1,0 +1,316 @@
+"""The rounds of a session (SEMANTICS §2): heads, nomination, order, processing.
+
+One round is what Kueue calls a scheduling cycle: every leaf queue offers its
+head, every head is nominated against the accounting as it stands at the
+start of the round, and the heads are then processed in order, each seeing
+what the earlier ones changed. A head that lost to an earlier entry of the
+same round is offered again in the next round; every other outcome finishes
+it for the session. Every round finishes at least its first entry, so a
+session ends.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from ..candidates import Candidate
+from ..decisions import Admitted, AdmittedPodSet, Pending, Preempted
+from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign
+from ..model import FR, Workload
+from ..quota import QuotaNode
+from ..session import Session, Taken
+from .preempt import pods_fit
+
+__all__ = ["nominate", "run_rounds"]
+
+_DONE = 0  # finished for the session, not admitted
+_AGAIN = 1  # lost to an earlier entry of this round: offered again next round
+_ADMITTED = 2
+
+
+@dataclass(slots=True)
+class _Queue:
+    leaf: QuotaNode
+    items: list[Workload]
+    pos: int = 0
+    blocked: bool = False
+
+
+@dataclass(slots=True)
+class _Entry:
+    queue: _Queue
+    workload: Workload
+    assignment: Assignment
+    order: tuple[object, ...] = field(default=())
+
+
+def run_rounds(session: Session) -> None:
+    started = time.perf_counter()
+    snapshot = session.snapshot
+    key = session.workload_key
+    queues = [
+        _Queue(snapshot.tree.leaves[name], sorted(items, key=key))
+        for name, items in sorted(snapshot.pending_by_queue.items())
+    ]
+    while True:
+        entries = []
+        for queue in queues:
+            if queue.blocked or queue.pos >= len(queue.items):
+                continue
+            workload = queue.items[queue.pos]
+            entries.append(_Entry(queue, workload, nominate(session, queue.leaf, workload)))
+        if not entries:
+            break
+        for entry in entries:
+            level = entry.assignment.level if entry.assignment.mode != NOFIT else 0
+            entry.order = (level, key(entry.workload))
+        entries.sort(key=lambda e: e.order)
+        relied_on: set[str] = set()
+        for entry in entries:
+            outcome = _process(session, entry, relied_on)
+            session.statement.commit()
+            if outcome == _AGAIN:
+                continue
+            queue = entry.queue
+            queue.pos += 1
+            if queue.leaf.spec.queueing_strategy == "StrictFIFO" and outcome != _ADMITTED:
+                queue.blocked = True
+    for pending in session.state.pop("_pending", {}).values():
+        session.decisions.pending.append(pending)
+    searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
+    session.timings["allocate"] = time.perf_counter() - started - searching
+
+
+def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
+    """Flavors (and victims, if needed) for ``workload`` against the current accounting;
+    an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
+    assignment = _assign(session, leaf, workload)
+    if assignment.mode in (FIT, PREEMPT, RECLAIM) or not workload.is_elastic:
+        return assignment
+    elastic = next(ps for ps in workload.pod_sets if ps.min_count is not None)
+    assert elastic.min_count is not None
+    low, high = elastic.min_count, elastic.count - 1
+    best: Assignment | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        smaller = replace(
+            workload,
+            pod_sets=tuple(replace(ps, count=middle) if ps is elastic else ps for ps in workload.pod_sets),
+        )
+        attempt = _assign(session, leaf, smaller)
+        if attempt.mode in (FIT, PREEMPT, RECLAIM):
+            best = attempt
+            low = middle + 1
+        else:
+            high = middle - 1
+    if best is None:
+        return assignment
+    best.workload = workload
+    return best
+
+
+def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
+    found = session.registry.call_first("assign_flavors", session=session, workload=workload)
+    if isinstance(found, Assignment):
+        return found
+    return default_assign(session, workload, leaf)
+
+
+def _process(session: Session, entry: _Entry, relied_on: set[str]) -> int:
+    workload = entry.workload
+    assignment = entry.assignment
+    decisions = session.decisions
+    key = workload.key
+    for line in assignment.tried:
+        session.explain(key, line)
+    if assignment.mode == NOFIT:
+        _pending(session, key, "NoFit", assignment.message or "no flavor fits")
+        return _DONE
+    if assignment.needs_preemption and not assignment.victims:
+        reason = "PreemptionNoCandidates"
+        for plugin in sorted(assignment.vetoed_by):
+            veto = session.veto_reason(plugin)
+            if veto is not None:
+                reason = veto
+                break
+        if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
+            _reserve(session, entry.queue.leaf, assignment)
+        _pending(session, key, reason, assignment.message or "no victims found")
+        _record_scan(session, workload, assignment)
+        return _DONE
+    victim_keys = {v.key for v in assignment.victims}
+    overlap = sorted(victim_keys & relied_on)
+    if overlap:
+        _pending(
+            session,
+            key,
+            "WaitingForQuota",
+            "its victims are relied on by another workload of this session: " + ", ".join(overlap),
+        )
+        return _AGAIN
+    if not _still_fits(session, entry):
+        _pending(session, key, "WaitingForQuota", "no longer fits after other workloads of this session")
+        return _AGAIN
+    leaf = entry.queue.leaf
+    if assignment.victims:
+        _preempt(session, entry)
+        relied_on |= victim_keys
+        session.statement.add_usage(leaf, assignment.usage)
+        decisions.flavor_scans[key] = {}
+        return _DONE
+    session.statement.admit(workload, leaf, assignment.usage)
+    _place(session, assignment)
+    borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
+    decisions.admitted.append(
+        Admitted(
+            key,
+            leaf.name,
+            borrowing,
+            tuple(AdmittedPodSet(ps.name, ps.count, dict(ps.flavors)) for ps in assignment.pod_sets),
+        )
+    )
+    _forget_pending(session, key)
+    return _ADMITTED
+
+
+def _pending(session: Session, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
+    # A workload offered again in a later round replaces its earlier verdict.
+    session.state.setdefault("_pending", {})[key] = Pending(key, reason, message, waiting_for)
+
+
+def _forget_pending(session: Session, key: str) -> None:
+    session.state.get("_pending", {}).pop(key, None)
+
+
+def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:
+    if assignment.flavor_scan or workload.flavor_scan:
+        session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)
+
+
+def _reserve(session: Session, leaf: QuotaNode, assignment: Assignment) -> None:
+    """SEMANTICS §2.4: a preemptor without victims keeps later entries of its cohort tree
+    from taking the quota it is waiting for."""
+    accounting = session.accounting
+    borrows = any(
+        accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
+    )
+    reserve: dict[FR, int] = {}
+    for fr, amount in assignment.usage.items():
+        used = accounting.used(leaf, fr)
+        nominal = leaf.subtree.get(fr, 0)
+        if borrows:
+            limit = leaf.borrowing_limit.get(fr)
+            value = amount if limit is None else min(amount, nominal + limit - used)
+        else:
+            value = min(amount, nominal - used)
+        if value > 0:
+            reserve[fr] = value
+    if reserve:
+        session.statement.add_usage(leaf, reserve)
+
+
+def _session_victims(session: Session) -> dict[tuple[object, ...], Candidate]:
+    return session.state.setdefault("_victims", {})  # type: ignore[no-any-return]
+
+
+def _still_fits(session: Session, entry: _Entry) -> bool:
+    """Re-check against what earlier entries changed, with every victim of the session
+    and its own removed (SEMANTICS §2.4)."""
+    assignment = entry.assignment
+    leaf = entry.queue.leaf
+    statement = session.statement
+    accounting = session.accounting
+    checkpoint = statement.checkpoint()
+    try:
+        targets = _targets(assignment)
+        if not assignment.victims and targets and not pods_fit(session, targets):
+            # Node room is physical: a victim's pods still occupy it until they are gone.
+            return False
+        units = dict(_session_victims(session))
+        for victim in assignment.victims:
+            units.setdefault(victim.unit, victim)
+        for unit in units.values():
+            statement.remove_usage(unit.leaf, unit.usage)
+            if assignment.victims and statement.placements is not None:
+                for node, requests in unit.room:
+                    statement.give_room(node, requests)
+        for fr, amount in assignment.usage.items():
+            if amount > accounting.available(leaf, fr):
+                return False
+            if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+                return False
+        if assignment.victims and targets:
+            return pods_fit(session, targets)
+        return True
+    finally:
+        statement.rollback(checkpoint)
+
+
+def _targets(assignment: Assignment) -> list[tuple[object, int, str]]:
+    out = []
+    for ps in assignment.pod_sets:
+        flavors = set(ps.flavors.values())
+        if len(flavors) == 1:
+            out.append((ps.spec, ps.count, next(iter(flavors))))
+    return out  # type: ignore[return-value]
+
+
+def _place(session: Session, assignment: Assignment) -> None:
+    placements = session.placements
+    if placements is None:
+        return
+    from ..nodes import flavor_tolerations
+
+    for ps in assignment.pod_sets:
+        flavors = set(ps.flavors.values())
+        if len(flavors) != 1:
+            continue
+        (flavor_name,) = flavors
+        if not placements.has_nodes(flavor_name):
+            continue
+        flavor = session.snapshot.flavors[flavor_name]
+        tolerations = flavor_tolerations(flavor, ps.spec.tolerations)
+        selector = {**ps.spec.node_selector, **flavor.node_labels}
+        for _ in range(ps.count):
+            node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
+            if node is None:
+                break
+            session.statement.take_room(node, ps.spec.requests)
+
+
+def _preempt(session: Session, entry: _Entry) -> None:
+    workload = entry.workload
+    assignment = entry.assignment
+    chosen = _session_victims(session)
+    new: dict[str, list[Candidate]] = {}
+    for victim in assignment.victims:
+        if victim.unit in chosen:
+            continue
+        chosen[victim.unit] = victim
+        if not victim.evicted:
+            new.setdefault(victim.key, []).append(victim)
+    for victim_key, units in sorted(new.items()):
+        whole = any(u.count is None for u in units)
+        taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
+        pods: list[str] = []
+        count: int | None = None
+        if whole:
+            taken.whole = True
+        else:
+            count = sum(u.count or 0 for u in units)
+            taken.pods += count
+            pods = [p.key for u in units for p in u.pods]
+            taken.pod_names.extend(pods)
+            taken.pod_set = units[0].pod_set
+        session.decisions.preempted.append(
+            Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
+        )
+    waiting = tuple(sorted({v.key for v in assignment.victims}))
+    _pending(
+        session,
+        workload.key,
+        "PendingPreemption",
+        f"preempting {', '.join(waiting)}; admitted once they have released their quota",
+        waiting,
+    )

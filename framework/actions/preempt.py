@@ -1,0 +1,397 @@
+"""The victim search for one preemptor (SEMANTICS §4): mechanism only.
+
+Which workloads may be victims, and of which class, is policy: plugins answer
+``preemption_candidates`` (``priority`` for the preemptor's own queue,
+``cohort-reclaim`` for the cohort) using :func:`candidate_units`. This module
+orders the candidates, plans the attempts, walks them with a statement so that
+every step is exact and undoable, and fills back to a minimal set.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..candidates import (
+    CLASS_HIERARCHICAL,
+    CLASS_SAME_QUEUE,
+    Candidate,
+    Scenario,
+)
+from ..model import FR, PodSet, Workload
+from ..nodes import flavor_tolerations
+from ..quota import QuotaNode
+from ..snapshot import pod_set_usage
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["SearchResult", "VictimSearch", "candidate_units", "find_victims"]
+
+
+@dataclass(slots=True)
+class VictimSearch:
+    """What a preemptor asks for: handed to ``preemption_candidates``."""
+
+    preemptor: Workload
+    leaf: QuotaNode
+    usage: dict[FR, int]
+    needed: frozenset[FR]
+
+
+@dataclass(slots=True)
+class SearchResult:
+    victims: list[Candidate] = field(default_factory=list)
+    allow_borrowing: bool = True
+    level: int = 0
+    vetoed_by: frozenset[str] = frozenset()
+    message: str = ""
+
+
+def candidate_units(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    *,
+    reason: str,
+    group: int,
+    only_within_nominal: bool = False,
+) -> list[Candidate]:
+    """The units a running workload can give: single pods above ``minCount`` of its
+    elastic podSet (SEMANTICS §4, "Elastic victims"), then the rest as one unit."""
+    taken = session.taken.get(workload.key)
+    evicted = workload.evicted or (taken is not None and taken.whole)
+    usage = session.snapshot.usage.get(workload.key, {})
+    room = _room(session, workload)
+    common = {"reason": reason, "group": group, "only_within_nominal": only_within_nominal, "priority": workload.priority}
+    if evicted or workload.admission is None:
+        return [Candidate(workload, leaf, usage, evicted=evicted, room=room, unit=(workload.key,), **common)]  # type: ignore[arg-type]
+    elastic = _elastic_pod_set(workload)
+    if elastic is None:
+        return [Candidate(workload, leaf, usage, room=room, unit=(workload.key,), **common)]  # type: ignore[arg-type]
+    spec, admitted = elastic
+    assert spec.min_count is not None
+    flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
+    per_pod = pod_set_usage(spec, 1, flavors)
+    pods = [p for p in session.snapshot.pods_by_workload.get(workload.key, ())]
+    # Newest pods go first, as a scale-down would pick them.
+    pods.sort(key=lambda p: (-p.created, p.name))
+    singles = admitted - spec.min_count
+    already = taken.pods if taken is not None else 0
+    units: list[Candidate] = []
+    rest = dict(usage)
+    for i in range(singles):
+        pod = pods[i:i + 1]
+        unit_room = tuple((p.node_name, p.requests) for p in pod if p.node_name is not None)
+        units.append(
+            Candidate(
+                workload,
+                leaf,
+                per_pod,
+                count=1,
+                pod_set=spec.name,
+                pods=tuple(pod),
+                room=unit_room,
+                single_pod=True,
+                evicted=i < already,
+                unit=(workload.key, i),
+                **common,  # type: ignore[arg-type]
+            )
+        )
+        for fr, amount in per_pod.items():
+            rest[fr] -= amount
+    rest_room = tuple((p.node_name, p.requests) for p in pods[singles:] if p.node_name) + _reserved_room(
+        session, workload
+    )
+    units.append(
+        Candidate(workload, leaf, rest, room=rest_room, pod_set=spec.name, unit=(workload.key, "rest"), **common)  # type: ignore[arg-type]
+    )
+    return units
+
+
+def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
+    assert workload.admission is not None
+    counts = {psa.name: psa.count for psa in workload.admission.pod_sets}
+    for spec in workload.pod_sets:
+        if spec.min_count is not None and spec.name in counts:
+            return spec, counts[spec.name]
+    return None
+
+
+def _room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+    if session.placements is None:
+        return ()
+    pods = session.snapshot.pods_by_workload.get(workload.key, ())
+    return tuple((p.node_name, p.requests) for p in pods if p.node_name) + _reserved_room(session, workload)
+
+
+def _reserved_room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+    """Room held by the workload's pods that have no Pod object yet (placed at session start)."""
+    reserved = session.snapshot.reserved_by_workload.get(workload.key)
+    if not reserved or session.placements is None:
+        return ()
+    specs = {ps.name: ps for ps in workload.pod_sets}
+    return tuple((r.node, specs[r.pod_set].requests) for r in reserved)
+
+
+def _victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:
+    keys = [fn for _, fn in session.registry.call_all("victim_order", session=session, preemptor=preemptor)]
+    now = session.now
+
+    def key(c: Candidate) -> tuple[Any, ...]:
+        parts: list[Any] = [0 if c.evicted else 1, c.group]
+        for extra in keys:
+            try:
+                parts.extend(extra(c))
+            except Exception as exc:
+                session.registry.record_failure("victim_order", "victim_order", exc)
+        admitted = c.workload.admitted_at if c.workload.admitted_at is not None else now
+        parts.extend((c.priority, 0 if c.single_pod else 1, -admitted, c.workload.tiebreak))
+        return tuple(parts)
+
+    return key
+
+
+def find_victims(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    usage: dict[FR, int],
+    needed: frozenset[FR],
+    targets: Sequence[tuple[PodSet, int, str]] = (),
+) -> SearchResult:
+    """The minimal set of victims that lets ``usage`` fit in ``leaf`` (and its pods fit
+    the nodes), or an empty result. The accounting is left exactly as it was."""
+    started = time.perf_counter()
+    try:
+        return _find(session, preemptor, leaf, usage, needed, targets)
+    finally:
+        name = "preempt" if "preempt" in session.actions else "reclaim"
+        session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+def _find(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    usage: dict[FR, int],
+    needed: frozenset[FR],
+    targets: Sequence[tuple[PodSet, int, str]],
+) -> SearchResult:
+    if not (session.in_queue_enabled or session.cross_queue_enabled):
+        return SearchResult(message="preemption is not enabled")
+    request = VictimSearch(preemptor, leaf, usage, needed)
+    raw: list[Candidate] = []
+    for _, found in session.registry.call_all(
+        "preemption_candidates", session=session, preemptor=preemptor, assignment=request
+    ):
+        raw.extend(found)
+    candidates = [c for c in raw if any(fr in needed for fr in c.usage) or (targets and c.room)]
+    if not candidates:
+        return SearchResult(message="no running workload that uses the needed quota may be preempted")
+    order = _victim_order(session, preemptor)
+    keyed = sorted(((order(c), i, c) for i, c in enumerate(candidates)), key=lambda t: (t[0], t[1]))
+    candidates = [c for _, _, c in keyed]
+
+    filters: list[tuple[str, Callable[[Scenario], bool]]] = []
+    for name, found in session.registry.call_all(
+        "get_accumulated_scenario_filters", session=session, action="preempt", preemptor=preemptor
+    ):
+        filters.extend((name, f) for f in found)
+
+    search = _Walk(session, preemptor, leaf, usage, needed, targets, filters)
+    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+    bwc = leaf.spec.preemption.borrow_within_cohort
+    accounting = session.accounting
+    strictly_below = all(accounting.used(leaf, fr) < leaf.subtree.get(fr, 0) for fr in needed)
+    if not has_other or (bwc == "Never" and not strictly_below):
+        attempts = [True]
+    elif bwc == "Never" and not any(c.group == CLASS_HIERARCHICAL for c in candidates):
+        attempts = [False, True]
+    else:
+        attempts = [True, False]
+    for allow_borrowing in attempts:
+        victims, level = search.attempt(candidates, allow_borrowing)
+        if victims:
+            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by))
+    message = "no set of preemptible victims frees enough room"
+    if search.vetoed_by:
+        message += " (vetoed by " + ", ".join(sorted(search.vetoed_by)) + ")"
+    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message)
+
+
+class _Walk:
+    """One preemptor's attempts; remembers plugin verdicts across attempts."""
+
+    __slots__ = ("filters", "leaf", "needed", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by")
+
+    def __init__(
+        self,
+        session: Session,
+        preemptor: Workload,
+        leaf: QuotaNode,
+        usage: dict[FR, int],
+        needed: frozenset[FR],
+        targets: Sequence[tuple[PodSet, int, str]],
+        filters: list[tuple[str, Callable[[Scenario], bool]]],
+    ) -> None:
+        self.session = session
+        self.preemptor = preemptor
+        self.leaf = leaf
+        self.usage = usage
+        self.needed = needed
+        self.targets = [
+            t for t in targets if session.placements is not None and session.placements.has_nodes(t[2])
+        ]
+        self.filters = filters
+        self.verdicts: dict[int, bool] = {}
+        self.vetoed_by: set[str] = set()
+
+    def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
+        session = self.session
+        statement = session.statement
+        start = statement.checkpoint()
+        victims: list[Candidate] = []
+        try:
+            for candidate in candidates:
+                if candidate.only_within_nominal and allow_borrowing:
+                    continue
+                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
+                    continue
+                if (
+                    not candidate.single_pod
+                    and candidate.pod_set is not None
+                    and not self._singles_taken(candidate, victims)
+                ):
+                    continue
+                if not self._preemptible(candidate):
+                    continue
+                mark = statement.checkpoint()
+                statement.evict(candidate)
+                victims.append(candidate)
+                if not self._scenario_ok(victims):
+                    statement.rollback(mark)
+                    victims.pop()
+                    continue
+                if self._fits(allow_borrowing):
+                    self._fill_back(victims, allow_borrowing)
+                    level = self._level()
+                    return victims, level
+            return [], 0
+        finally:
+            statement.rollback(start)
+
+    def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
+        """The remainder of an elastic workload goes only after all its single pods."""
+        spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
+        admission = rest.workload.admission
+        assert admission is not None and spec.min_count is not None
+        count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
+        taken = sum(1 for v in victims if v.workload is rest.workload and v.single_pod)
+        return taken >= count - spec.min_count
+
+    def _lender_may_give(self, candidate: Candidate) -> bool:
+        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
+        accounting = self.session.accounting
+        preemptor_path = {id(n) for n in self.leaf.path()}
+        node: QuotaNode | None = candidate.leaf
+        while node is not None and id(node) not in preemptor_path:
+            if not any(
+                accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in self.needed if fr in candidate.usage
+            ):
+                return False
+            node = node.parent
+        return True
+
+    def _preemptible(self, candidate: Candidate) -> bool:
+        cached = self.verdicts.get(id(candidate))
+        if cached is not None:
+            return cached
+        action = "preempt" if candidate.leaf is self.leaf else "reclaim"
+        vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
+        if vetoed is not None:
+            self.vetoed_by.add(vetoed)
+        verdict = vetoed is None
+        self.verdicts[id(candidate)] = verdict
+        return verdict
+
+    def _scenario_ok(self, victims: list[Candidate]) -> bool:
+        if not self.filters:
+            return True
+        scenario = Scenario(self.session, self.preemptor, list(victims), "preempt")
+        for plugin, accept in self.filters:
+            try:
+                ok = accept(scenario)
+            except Exception as exc:
+                self.session.registry.record_failure(plugin, "scenario_filter", exc)
+                ok = False
+            if not ok:
+                self.vetoed_by.add(plugin)
+                self.session.registry.vetoes[plugin] += 1
+                return False
+        return True
+
+    def _fits(self, allow_borrowing: bool) -> bool:
+        accounting = self.session.accounting
+        leaf = self.leaf
+        for fr, amount in self.usage.items():
+            if amount > accounting.available(leaf, fr):
+                return False
+            if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+                return False
+        if self.targets:
+            return pods_fit(self.session, self.targets)
+        return True
+
+    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
+        """Walk the victims in reverse from the second-to-last, putting back each one
+        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
+        statement = self.session.statement
+        for i in range(len(victims) - 2, -1, -1):
+            victim = victims[i]
+            if victim.single_pod and any(
+                v.workload is victim.workload and not v.single_pod for v in victims
+            ):
+                continue  # its remainder is gone: the pod cannot stay on its own
+            mark = statement.checkpoint()
+            statement.add_usage(victim.leaf, victim.usage)
+            for node, requests in victim.room:
+                statement.take_room(node, requests)
+            remaining = victims[:i] + victims[i + 1 :]
+            if self._fits(allow_borrowing) and self._scenario_ok(remaining):
+                del victims[i]
+                continue
+            statement.rollback(mark)
+
+    def _level(self) -> int:
+        accounting = self.session.accounting
+        return max(
+            (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
+            default=0,
+        )
+
+
+def pods_fit(session: Session, targets: Sequence[tuple[PodSet, int, str]]) -> bool:
+    """Whether every pod of ``targets`` can be placed on its flavor's nodes right now."""
+    placements = session.placements
+    if placements is None:
+        return True
+    statement = session.statement
+    checkpoint = statement.checkpoint()
+    try:
+        for spec, count, flavor_name in targets:
+            if not placements.has_nodes(flavor_name):
+                continue
+            flavor = session.snapshot.flavors[flavor_name]
+            tolerations = flavor_tolerations(flavor, spec.tolerations)
+            selector = {**spec.node_selector, **flavor.node_labels}
+            for _ in range(count):
+                node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
+                if node is None:
+                    return False
+                statement.take_room(node, spec.requests)
+        return True
+    finally:
+        statement.rollback(checkpoint)

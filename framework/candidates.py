@@ -1,0 +1,95 @@
+"""Victim candidates and the scenarios that scenario filters judge.
+
+A :class:`Candidate` is one *unit* that can be taken from a running
+workload: the whole workload, one pod of an elastic workload above its
+``minCount``, or (for Deployments) one replica's pod. Taking a unit frees its
+``usage`` in the queue tree and the room of its ``pods`` on their nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .model import FR, Pod, Workload
+
+if TYPE_CHECKING:
+    from .quota import QuotaNode
+    from .session import Session
+
+__all__ = [
+    "CLASS_HIERARCHICAL",
+    "CLASS_OTHER_QUEUE",
+    "CLASS_SAME_QUEUE",
+    "IN_COHORT_RECLAIM",
+    "IN_COHORT_RECLAIM_WHILE_BORROWING",
+    "IN_QUEUE",
+    "Candidate",
+    "Scenario",
+]
+
+IN_QUEUE = "InQueue"
+IN_COHORT_RECLAIM = "InCohortReclamation"
+IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+
+# SEMANTICS §4 "Order": hierarchical-reclaim candidates, then the other cohort
+# candidates, then same-queue candidates.
+CLASS_HIERARCHICAL = 0
+CLASS_OTHER_QUEUE = 1
+CLASS_SAME_QUEUE = 2
+
+
+@dataclass(eq=False, slots=True)
+class Candidate:
+    """One unit a preemptor may take. Identity matters: compare with ``is``."""
+
+    workload: Workload
+    leaf: QuotaNode
+    usage: Mapping[FR, int]
+    reason: str
+    group: int
+    # None: the whole workload (or all that is left of it); n: n pods of an elastic
+    # workload or replicas of a Deployment.
+    count: int | None = None
+    pod_set: str | None = None
+    pods: tuple[Pod, ...] = ()
+    # Node room the unit frees: (node name, requests) per pod, Pod objects and pods
+    # placed at session start alike.
+    room: tuple[tuple[str, Mapping[str, int]], ...] = ()
+    # "Reclaim without borrowing" (SEMANTICS §4): usable only in an attempt that
+    # must end within nominal.
+    only_within_nominal: bool = False
+    # Already on its way out: evicted in the snapshot, or chosen earlier in this session.
+    evicted: bool = False
+    # Elastic workloads: the single pods above minCount and the remainder share a
+    # unit group so fill-back can keep the workload at or above minCount.
+    single_pod: bool = False
+    priority: int = 0
+    # Identifies the unit across searches: (key,) whole, (key, i) i-th single pod,
+    # (key, "rest") the remainder of an elastic workload.
+    unit: tuple[object, ...] = ()
+    # (class, priority, ...) of GPU pod victims; unused by whole-workload candidates.
+    rank: tuple[object, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return self.workload.key
+
+    @property
+    def admitted_at(self) -> int | None:
+        return self.workload.admitted_at
+
+    def __repr__(self) -> str:
+        unit = "whole" if self.count is None else f"{self.count} pod(s)"
+        return f"Candidate({self.key}, {unit}, {self.reason})"
+
+
+@dataclass(slots=True)
+class Scenario:
+    """The victims accumulated so far in one search, as scenario filters see them."""
+
+    session: Session
+    preemptor: Workload
+    victims: list[Candidate]
+    action: str

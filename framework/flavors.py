@@ -1,0 +1,362 @@
+"""Flavor assignment primitives (SEMANTICS §3) and the default assigner.
+
+:func:`evaluate_flavor` tells, for one podSet, one resource group and one
+flavor, what trying that flavor would mean: ``NoFit``, ``Fit`` (with a
+borrowing level), or needing victims (``Preempt`` / ``Reclaim`` /
+``NoCandidates``, decided by a real victim search). The
+``flavor-fungibility`` plugin builds its scan on it; without that plugin the
+framework takes the first flavor that fits, else the best that can preempt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .candidates import CLASS_SAME_QUEUE, Candidate
+from .model import FR, PodSet, ResourceGroup, Workload
+from .nodes import flavor_taints_tolerated, flavor_tolerations
+from .quantity import format_quantity
+from .quota import QuotaNode
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = [
+    "FIT",
+    "MODE_NAMES",
+    "NOCANDIDATES",
+    "NOFIT",
+    "PREEMPT",
+    "RECLAIM",
+    "Assignment",
+    "FlavorOption",
+    "PodSetAssignment",
+    "default_assign",
+    "evaluate_flavor",
+    "finish_assignment",
+]
+
+# SEMANTICS §3: NoFit < NoCandidates < Preempt < Reclaim < Fit.
+NOFIT, NOCANDIDATES, PREEMPT, RECLAIM, FIT = range(5)
+MODE_NAMES = ("NoFit", "NoCandidates", "Preempt", "Reclaim", "Fit")
+
+
+@dataclass(slots=True)
+class FlavorOption:
+    """What one flavor offers one podSet's resource group."""
+
+    flavor: str
+    mode: int
+    level: int = 0
+    needed: frozenset[FR] = frozenset()
+    usage: dict[FR, int] = field(default_factory=dict)
+    message: str = ""
+    victims: list[Candidate] = field(default_factory=list)
+    vetoed_by: frozenset[str] = frozenset()
+
+    def describe(self) -> str:
+        borrow = f", borrowing level {self.level}" if self.level else ""
+        text = f"flavor {self.flavor}: {MODE_NAMES[self.mode]}{borrow}"
+        return f"{text} ({self.message})" if self.message else text
+
+
+@dataclass(slots=True)
+class PodSetAssignment:
+    name: str
+    count: int
+    flavors: dict[str, str]
+    usage: dict[FR, int]
+    spec: PodSet
+
+
+@dataclass(slots=True)
+class Assignment:
+    """A workload's chosen flavors, and what admitting it needs."""
+
+    workload: Workload
+    leaf: QuotaNode
+    pod_sets: list[PodSetAssignment] = field(default_factory=list)
+    usage: dict[FR, int] = field(default_factory=dict)
+    mode: int = FIT
+    level: int = 0
+    needed: frozenset[FR] = frozenset()
+    message: str = ""
+    victims: list[Candidate] = field(default_factory=list)
+    allow_borrowing: bool = True
+    vetoed_by: frozenset[str] = frozenset()
+    # podSet -> resource -> index of the last flavor examined (-1: whole list scanned).
+    flavor_scan: dict[str, dict[str, int]] = field(default_factory=dict)
+    tried: list[str] = field(default_factory=list)
+
+    @property
+    def borrowing(self) -> bool:
+        return self.level > 0
+
+    @property
+    def needs_preemption(self) -> bool:
+        return self.mode in (NOCANDIDATES, PREEMPT, RECLAIM)
+
+    def counts(self) -> dict[str, int]:
+        return {ps.name: ps.count for ps in self.pod_sets}
+
+
+def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str | None:
+    for key, value in node_labels.items():
+        wanted = pod_set.node_selector.get(key)
+        if wanted is not None and wanted != value:
+            return f"nodeSelector {key}={wanted} does not match the flavor's {key}={value}"
+    return None
+
+
+def evaluate_flavor(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    pod_set: PodSet,
+    count: int,
+    group: ResourceGroup,
+    flavor_name: str,
+    prior: Mapping[FR, int],
+) -> FlavorOption:
+    """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage."""
+    flavor = session.snapshot.flavors.get(flavor_name)
+    if flavor is None:
+        return FlavorOption(flavor_name, NOFIT, message="flavor is not defined")
+    conflict = _selector_conflict(pod_set, flavor.node_labels)
+    if conflict is not None:
+        return FlavorOption(flavor_name, NOFIT, message=conflict)
+    if not flavor_taints_tolerated(flavor, pod_set.tolerations):
+        return FlavorOption(flavor_name, NOFIT, message="a NoSchedule/NoExecute taint of the flavor is not tolerated")
+    accounting = session.accounting
+    usage: dict[FR, int] = {}
+    for resource in group.covered:
+        amount = pod_set.requests.get(resource, 0)
+        if amount:
+            fr = (flavor_name, resource)
+            usage[fr] = amount * count + prior.get(fr, 0)
+    needed: list[FR] = []
+    level = 0
+    for fr, request in usage.items():
+        resource = fr[1]
+        if request > leaf.potential.get(fr, 0):
+            return FlavorOption(
+                flavor_name,
+                NOFIT,
+                usage=usage,
+                message=(
+                    f"{resource} request {format_quantity(request, resource)} exceeds the max quota "
+                    f"{format_quantity(leaf.potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
+                ),
+            )
+        available = accounting.available(leaf, fr)
+        if request <= available:
+            level = max(level, accounting.borrowing_level(leaf, fr, request))
+            continue
+        may_search = (
+            request <= leaf.subtree.get(fr, 0)
+            or accounting.fits_ancestor(leaf, fr, request, below_root=True) is not None
+            or leaf.spec.preemption.borrow_within_cohort != "Never"
+        )
+        if not may_search:
+            return FlavorOption(
+                flavor_name,
+                NOFIT,
+                usage=usage,
+                message=(
+                    f"insufficient unused quota for {resource} in flavor {flavor_name}: "
+                    f"{format_quantity(request - available, resource)} more needed"
+                ),
+            )
+        needed.append(fr)
+    node_short = False
+    placements = session.placements
+    if placements is not None and placements.has_nodes(flavor_name):
+        node_short = not _pods_fit_nodes(session, flavor_name, pod_set, count)
+        if node_short:
+            needed.extend(fr for fr in usage if fr not in needed)
+    if not needed:
+        return FlavorOption(flavor_name, FIT, level=level, usage=usage)
+    from .actions.preempt import find_victims
+
+    search = find_victims(session, workload, leaf, usage, frozenset(needed), [(pod_set, count, flavor_name)])
+    why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
+    if not search.victims:
+        return FlavorOption(
+            flavor_name,
+            NOCANDIDATES,
+            usage=usage,
+            needed=frozenset(needed),
+            message=why or search.message,
+            vetoed_by=search.vetoed_by,
+        )
+    mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
+    return FlavorOption(
+        flavor_name,
+        mode,
+        level=max(level, search.level),
+        usage=usage,
+        needed=frozenset(needed),
+        victims=search.victims,
+        vetoed_by=search.vetoed_by,
+        message=f"{len(search.victims)} victim(s)",
+    )
+
+
+def _pods_fit_nodes(session: Session, flavor_name: str, pod_set: PodSet, count: int) -> bool:
+    placements = session.placements
+    assert placements is not None
+    flavor = session.snapshot.flavors[flavor_name]
+    tolerations = flavor_tolerations(flavor, pod_set.tolerations)
+    selector = {**pod_set.node_selector, **flavor.node_labels}
+    statement = session.statement
+    checkpoint = statement.checkpoint()
+    try:
+        for _ in range(count):
+            node = placements.best_fit(flavor_name, pod_set.requests, selector, tolerations)
+            if node is None:
+                return False
+            statement.take_room(node, pod_set.requests)
+        return True
+    finally:
+        statement.rollback(checkpoint)
+
+
+def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts: Mapping[str, int] | None = None) -> Assignment:
+    """First flavor that fits; if none does, the first of the best mode that can preempt."""
+    assignment = Assignment(workload, leaf)
+    prior: dict[FR, int] = {}
+    worst = FIT
+    for pod_set in workload.pod_sets:
+        count = pod_set.count if counts is None else counts[pod_set.name]
+        flavors: dict[str, str] = {}
+        for group in leaf.spec.resource_groups:
+            if not any(pod_set.requests.get(r, 0) for r in group.covered):
+                continue
+            best: FlavorOption | None = None
+            for flavor in group.flavors:
+                option = evaluate_flavor(session, workload, leaf, pod_set, count, group, flavor.flavor, prior)
+                assignment.tried.append(f"podSet {pod_set.name}: {option.describe()}")
+                if best is None or option.mode > best.mode:
+                    best = option
+                if option.mode == FIT:
+                    break
+            if best is None:
+                continue
+            if best.mode == NOFIT:
+                assignment.mode = NOFIT
+                assignment.message = best.message
+                return assignment
+            worst = min(worst, best.mode)
+            assignment.vetoed_by |= best.vetoed_by
+            for resource in group.covered:
+                if pod_set.requests.get(resource, 0):
+                    flavors[resource] = best.flavor
+            prior.update(best.usage)
+        if not _covers(pod_set, flavors, leaf, assignment):
+            return assignment
+        assignment.pod_sets.append(
+            PodSetAssignment(pod_set.name, count, flavors, _usage(pod_set, count, flavors), pod_set)
+        )
+    assignment.mode = worst
+    return finish_assignment(session, assignment)
+
+
+def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assignment: Assignment) -> bool:
+    for resource, amount in sorted(pod_set.requests.items()):
+        if amount and resource not in flavors:
+            assignment.mode = NOFIT
+            assignment.message = f"resource {resource} is not covered by queue {leaf.name}"
+            return False
+    return True
+
+
+def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
+    usage: dict[FR, int] = {}
+    for resource, amount in pod_set.requests.items():
+        if amount:
+            fr = (flavors[resource], resource)
+            usage[fr] = usage.get(fr, 0) + amount * count
+    return usage
+
+
+def finish_assignment(session: Session, assignment: Assignment) -> Assignment:
+    """Total usage, borrowing level and — when something does not fit — the victims for
+    the whole assignment, measured against the session's accounting as it stands."""
+    usage: dict[FR, int] = {}
+    for ps in assignment.pod_sets:
+        for fr, amount in ps.usage.items():
+            usage[fr] = usage.get(fr, 0) + amount
+    assignment.usage = usage
+    if assignment.mode == NOFIT:
+        return assignment
+    accounting = session.accounting
+    leaf = assignment.leaf
+    needed = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
+    node_short = _nodes_short(session, assignment)
+    if node_short:
+        needed.extend(fr for fr in usage if fr not in needed and fr[0] in node_short)
+    if not needed:
+        assignment.mode = FIT
+        assignment.level = max(
+            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
+        )
+        return assignment
+    from .actions.preempt import find_victims
+
+    targets = [(ps.spec, ps.count, next(iter(ps.flavors.values()))) for ps in assignment.pod_sets if ps.flavors]
+    search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
+    assignment.needed = frozenset(needed)
+    assignment.vetoed_by |= search.vetoed_by
+    if not search.victims:
+        assignment.mode = NOCANDIDATES
+        assignment.message = search.message or _shortage(session, assignment, needed)
+        return assignment
+    assignment.victims = search.victims
+    assignment.allow_borrowing = search.allow_borrowing
+    assignment.level = search.level
+    assignment.mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
+    return assignment
+
+
+def _nodes_short(session: Session, assignment: Assignment) -> set[str]:
+    """Flavors whose nodes cannot take the assignment's pods right now."""
+    placements = session.placements
+    if placements is None:
+        return set()
+    short: set[str] = set()
+    statement = session.statement
+    checkpoint = statement.checkpoint()
+    try:
+        for ps in assignment.pod_sets:
+            flavor_names = set(ps.flavors.values())
+            if len(flavor_names) != 1:
+                continue
+            (flavor_name,) = flavor_names
+            if not placements.has_nodes(flavor_name):
+                continue
+            flavor = session.snapshot.flavors[flavor_name]
+            tolerations = flavor_tolerations(flavor, ps.spec.tolerations)
+            selector = {**ps.spec.node_selector, **flavor.node_labels}
+            for _ in range(ps.count):
+                node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
+                if node is None:
+                    short.add(flavor_name)
+                    break
+                statement.take_room(node, ps.spec.requests)
+    finally:
+        statement.rollback(checkpoint)
+    return short
+
+
+def _shortage(session: Session, assignment: Assignment, needed: list[FR]) -> str:
+    parts = []
+    for fr in sorted(needed):
+        flavor, resource = fr
+        missing = assignment.usage[fr] - session.accounting.available(assignment.leaf, fr)
+        if missing > 0:
+            parts.append(f"{format_quantity(missing, resource)} more {resource} in flavor {flavor}")
+        else:
+            parts.append(f"room for its pods on the nodes of flavor {flavor}")
+    return "insufficient unused quota: needs " + ", ".join(parts)

@@ -1,0 +1,202 @@
+"""Node-level fit and placement (SEMANTICS §6, first part).
+
+Only flavors that have Node objects (nodes whose labels match the flavor's
+``nodeLabels``) are placed; without nodes only quota counts, as in Kueue.
+
+Pods are placed one at a time, best fit: the node with the least free GPUs
+that still fits, then the least free cpu, then the node name. Scanning 4,000
+nodes per pod would be quadratic over a burst of pods, so each flavor keeps
+its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
+the first fitting node found walking buckets upwards from the request is the
+best fit.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Mapping, Sequence
+
+from .model import GPU_RESOURCES, Flavor, Node, Taint, Toleration, tolerates
+
+__all__ = ["NodePool", "Placements", "gpu_amount"]
+
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def gpu_amount(amounts: Mapping[str, int]) -> int:
+    total = 0
+    for resource in GPU_RESOURCES:
+        total += amounts.get(resource, 0)
+    return total
+
+
+def node_matches(
+    node: Node,
+    selector: Mapping[str, str],
+    tolerations: Sequence[Toleration],
+) -> bool:
+    if node.unschedulable:
+        return False
+    labels = node.labels
+    for key, value in selector.items():
+        if labels.get(key) != value:
+            return False
+    for taint in node.taints:
+        if taint.effect in _BLOCKING and not tolerates(tuple(tolerations), taint):
+            return False
+    return True
+
+
+class NodePool:
+    """The static node view of a snapshot: which nodes serve which flavor."""
+
+    __slots__ = ("by_flavor", "free", "nodes")
+
+    def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
+        self.nodes = dict(sorted(nodes.items()))
+        self.free: dict[str, dict[str, int]] = {
+            name: dict(node.allocatable) for name, node in self.nodes.items()
+        }
+        self.by_flavor: dict[str, list[str]] = {}
+        if not self.nodes:
+            return
+        for flavor in sorted(flavors.values(), key=lambda f: f.name):
+            members = [
+                name
+                for name, node in self.nodes.items()
+                if all(node.labels.get(k) == v for k, v in flavor.node_labels.items())
+            ]
+            if members:
+                self.by_flavor[flavor.name] = members
+
+    def consume(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """Subtract a bound pod's requests (snapshot building only)."""
+        free = self.free.get(node_name)
+        if free is None:
+            return
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) - amount
+
+
+def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
+    for resource, amount in requests.items():
+        if free.get(resource, 0) < amount:
+            return False
+    return True
+
+
+class _FlavorIndex:
+    __slots__ = ("buckets", "keys")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[int, str]]] = {}
+        self.keys: list[int] = []
+
+    def insert(self, gpus: int, cpu: int, name: str) -> None:
+        bucket = self.buckets.get(gpus)
+        if bucket is None:
+            bucket = self.buckets[gpus] = []
+            insort(self.keys, gpus)
+        insort(bucket, (cpu, name))
+
+    def delete(self, gpus: int, cpu: int, name: str) -> None:
+        bucket = self.buckets[gpus]
+        del bucket[bisect_left(bucket, (cpu, name))]
+        if not bucket:
+            del self.buckets[gpus]
+            del self.keys[bisect_left(self.keys, gpus)]
+
+
+class Placements:
+    """Free room per node during one session, with best-fit placement."""
+
+    __slots__ = ("_index", "_node_flavors", "free", "pool")
+
+    def __init__(self, pool: NodePool) -> None:
+        self.pool = pool
+        self.free = {name: dict(free) for name, free in pool.free.items()}
+        self._index: dict[str, _FlavorIndex] = {}
+        self._node_flavors: dict[str, list[_FlavorIndex]] = {}
+        for flavor, members in pool.by_flavor.items():
+            index = self._index[flavor] = _FlavorIndex()
+            for name in members:
+                free = self.free[name]
+                index.insert(gpu_amount(free), free.get("cpu", 0), name)
+                self._node_flavors.setdefault(name, []).append(index)
+
+    def copy(self) -> Placements:
+        clone = Placements.__new__(Placements)
+        clone.pool = self.pool
+        clone.free = {name: dict(free) for name, free in self.free.items()}
+        clone._index = {}
+        clone._node_flavors = {}
+        for flavor, index in self._index.items():
+            copied = clone._index[flavor] = _FlavorIndex()
+            copied.keys = list(index.keys)
+            copied.buckets = {k: list(v) for k, v in index.buckets.items()}
+        for flavor, members in self.pool.by_flavor.items():
+            for name in members:
+                clone._node_flavors.setdefault(name, []).append(clone._index[flavor])
+        return clone
+
+    def has_nodes(self, flavor: str) -> bool:
+        return flavor in self._index
+
+    def best_fit(
+        self,
+        flavor: str,
+        requests: Mapping[str, int],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+    ) -> str | None:
+        """The best-fit node of ``flavor`` for one pod, or ``None``."""
+        index = self._index.get(flavor)
+        if index is None:
+            return None
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        nodes = self.pool.nodes
+        free = self.free
+        keys = index.keys
+        for k in keys[bisect_left(keys, gpus) :]:
+            bucket = index.buckets[k]
+            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
+                name = bucket[j][1]
+                if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
+                    return name
+        return None
+
+    def take(self, node_name: str, requests: Mapping[str, int]) -> None:
+        self._adjust(node_name, requests, -1)
+
+    def give_back(self, node_name: str, requests: Mapping[str, int]) -> None:
+        self._adjust(node_name, requests, 1)
+
+    def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+        free = self.free.get(node_name)
+        if free is None:
+            return
+        indexes = self._node_flavors.get(node_name, ())
+        old_gpus = gpu_amount(free)
+        old_cpu = free.get("cpu", 0)
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) + sign * amount
+        new_gpus = gpu_amount(free)
+        new_cpu = free.get("cpu", 0)
+        if (old_gpus, old_cpu) != (new_gpus, new_cpu):
+            for index in indexes:
+                index.delete(old_gpus, old_cpu, node_name)
+                index.insert(new_gpus, new_cpu, node_name)
+
+
+def flavor_tolerations(flavor: Flavor, pod_tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
+    """What a pod admitted on ``flavor`` tolerates: its own plus the flavor's injected ones."""
+    return tuple(pod_tolerations) + flavor.tolerations
+
+
+def flavor_taints_tolerated(flavor: Flavor, tolerations: Sequence[Toleration]) -> bool:
+    """SEMANTICS §3: a flavor is skipped when one of its NoSchedule/NoExecute taints is not tolerated."""
+    taints: tuple[Taint, ...] = flavor.node_taints
+    return all(
+        taint.effect not in _BLOCKING or tolerates(tuple(tolerations), taint) for taint in taints
+    )

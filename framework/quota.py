@@ -1,0 +1,254 @@
+"""The queue tree's resource nodes and the quota arithmetic of SEMANTICS §1.
+
+Static figures (nominal, limits, subtree quota, local reserve, potential
+availability) live on :class:`QuotaNode` and never change within a session.
+Usage is the only mutable part and lives in :class:`Accounting`, one per
+session, so a snapshot can be shared by any number of sessions.
+
+The arithmetic follows Kueue's hierarchical resource nodes: a node keeps a
+*local reserve* (``nominal - lendingLimit``) that only its own subtree may
+use; what exceeds the reserve is "stored in the parent", which is why usage
+bubbles up as ``max(0, v - local headroom)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from .model import FR, QueueSpec
+
+__all__ = ["Accounting", "QuotaNode", "QuotaTree"]
+
+
+class QuotaNode:
+    """One queue or cohort of the tree, with its static quota figures."""
+
+    __slots__ = (
+        "borrowing_limit",
+        "children",
+        "depth",
+        "frs",
+        "guaranteed",
+        "height",
+        "index",
+        "is_leaf",
+        "lending_limit",
+        "name",
+        "nominal",
+        "parent",
+        "potential",
+        "root",
+        "spec",
+        "subtree",
+    )
+
+    def __init__(self, spec: QueueSpec, index: int) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.index = index
+        self.parent: QuotaNode | None = None
+        self.children: list[QuotaNode] = []
+        self.is_leaf = True
+        self.nominal: dict[FR, int] = {}
+        self.borrowing_limit: dict[FR, int] = {}
+        self.lending_limit: dict[FR, int] = {}
+        self.subtree: dict[FR, int] = {}
+        self.guaranteed: dict[FR, int] = {}
+        self.potential: dict[FR, int] = {}
+        self.frs: frozenset[FR] = frozenset()
+        self.height = 0
+        self.depth = 0
+        self.root: QuotaNode = self
+        for group in spec.resource_groups:
+            for flavor in group.flavors:
+                for resource, quota in flavor.resources.items():
+                    fr = (flavor.flavor, resource)
+                    self.nominal[fr] = quota.nominal
+                    if quota.borrowing_limit is not None:
+                        self.borrowing_limit[fr] = quota.borrowing_limit
+                    if quota.lending_limit is not None:
+                        self.lending_limit[fr] = quota.lending_limit
+
+    def ancestors(self) -> Iterable[QuotaNode]:
+        node = self.parent
+        while node is not None:
+            yield node
+            node = node.parent
+
+    def path(self) -> list[QuotaNode]:
+        """This node and its ancestors, from itself up to the root."""
+        out = [self]
+        out.extend(self.ancestors())
+        return out
+
+    def __repr__(self) -> str:
+        return f"QuotaNode({self.name!r})"
+
+
+class QuotaTree:
+    """All queues and cohorts of a snapshot, with derived static figures."""
+
+    __slots__ = ("leaves", "nodes", "roots")
+
+    def __init__(self, specs: Mapping[str, QueueSpec]) -> None:
+        self.nodes: dict[str, QuotaNode] = {}
+        for i, name in enumerate(sorted(specs)):
+            self.nodes[name] = QuotaNode(specs[name], i)
+        for node in self.nodes.values():
+            parent_name = node.spec.parent
+            if parent_name is not None and parent_name in self.nodes:
+                parent = self.nodes[parent_name]
+                node.parent = parent
+                parent.children.append(node)
+                parent.is_leaf = False
+        self.roots = [n for n in self.nodes.values() if n.parent is None]
+        for root in self.roots:
+            self._derive(root, 0, root)
+        for root in self.roots:
+            self._derive_potential(root)
+        self.leaves = {name: n for name, n in self.nodes.items() if n.is_leaf and n.spec.defined}
+
+    def _derive(self, node: QuotaNode, depth: int, root: QuotaNode) -> None:
+        node.depth = depth
+        node.root = root
+        subtree = dict(node.nominal)
+        height = 0
+        for child in node.children:
+            self._derive(child, depth + 1, root)
+            height = max(height, child.height + 1)
+            for fr, amount in child.subtree.items():
+                subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed.get(fr, 0)
+        node.height = height
+        node.subtree = subtree
+        node.guaranteed = {
+            fr: max(0, subtree.get(fr, 0) - limit) for fr, limit in node.lending_limit.items()
+        }
+        frs = set(subtree)
+        for child in node.children:
+            frs |= child.frs
+        node.frs = frozenset(frs)
+
+    def _derive_potential(self, node: QuotaNode) -> None:
+        for fr in node.frs:
+            if node.parent is None:
+                value = node.subtree.get(fr, 0)
+            else:
+                value = node.guaranteed.get(fr, 0) + node.parent.potential.get(fr, 0)
+                limit = node.borrowing_limit.get(fr)
+                if limit is not None:
+                    value = min(value, node.subtree.get(fr, 0) + limit)
+            node.potential[fr] = value
+        for child in node.children:
+            self._derive_potential(child)
+
+
+class Accounting:
+    """Mutable usage per node of a :class:`QuotaTree`; one per session."""
+
+    __slots__ = ("tree", "usage")
+
+    def __init__(self, tree: QuotaTree) -> None:
+        self.tree = tree
+        self.usage: list[dict[FR, int]] = [{} for _ in tree.nodes]
+
+    def copy(self) -> Accounting:
+        clone = Accounting.__new__(Accounting)
+        clone.tree = self.tree
+        clone.usage = [dict(u) for u in self.usage]
+        return clone
+
+    def add(self, node: QuotaNode | None, fr: FR, amount: int) -> None:
+        """Add usage at ``node``; what exceeds its local headroom bubbles to the parent."""
+        while node is not None and amount > 0:
+            usage = self.usage[node.index]
+            used = usage.get(fr, 0)
+            headroom = node.guaranteed.get(fr, 0) - used
+            usage[fr] = used + amount
+            if headroom > 0:
+                amount -= headroom
+            node = node.parent
+
+    def remove(self, node: QuotaNode | None, fr: FR, amount: int) -> None:
+        """Mirror of :meth:`add`: only what was stored in the parent leaves the parent."""
+        while node is not None and amount > 0:
+            usage = self.usage[node.index]
+            used = usage.get(fr, 0)
+            stored_in_parent = used - node.guaranteed.get(fr, 0)
+            usage[fr] = used - amount
+            if stored_in_parent <= 0:
+                return
+            amount = min(amount, stored_in_parent)
+            node = node.parent
+
+    def add_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
+        for fr, amount in usage.items():
+            self.add(node, fr, amount)
+
+    def remove_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
+        for fr, amount in usage.items():
+            self.remove(node, fr, amount)
+
+    def used(self, node: QuotaNode, fr: FR) -> int:
+        return self.usage[node.index].get(fr, 0)
+
+    def available(self, node: QuotaNode, fr: FR) -> int:
+        """SEMANTICS §1 Available(q): never negative."""
+        return max(0, self._available(node, fr))
+
+    def _available(self, node: QuotaNode, fr: FR) -> int:
+        used = self.usage[node.index].get(fr, 0)
+        parent = node.parent
+        if parent is None:
+            return node.subtree.get(fr, 0) - used
+        guaranteed = node.guaranteed.get(fr, 0)
+        local = max(0, guaranteed - used)
+        from_parent = self._available(parent, fr)
+        limit = node.borrowing_limit.get(fr)
+        if limit is not None:
+            stored = node.subtree.get(fr, 0) - guaranteed
+            used_in_parent = max(0, used - guaranteed)
+            from_parent = min(from_parent, stored - used_in_parent + limit)
+        return local + from_parent
+
+    def borrowing(self, node: QuotaNode, fr: FR) -> bool:
+        """Usage above the node's own (subtree) quota."""
+        return self.usage[node.index].get(fr, 0) > node.subtree.get(fr, 0)
+
+    def within_nominal(self, node: QuotaNode, fr: FR) -> bool:
+        return self.usage[node.index].get(fr, 0) <= node.subtree.get(fr, 0)
+
+    def borrowing_level(self, leaf: QuotaNode, fr: FR, request: int) -> int:
+        """SEMANTICS §2.3: 0 within the leaf's nominal, else the height of the lowest
+        ancestor whose subtree can supply the request (the root's height if none can)."""
+        used = self.usage[leaf.index].get(fr, 0)
+        if used + request <= leaf.subtree.get(fr, 0):
+            return 0
+        amount = request - max(0, leaf.guaranteed.get(fr, 0) - used)
+        node = leaf.parent
+        last = leaf
+        while node is not None:
+            used = self.usage[node.index].get(fr, 0)
+            if used + amount <= node.subtree.get(fr, 0):
+                return node.height
+            amount -= max(0, node.guaranteed.get(fr, 0) - used)
+            last = node
+            node = node.parent
+        return last.height
+
+    def fits_ancestor(self, leaf: QuotaNode, fr: FR, request: int, *, below_root: bool) -> QuotaNode | None:
+        """The lowest ancestor A with ``usage(A) + remaining <= subtree(A)``, where
+        ``remaining`` is the request less what the levels below A can still supply from
+        their local reserves (SEMANTICS §4, hierarchical reclaim). With ``below_root``
+        the root itself does not count."""
+        used = self.usage[leaf.index].get(fr, 0)
+        amount = request - max(0, leaf.guaranteed.get(fr, 0) - used)
+        node = leaf.parent
+        while node is not None:
+            if below_root and node.parent is None:
+                return None
+            used = self.usage[node.index].get(fr, 0)
+            if used + amount <= node.subtree.get(fr, 0):
+                return node
+            amount -= max(0, node.guaranteed.get(fr, 0) - used)
+            node = node.parent
+        return None
