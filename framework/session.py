@@ -49,6 +49,7 @@ class Taken:
 
 class Session:
     __slots__ = (
+        "_notes",
         "_preemptible",
         "_veto_reasons",
         "_workload_keys",
@@ -101,6 +102,7 @@ class Session:
         self._workload_keys: dict[str, tuple[Any, ...]] = {}
         self._preemptible: list[Impl] = []
         self._veto_reasons: dict[str, str] = {}
+        self._notes: dict[str, dict[str, str]] = {}
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
 
     # -- plugin access -----------------------------------------------------
@@ -190,6 +192,14 @@ class Session:
     def veto_reason(self, plugin: str) -> str | None:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
         return self._veto_reasons.get(plugin)
+
+    def add_note(self, workload: str, plugin: str, text: str) -> None:
+        """Let a plugin say why it held a preemptor back; the last note per plugin is
+        appended to the preemptor's pending message if it finds no victims."""
+        self._notes.setdefault(workload, {})[plugin] = text
+
+    def notes(self, workload: str) -> list[str]:
+        return [text for _, text in sorted(self._notes.get(workload, {}).items())]
 
     def explain(self, workload: str, line: str) -> None:
         self.decisions.explanations.setdefault(workload, []).append(line)

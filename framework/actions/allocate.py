@@ -136,7 +136,8 @@ def _process(session: Session, entry: _Entry, relied_on: set[str]) -> int:
                 break
         if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
             _reserve(session, entry.queue.leaf, assignment)
-        _pending(session, key, reason, assignment.message or "no victims found")
+        message = "; ".join([assignment.message or "no victims found", *session.notes(key)])
+        _pending(session, key, reason, message)
         _record_scan(session, workload, assignment)
         return _DONE
     victim_keys = {v.key for v in assignment.victims}
