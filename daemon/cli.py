@@ -1,2 +1,269 @@
-def main(argv: list[str] | None = None) -> int:
-    raise NotImplementedError
+"""The ``preemptd`` command (CONTRACT §2).
+
+Exit codes follow sysexits where CONTRACT names them: 0 ok, 2 unreadable
+snapshot (or, with ``--strict``, an invalid object), 78 (``EX_CONFIG``) bad
+configuration. Everything but the requested output goes to stderr, one line
+per problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from preemptd.framework.decisions import Decisions
+from preemptd.framework.objects import Inventory, parse_objects
+from preemptd.framework.quantity import QuantityError, parse_timestamp
+from preemptd.framework.session import run_session
+from preemptd.framework.snapshot import Snapshot
+from rich.console import Console
+
+from preemptd import __version__
+
+from . import report
+from .backends.files import apply_decisions, write_documents
+from .config import Config, ConfigError, ConfigProblem, read_config
+from .files import Document, LoadError, load_files
+from .plugins import Plugins, resolve_plugins
+
+__all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_OK", "main"]
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_INPUT = 2  # also argparse's code for a bad command line
+EXIT_CONFIG = 78  # sysexits EX_CONFIG
+
+
+class UsageError(Exception):
+    """A bad argument that argparse cannot see (exit 2)."""
+
+
+class StrictError(Exception):
+    """``--strict`` and an invalid object: already reported, exit 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a bad command line
+        return exc.code if isinstance(exc.code, int) else EXIT_INPUT
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        _errors(map(str, exc.problems))
+        return EXIT_CONFIG
+    except LoadError as exc:
+        _errors(exc.messages)
+        return EXIT_INPUT
+    except UsageError as exc:
+        _errors([f"preemptd: error: {exc}"])
+        return EXIT_INPUT
+    except StrictError:
+        return EXIT_INPUT
+    return code
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="preemptd",
+        description="Admission, preemption and reclaim for Kubernetes queues.",
+    )
+    parser.add_argument("--version", action="version", version=f"preemptd {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults)")
+        return sub
+
+    cycle = command("cycle", "run one session over snapshot files and print the decisions")
+    cycle.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="YAML/JSON file, directory or -")
+    cycle.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
+    cycle.add_argument("--output", choices=("table", "json"), default="table")
+    cycle.add_argument("--apply", metavar="OUT", help="also write the objects with the decisions committed")
+    cycle.add_argument("--strict", action="store_true", help="exit 2 on any invalid object")
+    cycle.add_argument("--timings", action="store_true", help="print seconds per phase to stderr")
+    cycle.set_defaults(handler=_cycle)
+
+    validate = command("validate", "check the configuration and snapshot files, listing every problem")
+    validate.add_argument("snapshots", nargs="*", metavar="SNAPSHOT")
+    validate.set_defaults(handler=_validate)
+
+    plugins = command("plugins", "list the installed plugins, their source, and whether enabled")
+    plugins.set_defaults(handler=_plugins)
+
+    explain = command("explain", "why a workload is pending, admitted or chosen as a victim")
+    explain.add_argument("workload", metavar="WORKLOAD", help="namespace/name (or a name unique in the snapshot)")
+    explain.add_argument("snapshots", nargs="+", metavar="SNAPSHOT")
+    explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
+    explain.set_defaults(handler=_explain)
+    return parser
+
+
+# --- shared steps ------------------------------------------------------------------------
+
+
+def _errors(lines: Iterable[str]) -> None:
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
+    config, problems = read_config(path)
+    plugins, more = resolve_plugins(config)
+    return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
+
+
+def _setup(path: str | None) -> tuple[Config, Plugins]:
+    config, plugins, problems = _check_setup(path)
+    if problems:
+        raise ConfigError(problems)
+    return config, plugins
+
+
+def _now(text: str | None) -> int:
+    if text is None:
+        return time.time_ns() // 1_000_000
+    try:
+        return parse_timestamp(text)
+    except QuantityError as exc:
+        raise UsageError(f"--now: {exc}") from None
+
+
+@dataclass(slots=True)
+class _Run:
+    config: Config
+    documents: list[tuple[str, Document]]
+    inventory: Inventory
+    decisions: Decisions
+
+
+def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = False) -> _Run:
+    """Load, report object problems, build the snapshot and run one session.
+
+    Invalid objects are isolated (CONTRACT §2); with ``strict`` they stop the run.
+    """
+    config, plugins = _setup(args.config)
+    now = _now(args.now)
+    started = time.perf_counter()
+    documents = load_files(args.snapshots)
+    inventory = parse_objects(documents)
+    timings["load"] = time.perf_counter() - started
+    _errors(map(str, inventory.problems))
+    _errors(f"warning: {warning}" for warning in inventory.warnings)
+    if strict and inventory.problems:
+        raise StrictError
+    started = time.perf_counter()
+    snapshot = Snapshot.build(inventory, now=now)
+    timings["snapshot"] = time.perf_counter() - started
+    registry = plugins.registry()
+    # run_session reports inventory.inadmissible (carried by the snapshot) as pending
+    # Inadmissible itself; nothing is added here.
+    decisions = run_session(snapshot, registry, actions=config.scheduler.actions, timings=timings)
+    _errors(
+        f"warning: plugin {error.plugin} failed in {error.hook}: {error.message}"
+        for error in registry.errors
+    )
+    return _Run(config, documents, inventory, decisions)
+
+
+def _print_timings(timings: dict[str, float], actions: Sequence[str]) -> None:
+    order = ["load", "snapshot", *actions, "session"]
+    order += [phase for phase in timings if phase not in order]
+    _errors(f"timing {phase} {timings[phase]:.6f}" for phase in order if phase in timings)
+
+
+def _stdout() -> Console:
+    return Console(file=sys.stdout, highlight=False)
+
+
+# --- commands ----------------------------------------------------------------------------
+
+
+def _cycle(args: argparse.Namespace) -> int:
+    timings: dict[str, float] = {}
+    run = _run(args, timings, strict=args.strict)
+    if args.apply is not None:
+        # Written before anything is printed: a failed write leaves no half result.
+        committed = apply_decisions([document for _, document in run.documents], run.decisions)
+        try:
+            write_documents(args.apply, committed)
+        except OSError as exc:
+            _errors([f"preemptd: error: --apply {args.apply}: {exc.strerror or exc}"])
+            return EXIT_FAILURE
+    if args.output == "json":
+        sys.stdout.write(run.decisions.to_json())
+    else:
+        report.print_decisions(run.decisions, _stdout())
+    if args.timings:
+        _print_timings(timings, run.config.scheduler.actions)
+    return EXIT_OK
+
+
+def _validate(args: argparse.Namespace) -> int:
+    _, _, config_problems = _check_setup(args.config)
+    _errors(map(str, config_problems))
+    object_problems = 0
+    documents: list[tuple[str, Document]] = []
+    if args.snapshots:
+        try:
+            documents = load_files(args.snapshots)
+        except LoadError as exc:
+            _errors(exc.messages)
+            object_problems += len(exc.messages)
+            documents = exc.documents
+        inventory = parse_objects(documents)
+        _errors(map(str, inventory.problems))
+        _errors(f"warning: {warning}" for warning in inventory.warnings)
+        object_problems += len(inventory.problems)
+    if config_problems:
+        return EXIT_CONFIG
+    if object_problems:
+        return EXIT_INPUT
+    files = len({file for file, _ in documents})
+    print(f"valid: configuration{f' and {files} snapshot files' if args.snapshots else ''}")
+    return EXIT_OK
+
+
+def _plugins(args: argparse.Namespace) -> int:
+    _, plugins = _setup(args.config)
+    report.print_plugins(plugins.infos, _stdout())
+    _errors(
+        f"warning: plugin {info.name} is enabled but not installed"
+        for info in plugins.infos
+        if info.requested and not info.installed
+    )
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace) -> int:
+    run = _run(args, {})
+    key = _find_workload(args.workload, run.inventory)
+    if key is None:
+        _errors([f"preemptd: workload {args.workload} not found in the snapshot"])
+        return EXIT_INPUT
+    workload = run.inventory.workloads.get(key)
+    print("\n".join(report.explain_workload(key, run.decisions, workload)))
+    return EXIT_OK
+
+
+def _find_workload(name: str, inventory: Inventory) -> str | None:
+    """``namespace/name`` as given, or the one workload called ``name`` in any namespace."""
+    keys = set(inventory.workloads) | set(inventory.inadmissible)
+    if "/" in name:
+        return name if name in keys else None
+    matches = sorted(key for key in keys if key.partition("/")[2] == name)
+    if len(matches) > 1:
+        raise UsageError(f"workload {name!r} is ambiguous: {', '.join(matches)}; give namespace/name")
+    return matches[0] if matches else None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

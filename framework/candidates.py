@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .model import FR, Pod, Workload
 
@@ -69,6 +69,8 @@ class Candidate:
     # Identifies the unit across searches: (key,) whole, (key, i) i-th single pod,
     # (key, "rest") the remainder of an elastic workload.
     unit: tuple[object, ...] = ()
+    # The victim order when no plugin adds a key (set when the unit is made).
+    sort_key: tuple[Any, ...] = ()
     # (class, priority, ...) of GPU pod victims; unused by whole-workload candidates.
     rank: tuple[object, ...] = field(default=())
 

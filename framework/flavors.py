@@ -19,8 +19,10 @@ from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated, flavor_tolerations
 from .quantity import format_quantity
 from .quota import QuotaNode
+from .statement import Statement
 
 if TYPE_CHECKING:
+    from .actions.preempt import SearchResult
     from .session import Session
 
 __all__ = [
@@ -55,6 +57,7 @@ class FlavorOption:
     message: str = ""
     victims: list[Candidate] = field(default_factory=list)
     vetoed_by: frozenset[str] = frozenset()
+    search: SearchResult | None = None
 
     def describe(self) -> str:
         borrow = f", borrowing level {self.level}" if self.level else ""
@@ -86,6 +89,7 @@ class Assignment:
     victims: list[Candidate] = field(default_factory=list)
     allow_borrowing: bool = True
     vetoed_by: frozenset[str] = frozenset()
+    node_short: bool = False  # the quota fits or not, the nodes lack room right now
     # podSet -> resource -> index of the last flavor examined (-1: whole list scanned).
     flavor_scan: dict[str, dict[str, int]] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
@@ -100,6 +104,15 @@ class Assignment:
 
     def counts(self) -> dict[str, int]:
         return {ps.name: ps.count for ps in self.pod_sets}
+
+    def node_targets(self) -> list[tuple[PodSet, int, str]]:
+        """(podSet, count, flavor) of every podSet placed on a single flavor."""
+        out = []
+        for ps in self.pod_sets:
+            flavors = set(ps.flavors.values())
+            if len(flavors) == 1:
+                out.append((ps.spec, ps.count, next(iter(flavors))))
+        return out
 
 
 def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str | None:
@@ -146,7 +159,7 @@ def evaluate_flavor(
                 NOFIT,
                 usage=usage,
                 message=(
-                    f"{resource} request {format_quantity(request, resource)} exceeds the max quota "
+                    f"{resource} request {format_quantity(request, resource)} exceeds max quota "
                     f"{format_quantity(leaf.potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
                 ),
             )
@@ -180,7 +193,9 @@ def evaluate_flavor(
         return FlavorOption(flavor_name, FIT, level=level, usage=usage)
     from .actions.preempt import find_victims
 
-    search = find_victims(session, workload, leaf, usage, frozenset(needed), [(pod_set, count, flavor_name)])
+    # Evicting only adds room: the nodes matter to the search only when they are short now.
+    targets = [(pod_set, count, flavor_name)] if node_short else []
+    search = find_victims(session, workload, leaf, usage, frozenset(needed), targets)
     why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
     if not search.victims:
         return FlavorOption(
@@ -190,6 +205,7 @@ def evaluate_flavor(
             needed=frozenset(needed),
             message=why or search.message,
             vetoed_by=search.vetoed_by,
+            search=search,
         )
     mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
     return FlavorOption(
@@ -201,6 +217,7 @@ def evaluate_flavor(
         victims=search.victims,
         vetoed_by=search.vetoed_by,
         message=f"{len(search.victims)} victim(s)",
+        search=search,
     )
 
 
@@ -210,17 +227,7 @@ def _pods_fit_nodes(session: Session, flavor_name: str, pod_set: PodSet, count: 
     flavor = session.snapshot.flavors[flavor_name]
     tolerations = flavor_tolerations(flavor, pod_set.tolerations)
     selector = {**pod_set.node_selector, **flavor.node_labels}
-    statement = session.statement
-    checkpoint = statement.checkpoint()
-    try:
-        for _ in range(count):
-            node = placements.best_fit(flavor_name, pod_set.requests, selector, tolerations)
-            if node is None:
-                return False
-            statement.take_room(node, pod_set.requests)
-        return True
-    finally:
-        statement.rollback(checkpoint)
+    return placements.can_place(flavor_name, pod_set.requests, count, selector, tolerations)
 
 
 def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts: Mapping[str, int] | None = None) -> Assignment:
@@ -228,6 +235,7 @@ def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts
     assignment = Assignment(workload, leaf)
     prior: dict[FR, int] = {}
     worst = FIT
+    chosen: list[FlavorOption] = []
     for pod_set in workload.pod_sets:
         count = pod_set.count if counts is None else counts[pod_set.name]
         flavors: dict[str, str] = {}
@@ -249,6 +257,7 @@ def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts
                 assignment.message = best.message
                 return assignment
             worst = min(worst, best.mode)
+            chosen.append(best)
             assignment.vetoed_by |= best.vetoed_by
             for resource in group.covered:
                 if pod_set.requests.get(resource, 0):
@@ -260,7 +269,7 @@ def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts
             PodSetAssignment(pod_set.name, count, flavors, _usage(pod_set, count, flavors), pod_set)
         )
     assignment.mode = worst
-    return finish_assignment(session, assignment)
+    return finish_assignment(session, assignment, chosen[0] if len(chosen) == 1 else None)
 
 
 def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assignment: Assignment) -> bool:
@@ -281,9 +290,48 @@ def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, 
     return usage
 
 
-def finish_assignment(session: Session, assignment: Assignment) -> Assignment:
+def pods_fit(
+    session: Session,
+    targets: list[tuple[PodSet, int, str]],
+    *,
+    statement: Statement | None = None,
+) -> bool:
+    """Whether every pod of ``targets`` can be placed on its flavor's nodes right now
+    (on the placements of ``statement``, the session's by default)."""
+    statement = statement if statement is not None else session.statement
+    placements = statement.placements
+    if placements is None:
+        return True
+    targets = [t for t in targets if placements.has_nodes(t[2])]
+    if not targets:
+        return True
+    checkpoint = statement.checkpoint()
+    try:
+        last = len(targets) - 1
+        for i, (spec, count, flavor_name) in enumerate(targets):
+            flavor = session.snapshot.flavors[flavor_name]
+            tolerations = flavor_tolerations(flavor, spec.tolerations)
+            selector = {**spec.node_selector, **flavor.node_labels}
+            if i == last:
+                return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
+            # Earlier podSets take their room so the later ones see it gone.
+            for _ in range(count):
+                node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
+                if node is None:
+                    return False
+                statement.take_room(node, spec.requests)
+        return True
+    finally:
+        statement.rollback(checkpoint)
+
+
+def finish_assignment(session: Session, assignment: Assignment, only: FlavorOption | None = None) -> Assignment:
     """Total usage, borrowing level and — when something does not fit — the victims for
-    the whole assignment, measured against the session's accounting as it stands."""
+    the whole assignment, measured against the session's accounting as it stands.
+
+    ``only``: the single flavor option the assignment consists of (one podSet, one
+    resource group); its victim search already covered the whole request and is reused.
+    """
     usage: dict[FR, int] = {}
     for ps in assignment.pod_sets:
         for fr, amount in ps.usage.items():
@@ -294,9 +342,14 @@ def finish_assignment(session: Session, assignment: Assignment) -> Assignment:
     accounting = session.accounting
     leaf = assignment.leaf
     needed = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
-    node_short = _nodes_short(session, assignment)
-    if node_short:
-        needed.extend(fr for fr in usage if fr not in needed and fr[0] in node_short)
+    targets = assignment.node_targets()
+    placements = session.placements
+    assignment.node_short = bool(targets) and not pods_fit(session, targets)
+    if assignment.node_short:
+        assert placements is not None
+        needed.extend(fr for fr in usage if fr not in needed and placements.has_nodes(fr[0]))
+    else:
+        targets = []
     if not needed:
         assignment.mode = FIT
         assignment.level = max(
@@ -305,8 +358,10 @@ def finish_assignment(session: Session, assignment: Assignment) -> Assignment:
         return assignment
     from .actions.preempt import find_victims
 
-    targets = [(ps.spec, ps.count, next(iter(ps.flavors.values()))) for ps in assignment.pod_sets if ps.flavors]
-    search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
+    if only is not None and only.search is not None and only.usage == usage:
+        search = only.search
+    else:
+        search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
     assignment.needed = frozenset(needed)
     assignment.vetoed_by |= search.vetoed_by
     if not search.victims:
@@ -318,36 +373,6 @@ def finish_assignment(session: Session, assignment: Assignment) -> Assignment:
     assignment.level = search.level
     assignment.mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
     return assignment
-
-
-def _nodes_short(session: Session, assignment: Assignment) -> set[str]:
-    """Flavors whose nodes cannot take the assignment's pods right now."""
-    placements = session.placements
-    if placements is None:
-        return set()
-    short: set[str] = set()
-    statement = session.statement
-    checkpoint = statement.checkpoint()
-    try:
-        for ps in assignment.pod_sets:
-            flavor_names = set(ps.flavors.values())
-            if len(flavor_names) != 1:
-                continue
-            (flavor_name,) = flavor_names
-            if not placements.has_nodes(flavor_name):
-                continue
-            flavor = session.snapshot.flavors[flavor_name]
-            tolerations = flavor_tolerations(flavor, ps.spec.tolerations)
-            selector = {**ps.spec.node_selector, **flavor.node_labels}
-            for _ in range(ps.count):
-                node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
-                if node is None:
-                    short.add(flavor_name)
-                    break
-                statement.take_room(node, ps.spec.requests)
-    finally:
-        statement.rollback(checkpoint)
-    return short
 
 
 def _shortage(session: Session, assignment: Assignment, needed: list[FR]) -> str:

@@ -66,6 +66,7 @@ class Session:
         "statement",
         "taken",
         "timings",
+        "unit_cache",
         "workload_key",
     )
 
@@ -96,6 +97,7 @@ class Session:
         self.state: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.taken: dict[str, Taken] = {}
+        self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         split = "reclaim" in self.actions
         self.in_queue_enabled = "preempt" in self.actions
         self.cross_queue_enabled = split or ("preempt" in self.actions)

@@ -29,7 +29,7 @@ Listener = Callable[[Workload, int | None], None]
 
 
 class Statement:
-    __slots__ = ("accounting", "ops", "on_admit", "on_evict", "placements")
+    __slots__ = ("accounting", "on_admit", "on_evict", "ops", "placements")
 
     def __init__(
         self,
@@ -98,10 +98,11 @@ class Statement:
         if self.on_admit is not None:
             self.on_admit(workload, count)
 
-    def evict(self, candidate: Candidate) -> None:
-        """Virtually take one candidate unit: its quota and its pods' room come free."""
+    def evict(self, candidate: Candidate, *, nodes: bool = True) -> None:
+        """Virtually take one candidate unit: its quota and (with ``nodes``) its pods'
+        room come free. A search that does not place pods leaves node room alone."""
         self.remove_usage(candidate.leaf, candidate.usage)
-        if self.placements is not None:
+        if nodes and self.placements is not None:
             for node, requests in candidate.room:
                 self.give_room(node, requests)
         if self.on_evict is not None:

@@ -66,7 +66,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     )
     out: list[Candidate] = []
     child = leaf
-    ancestor = leaf.parent
+    ancestor: QuotaNode | None = leaf.parent
     while ancestor is not None:
         for sibling in ancestor.children:
             if sibling is not child:

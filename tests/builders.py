@@ -16,6 +16,8 @@ from preemptd.framework.model import (
 )
 from preemptd.framework.objects import Inventory
 
+_NO_PREEMPTION = PreemptionPolicy()
+
 
 def queue(
     name: str,
@@ -25,7 +27,7 @@ def queue(
     flavor: str = "default",
     borrowing_limit: float | None = None,
     lending_limit: float | None = None,
-    preemption: PreemptionPolicy = PreemptionPolicy(),
+    preemption: PreemptionPolicy = _NO_PREEMPTION,
     **kw: object,
 ) -> QueueSpec:
     """A queue with one flavor of cpu (given in cores, stored in milli-cores)."""

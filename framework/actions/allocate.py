@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 
 from ..candidates import Candidate
 from ..decisions import Admitted, AdmittedPodSet, Pending, Preempted
-from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign
+from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign, pods_fit
 from ..model import FR, Workload
+from ..nodes import flavor_tolerations
 from ..quota import QuotaNode
 from ..session import Session, Taken
-from .preempt import pods_fit
+from ..statement import Statement
 
 __all__ = ["nominate", "run_rounds"]
 
@@ -35,6 +36,25 @@ class _Queue:
     items: list[Workload]
     pos: int = 0
     blocked: bool = False
+
+
+class _Books:
+    """The session's accounting seen *without* the victims chosen so far.
+
+    SEMANTICS §2.4 re-checks each entry "with all victims chosen so far in the
+    session and its own removed"; keeping that view up to date as victims are
+    chosen makes the re-check cost the entry's own victims, not the session's.
+    Its placements also hold the room reserved for preemptors, which nobody else
+    may take in this session.
+    """
+
+    __slots__ = ("accounting", "statement", "victims")
+
+    def __init__(self, session: Session) -> None:
+        self.accounting = session.accounting.copy()
+        placements = session.placements.copy() if session.placements is not None else None
+        self.statement = Statement(self.accounting, placements)
+        self.victims: dict[tuple[object, ...], Candidate] = {}
 
 
 @dataclass(slots=True)
@@ -53,6 +73,7 @@ def run_rounds(session: Session) -> None:
         _Queue(snapshot.tree.leaves[name], sorted(items, key=key))
         for name, items in sorted(snapshot.pending_by_queue.items())
     ]
+    books = _Books(session)
     while True:
         entries = []
         for queue in queues:
@@ -67,15 +88,26 @@ def run_rounds(session: Session) -> None:
             entry.order = (level, key(entry.workload))
         entries.sort(key=lambda e: e.order)
         relied_on: set[str] = set()
-        for entry in entries:
-            outcome = _process(session, entry, relied_on)
+        for i, entry in enumerate(entries):
+            outcome = _process(session, books, entry, relied_on)
             session.statement.commit()
-            if outcome == _AGAIN:
+            books.statement.commit()
+            if outcome == _AGAIN and i > 0:
                 continue
+            # The first entry of a round is never offered again, so every round
+            # finishes at least one workload and the session ends.
             queue = entry.queue
             queue.pos += 1
             if queue.leaf.spec.queueing_strategy == "StrictFIFO" and outcome != _ADMITTED:
                 queue.blocked = True
+                for behind in queue.items[queue.pos :]:
+                    _pending(
+                        session,
+                        behind.key,
+                        "WaitingForQuota",
+                        f"behind {entry.workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
+                        "which was not admitted",
+                    )
     for pending in session.state.pop("_pending", {}).values():
         session.decisions.pending.append(pending)
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
@@ -117,7 +149,7 @@ def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment
     return default_assign(session, workload, leaf)
 
 
-def _process(session: Session, entry: _Entry, relied_on: set[str]) -> int:
+def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]) -> int:
     workload = entry.workload
     assignment = entry.assignment
     decisions = session.decisions
@@ -135,7 +167,7 @@ def _process(session: Session, entry: _Entry, relied_on: set[str]) -> int:
                 reason = veto
                 break
         if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
-            _reserve(session, entry.queue.leaf, assignment)
+            _reserve(session, books, entry.queue.leaf, assignment)
         message = "; ".join([assignment.message or "no victims found", *session.notes(key)])
         _pending(session, key, reason, message)
         _record_scan(session, workload, assignment)
@@ -150,18 +182,22 @@ def _process(session: Session, entry: _Entry, relied_on: set[str]) -> int:
             "its victims are relied on by another workload of this session: " + ", ".join(overlap),
         )
         return _AGAIN
-    if not _still_fits(session, entry):
+    if not _still_fits(session, books, entry):
         _pending(session, key, "WaitingForQuota", "no longer fits after other workloads of this session")
         return _AGAIN
     leaf = entry.queue.leaf
     if assignment.victims:
-        _preempt(session, entry)
+        _preempt(session, books, entry)
         relied_on |= victim_keys
         session.statement.add_usage(leaf, assignment.usage)
+        books.statement.add_usage(leaf, assignment.usage)
+        _place(session, books.statement, assignment)  # the room its victims free is now its
         decisions.flavor_scans[key] = {}
         return _DONE
     session.statement.admit(workload, leaf, assignment.usage)
-    _place(session, assignment)
+    books.statement.add_usage(leaf, assignment.usage)
+    _place(session, session.statement, assignment)
+    _place(session, books.statement, assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
     decisions.admitted.append(
         Admitted(
@@ -189,7 +225,7 @@ def _record_scan(session: Session, workload: Workload, assignment: Assignment) -
         session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)
 
 
-def _reserve(session: Session, leaf: QuotaNode, assignment: Assignment) -> None:
+def _reserve(session: Session, books: _Books, leaf: QuotaNode, assignment: Assignment) -> None:
     """SEMANTICS §2.4: a preemptor without victims keeps later entries of its cohort tree
     from taking the quota it is waiting for."""
     accounting = session.accounting
@@ -209,60 +245,40 @@ def _reserve(session: Session, leaf: QuotaNode, assignment: Assignment) -> None:
             reserve[fr] = value
     if reserve:
         session.statement.add_usage(leaf, reserve)
+        books.statement.add_usage(leaf, reserve)
 
 
-def _session_victims(session: Session) -> dict[tuple[object, ...], Candidate]:
-    return session.state.setdefault("_victims", {})  # type: ignore[no-any-return]
-
-
-def _still_fits(session: Session, entry: _Entry) -> bool:
+def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
     """Re-check against what earlier entries changed, with every victim of the session
     and its own removed (SEMANTICS §2.4)."""
     assignment = entry.assignment
     leaf = entry.queue.leaf
-    statement = session.statement
-    accounting = session.accounting
+    targets = assignment.node_targets()
+    if not assignment.victims and targets and not pods_fit(session, targets):
+        # Node room is physical: a victim's pods still occupy it until they are gone.
+        return False
+    statement = books.statement
+    accounting = books.accounting
     checkpoint = statement.checkpoint()
     try:
-        targets = _targets(assignment)
-        if not assignment.victims and targets and not pods_fit(session, targets):
-            # Node room is physical: a victim's pods still occupy it until they are gone.
-            return False
-        units = dict(_session_victims(session))
         for victim in assignment.victims:
-            units.setdefault(victim.unit, victim)
-        for unit in units.values():
-            statement.remove_usage(unit.leaf, unit.usage)
-            if assignment.victims and statement.placements is not None:
-                for node, requests in unit.room:
-                    statement.give_room(node, requests)
+            if victim.unit not in books.victims:
+                statement.evict(victim, nodes=assignment.node_short)
         for fr, amount in assignment.usage.items():
             if amount > accounting.available(leaf, fr):
                 return False
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        if assignment.victims and targets:
-            return pods_fit(session, targets)
-        return True
+        return not targets or pods_fit(session, targets, statement=statement)
     finally:
         statement.rollback(checkpoint)
 
 
-def _targets(assignment: Assignment) -> list[tuple[object, int, str]]:
-    out = []
-    for ps in assignment.pod_sets:
-        flavors = set(ps.flavors.values())
-        if len(flavors) == 1:
-            out.append((ps.spec, ps.count, next(iter(flavors))))
-    return out  # type: ignore[return-value]
-
-
-def _place(session: Session, assignment: Assignment) -> None:
-    placements = session.placements
+def _place(session: Session, statement: Statement, assignment: Assignment) -> None:
+    """Place the assignment's pods, best fit, on the placements of ``statement``."""
+    placements = statement.placements
     if placements is None:
         return
-    from ..nodes import flavor_tolerations
-
     for ps in assignment.pod_sets:
         flavors = set(ps.flavors.values())
         if len(flavors) != 1:
@@ -277,23 +293,25 @@ def _place(session: Session, assignment: Assignment) -> None:
             node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
             if node is None:
                 break
-            session.statement.take_room(node, ps.spec.requests)
+            statement.take_room(node, ps.spec.requests)
 
 
-def _preempt(session: Session, entry: _Entry) -> None:
+def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
     workload = entry.workload
     assignment = entry.assignment
-    chosen = _session_victims(session)
+    chosen = books.victims
     new: dict[str, list[Candidate]] = {}
     for victim in assignment.victims:
         if victim.unit in chosen:
             continue
         chosen[victim.unit] = victim
+        books.statement.evict(victim)
         if not victim.evicted:
             new.setdefault(victim.key, []).append(victim)
     for victim_key, units in sorted(new.items()):
         whole = any(u.count is None for u in units)
         taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
+        session.unit_cache.pop(victim_key, None)
         pods: list[str] = []
         count: int | None = None
         if whole:

@@ -20,8 +20,8 @@ from ..candidates import (
     Candidate,
     Scenario,
 )
+from ..flavors import pods_fit
 from ..model import FR, PodSet, Workload
-from ..nodes import flavor_tolerations
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
 
@@ -60,7 +60,24 @@ def candidate_units(
     only_within_nominal: bool = False,
 ) -> list[Candidate]:
     """The units a running workload can give: single pods above ``minCount`` of its
-    elastic podSet (SEMANTICS §4, "Elastic victims"), then the rest as one unit."""
+    elastic podSet (SEMANTICS §4, "Elastic victims"), then the rest as one unit.
+
+    Cached for the session per workload and class; the cache of a workload is
+    dropped when the session takes something from it (``forget_units``)."""
+    cache = session.unit_cache.setdefault(workload.key, {})
+    cache_key = (leaf.index, reason, group, only_within_nominal)
+    found = cache.get(cache_key)
+    if found is None:
+        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
+        now = session.now
+        for i, unit in enumerate(found):
+            unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
+    return found
+
+
+def _units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
     taken = session.taken.get(workload.key)
     evicted = workload.evicted or (taken is not None and taken.whole)
     usage = session.snapshot.usage.get(workload.key, {})
@@ -136,8 +153,20 @@ def _reserved_room(session: Session, workload: Workload) -> tuple[tuple[str, Any
     return tuple((r.node, specs[r.pod_set].requests) for r in reserved)
 
 
-def _victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:
+def _base_key(c: Candidate, now: int) -> tuple[Any, ...]:
+    """SEMANTICS §4 within a group: lower priority, single pods of elastic workloads
+    before whole ones, most recently admitted (no admittedAt = now), tie-break key."""
+    admitted = c.workload.admitted_at if c.workload.admitted_at is not None else now
+    return (c.priority, 0 if c.single_pod else 1, -admitted, c.workload.tiebreak)
+
+
+def _order(session: Session, preemptor: Workload, candidates: list[Candidate]) -> list[Candidate]:
+    """Already evicted first, then by class; plugin keys (``victim_order``) decide within
+    a class before the base order. Stable: equal keys keep the plugins' order."""
     keys = [fn for _, fn in session.registry.call_all("victim_order", session=session, preemptor=preemptor)]
+    if not keys:
+        # Units are cached per session, so are their keys: no tuple is built per search.
+        return sorted(candidates, key=_sort_key)
     now = session.now
 
     def key(c: Candidate) -> tuple[Any, ...]:
@@ -147,11 +176,14 @@ def _victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate]
                 parts.extend(extra(c))
             except Exception as exc:
                 session.registry.record_failure("victim_order", "victim_order", exc)
-        admitted = c.workload.admitted_at if c.workload.admitted_at is not None else now
-        parts.extend((c.priority, 0 if c.single_pod else 1, -admitted, c.workload.tiebreak))
+        parts.extend(_base_key(c, now))
         return tuple(parts)
 
-    return key
+    return sorted(candidates, key=key)
+
+
+def _sort_key(c: Candidate) -> tuple[Any, ...]:
+    return c.sort_key
 
 
 def find_victims(
@@ -164,6 +196,8 @@ def find_victims(
 ) -> SearchResult:
     """The minimal set of victims that lets ``usage`` fit in ``leaf`` (and its pods fit
     the nodes), or an empty result. The accounting is left exactly as it was."""
+    if not (session.in_queue_enabled or session.cross_queue_enabled):
+        return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
     try:
         return _find(session, preemptor, leaf, usage, needed, targets)
@@ -180,20 +214,19 @@ def _find(
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
 ) -> SearchResult:
-    if not (session.in_queue_enabled or session.cross_queue_enabled):
-        return SearchResult(message="preemption is not enabled")
     request = VictimSearch(preemptor, leaf, usage, needed)
     raw: list[Candidate] = []
     for _, found in session.registry.call_all(
         "preemption_candidates", session=session, preemptor=preemptor, assignment=request
     ):
         raw.extend(found)
-    candidates = [c for c in raw if any(fr in needed for fr in c.usage) or (targets and c.room)]
+    if targets:
+        candidates = [c for c in raw if c.room or not needed.isdisjoint(c.usage)]
+    else:
+        candidates = [c for c in raw if not needed.isdisjoint(c.usage)]
     if not candidates:
         return SearchResult(message="no running workload that uses the needed quota may be preempted")
-    order = _victim_order(session, preemptor)
-    keyed = sorted(((order(c), i, c) for i, c in enumerate(candidates)), key=lambda t: (t[0], t[1]))
-    candidates = [c for _, _, c in keyed]
+    candidates = _order(session, preemptor, candidates)
 
     filters: list[tuple[str, Callable[[Scenario], bool]]] = []
     for name, found in session.registry.call_all(
@@ -269,7 +302,7 @@ class _Walk:
                 if not self._preemptible(candidate):
                     continue
                 mark = statement.checkpoint()
-                statement.evict(candidate)
+                statement.evict(candidate, nodes=bool(self.targets))
                 victims.append(candidate)
                 if not self._scenario_ok(victims):
                     statement.rollback(mark)
@@ -357,8 +390,9 @@ class _Walk:
                 continue  # its remainder is gone: the pod cannot stay on its own
             mark = statement.checkpoint()
             statement.add_usage(victim.leaf, victim.usage)
-            for node, requests in victim.room:
-                statement.take_room(node, requests)
+            if self.targets:
+                for node, requests in victim.room:
+                    statement.take_room(node, requests)
             remaining = victims[:i] + victims[i + 1 :]
             if self._fits(allow_borrowing) and self._scenario_ok(remaining):
                 del victims[i]
@@ -371,27 +405,3 @@ class _Walk:
             (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
             default=0,
         )
-
-
-def pods_fit(session: Session, targets: Sequence[tuple[PodSet, int, str]]) -> bool:
-    """Whether every pod of ``targets`` can be placed on its flavor's nodes right now."""
-    placements = session.placements
-    if placements is None:
-        return True
-    statement = session.statement
-    checkpoint = statement.checkpoint()
-    try:
-        for spec, count, flavor_name in targets:
-            if not placements.has_nodes(flavor_name):
-                continue
-            flavor = session.snapshot.flavors[flavor_name]
-            tolerations = flavor_tolerations(flavor, spec.tolerations)
-            selector = {**spec.node_selector, **flavor.node_labels}
-            for _ in range(count):
-                node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
-                if node is None:
-                    return False
-                statement.take_room(node, spec.requests)
-        return True
-    finally:
-        statement.rollback(checkpoint)

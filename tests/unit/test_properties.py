@@ -7,7 +7,6 @@ import random
 from builders import cohort, inventory, queue, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from preemptd.framework.quota import Accounting, QuotaTree
 from preemptd.framework.registry import Registry
 from preemptd.framework.session import run_session

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from builders import cohort, queue
-
 from preemptd.framework.quota import Accounting, QuotaTree
 
 CPU = ("default", "cpu")

@@ -1,0 +1,1 @@
+"""Synthetic clusters and the benchmarks that time a session over them."""

@@ -1,0 +1,147 @@
+"""What the CLI prints for people: decision tables, the plugin list, explanations.
+
+Machines read ``--output json`` (CONTRACT §3); this module is only for eyes. It
+renders from :meth:`Decisions.to_dict`, so the rows come in the same order as
+the JSON lists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from preemptd.framework.decisions import Decisions
+from preemptd.framework.model import Workload
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from .plugins import PluginInfo
+
+__all__ = ["explain_workload", "print_decisions", "print_plugins"]
+
+
+def _table(title: str | None, *columns: str) -> Table:
+    table = Table(
+        title=title, box=box.SIMPLE_HEAD, show_edge=False, title_justify="left", title_style="bold"
+    )
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _flavors(flavors: Mapping[str, str]) -> str:
+    return ", ".join(f"{resource}={flavor}" for resource, flavor in flavors.items())
+
+
+def _pod_sets(pod_sets: Iterable[Mapping[str, Any]]) -> str:
+    return "\n".join(f"{ps['name']} ×{ps['count']}: {_flavors(ps['flavors'])}" for ps in pod_sets)
+
+
+def _taken(count: int | None) -> str:
+    return "whole workload" if count is None else f"{count} pod{'s' if count != 1 else ''}"
+
+
+def print_decisions(decisions: Decisions, console: Console) -> None:
+    """A summary line, then one table per non-empty kind of decision."""
+    data = decisions.to_dict()
+    console.print(
+        f"Session at {data['now']}: {len(data['admitted'])} admitted, "
+        f"{len(data['preempted'])} preempted, {len(data['podActions'])} pod actions, "
+        f"{len(data['pending'])} pending",
+        soft_wrap=True,
+    )
+    tables = []
+    if data["admitted"]:
+        table = _table("Admitted", "workload", "queue", "podSets", "borrowing")
+        for entry in data["admitted"]:
+            borrowing = "yes" if entry["borrowing"] else "no"
+            table.add_row(entry["workload"], entry["queue"], _pod_sets(entry["podSets"]), borrowing)
+        tables.append(table)
+    if data["preempted"]:
+        table = _table("Preempted", "workload", "preemptor", "reason", "taken", "pods")
+        for entry in data["preempted"]:
+            table.add_row(
+                entry["workload"],
+                entry["preemptor"],
+                entry["reason"],
+                _taken(entry["count"]),
+                "\n".join(entry["pods"]),
+            )
+        tables.append(table)
+    if data["podActions"]:
+        table = _table("Pod actions", "pod", "action", "preemptor")
+        for entry in data["podActions"]:
+            table.add_row(entry["pod"], entry["action"], entry["preemptor"])
+        tables.append(table)
+    if data["pending"]:
+        table = _table("Pending", "workload", "reason", "message", "waiting for")
+        for entry in data["pending"]:
+            table.add_row(
+                entry["workload"], entry["reason"], entry["message"], "\n".join(entry["waitingFor"])
+            )
+        tables.append(table)
+    for table in tables:
+        console.print()
+        console.print(table)
+
+
+def print_plugins(infos: Iterable[PluginInfo], console: Console) -> None:
+    """One row per plugin, in the order sessions call them."""
+    table = _table(None, "name", "source", "enabled")
+    for info in infos:
+        table.add_row(info.name, info.source, "yes" if info.enabled else "no")
+    console.print(table)
+
+
+def explain_workload(key: str, decisions: Decisions, workload: Workload | None) -> list[str]:
+    """What this session did with ``key`` and why, then the plugins' explanation lines.
+
+    ``workload`` is the snapshot's record of it (``None`` for an inadmissible one).
+    """
+    lines: list[str] = []
+    data = decisions.to_dict()
+    for entry in data["admitted"]:
+        if entry["workload"] == key:
+            borrowing = ", borrowing" if entry["borrowing"] else ""
+            lines.append(f"{key}: admitted to queue {entry['queue']}{borrowing}")
+            lines += [f"  podSet {line}" for line in _pod_sets(entry["podSets"]).splitlines()]
+    for entry in data["preempted"]:
+        if entry["workload"] == key:
+            lines.append(
+                f"{key}: preempted by {entry['preemptor']} ({entry['reason']}): {_taken(entry['count'])}"
+            )
+            lines += [f"  pod {pod}" for pod in entry["pods"]]
+    for entry in data["pending"]:
+        if entry["workload"] == key:
+            lines.append(f"{key}: pending ({entry['reason']})")
+            if entry["message"]:
+                lines.append(f"  message: {entry['message']}")
+            if entry["waitingFor"]:
+                lines.append(f"  waiting for: {', '.join(entry['waitingFor'])}")
+    for entry in data["preempted"]:
+        if entry["preemptor"] == key:
+            lines.append(
+                f"  victim: {entry['workload']} ({entry['reason']}, {_taken(entry['count'])})"
+            )
+    for entry in data["podActions"]:
+        if entry["preemptor"] == key:
+            lines.append(f"  pod action: {entry['action']} {entry['pod']}")
+    if not lines:
+        lines.append(f"{key}: {_untouched(workload)}")
+    explanation = decisions.explain(key)
+    if explanation:
+        lines.append("explanation:")
+        lines += [f"  {line}" for line in explanation]
+    return lines
+
+
+def _untouched(workload: Workload | None) -> str:
+    if workload is not None and workload.evicted:
+        return "no decision in this session: its eviction is already under way"
+    if workload is not None and workload.admission is not None:
+        return (
+            f"no decision in this session: admitted before it (queue {workload.admission.queue}) "
+            "and not chosen as a victim"
+        )
+    return "no decision in this session"

@@ -1,0 +1,38 @@
+"""protect-namespace: workloads in the configured namespaces are never victims."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from preemptd.framework.hooks import hookimpl
+
+if TYPE_CHECKING:
+    from preemptd.framework.candidates import Candidate
+    from preemptd.framework.model import Workload
+    from preemptd.framework.session import Session
+
+NAME = "protect-namespace"  # the entry point's name in pyproject.toml
+
+
+@dataclass(frozen=True)
+class Config:
+    """The table ``[plugins.protect-namespace]``."""
+
+    protected_namespaces: list[str] = field(default_factory=list)
+
+
+@hookimpl
+def plugin_config_schema() -> type[Config]:
+    return Config
+
+
+@hookimpl
+def is_preemptible(
+    session: Session, action: str, preemptor: Workload, preemptee: Candidate
+) -> bool | None:
+    # Vetoes combine as AND over plugins; None leaves the decision to the others.
+    config: Config | None = session.plugin_config(NAME)
+    if config is not None and preemptee.workload.namespace in config.protected_namespaces:
+        return False
+    return None
