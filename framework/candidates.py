@@ -9,7 +9,7 @@ workload: the whole workload, one pod of an elastic workload above its
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .model import FR, Pod, Workload
@@ -71,8 +71,6 @@ class Candidate:
     unit: tuple[object, ...] = ()
     # The victim order when no plugin adds a key (set when the unit is made).
     sort_key: tuple[Any, ...] = ()
-    # (class, priority, ...) of GPU pod victims; unused by whole-workload candidates.
-    rank: tuple[object, ...] = field(default=())
 
     @property
     def key(self) -> str:

@@ -17,6 +17,7 @@ of the preemption action, and the rest of the rounds under ``allocate``.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -230,11 +231,21 @@ def run_session(
     from .actions.allocate import run_rounds
 
     started = time.perf_counter()
-    session = Session(snapshot, registry, actions=actions)
-    session.open()
-    if "allocate" in session.actions:
-        run_rounds(session)
-    decisions = session.close()
+    # A session allocates many short-lived objects over a large, long-lived
+    # snapshot; the cyclic collector would re-scan the snapshot again and again
+    # for garbage it cannot find (nothing a session makes is cyclic). It runs
+    # again, as before, once the session is over.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        session = Session(snapshot, registry, actions=actions)
+        session.open()
+        if "allocate" in session.actions:
+            run_rounds(session)
+        decisions = session.close()
+    finally:
+        if collecting:
+            gc.enable()
     if timings is not None:
         timings.update(session.timings)
         timings["session"] = time.perf_counter() - started

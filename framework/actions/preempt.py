@@ -59,81 +59,83 @@ def candidate_units(
     group: int,
     only_within_nominal: bool = False,
 ) -> list[Candidate]:
-    """The units a running workload can give: single pods above ``minCount`` of its
-    elastic podSet (SEMANTICS §4, "Elastic victims"), then the rest as one unit.
+    """The units a running workload can give: the whole workload, or for an elastic
+    one its single pods above ``minCount`` then the rest as one unit (SEMANTICS §4,
+    "Elastic victims").
 
-    Cached for the session per workload and class; the cache of a workload is
-    dropped when the session takes something from it (``forget_units``)."""
-    cache = session.unit_cache.setdefault(workload.key, {})
+    Cached for the session per workload and class: a search over 10k candidates
+    builds them once per session, not once per search. The allocate action drops a
+    workload's entry when the session takes something from it."""
+    key = workload.key
+    cache = session.unit_cache.get(key)
+    if cache is None:
+        cache = session.unit_cache[key] = {}
     cache_key = (leaf.index, reason, group, only_within_nominal)
     found = cache.get(cache_key)
     if found is None:
         found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
-        now = session.now
-        for i, unit in enumerate(found):
-            unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return found
 
 
 def _units(
     session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
 ) -> list[Candidate]:
-    taken = session.taken.get(workload.key)
+    key = workload.key
+    taken = session.taken.get(key)
     evicted = workload.evicted or (taken is not None and taken.whole)
-    usage = session.snapshot.usage.get(workload.key, {})
-    room = _room(session, workload)
-    common = {"reason": reason, "group": group, "only_within_nominal": only_within_nominal, "priority": workload.priority}
-    if evicted or workload.admission is None:
-        return [Candidate(workload, leaf, usage, evicted=evicted, room=room, unit=(workload.key,), **common)]  # type: ignore[arg-type]
-    elastic = _elastic_pod_set(workload)
+    usage = session.snapshot.usage.get(key, {})
+    room = _room(session, workload) if session.placements is not None else ()
+    priority = workload.priority
+    elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
     if elastic is None:
-        return [Candidate(workload, leaf, usage, room=room, unit=(workload.key,), **common)]  # type: ignore[arg-type]
+        unit = Candidate(
+            workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
+            priority, (key,),
+        )
+        unit.sort_key = (0 if evicted else 1, group, *_base_key(unit, session.now), 0)
+        return [unit]
     spec, admitted = elastic
-    assert spec.min_count is not None
+    assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
     per_pod = pod_set_usage(spec, 1, flavors)
-    pods = [p for p in session.snapshot.pods_by_workload.get(workload.key, ())]
     # Newest pods go first, as a scale-down would pick them.
-    pods.sort(key=lambda p: (-p.created, p.name))
+    pods = sorted(session.snapshot.pods_by_workload.get(key, ()), key=lambda p: (-p.created, p.name))
     singles = admitted - spec.min_count
     already = taken.pods if taken is not None else 0
     units: list[Candidate] = []
     rest = dict(usage)
     for i in range(singles):
-        pod = pods[i:i + 1]
+        pod = tuple(pods[i : i + 1])
         unit_room = tuple((p.node_name, p.requests) for p in pod if p.node_name is not None)
         units.append(
             Candidate(
-                workload,
-                leaf,
-                per_pod,
-                count=1,
-                pod_set=spec.name,
-                pods=tuple(pod),
-                room=unit_room,
-                single_pod=True,
-                evicted=i < already,
-                unit=(workload.key, i),
-                **common,  # type: ignore[arg-type]
+                workload, leaf, per_pod, reason, group, 1, spec.name, pod, unit_room, only_within_nominal,
+                i < already, True, priority, (key, i),
             )
         )
         for fr, amount in per_pod.items():
             rest[fr] -= amount
-    rest_room = tuple((p.node_name, p.requests) for p in pods[singles:] if p.node_name) + _reserved_room(
-        session, workload
-    )
+    rest_room = tuple((p.node_name, p.requests) for p in pods[singles:] if p.node_name)
+    rest_room += _reserved_room(session, workload)
     units.append(
-        Candidate(workload, leaf, rest, room=rest_room, pod_set=spec.name, unit=(workload.key, "rest"), **common)  # type: ignore[arg-type]
+        Candidate(
+            workload, leaf, rest, reason, group, None, spec.name, (), rest_room, only_within_nominal, False,
+            False, priority, (key, "rest"),
+        )
     )
+    now = session.now
+    for i, unit in enumerate(units):
+        unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return units
 
 
 def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
     assert workload.admission is not None
-    counts = {psa.name: psa.count for psa in workload.admission.pod_sets}
     for spec in workload.pod_sets:
-        if spec.min_count is not None and spec.name in counts:
-            return spec, counts[spec.name]
+        if spec.min_count is not None:
+            for psa in workload.admission.pod_sets:
+                if psa.name == spec.name:
+                    return spec, psa.count
     return None
 
 
