@@ -362,6 +362,7 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
         search = only.search
     else:
         search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
+    assignment.tried.extend(search.lines)
     assignment.needed = frozenset(needed)
     assignment.vetoed_by |= search.vetoed_by
     if not search.victims:

@@ -325,6 +325,13 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
         session.decisions.preempted.append(
             Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
         )
+        unit = units[0]
+        taken_what = "the whole workload" if whole else f"{count} pod(s)"
+        session.explain(
+            victim_key,
+            f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
+            f"{unit.leaf.name}, priority {unit.priority}",
+        )
     waiting = tuple(sorted({v.key for v in assignment.victims}))
     _pending(
         session,

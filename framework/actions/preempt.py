@@ -48,6 +48,8 @@ class SearchResult:
     level: int = 0
     vetoed_by: frozenset[str] = frozenset()
     message: str = ""
+    # What the search looked at, in plain words, for `preemptd explain`.
+    lines: list[str] = field(default_factory=list)
 
 
 def candidate_units(
@@ -247,20 +249,29 @@ def _find(
         attempts = [False, True]
     else:
         attempts = [True, False]
+    wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
+    lines = [f"{len(candidates)} candidate(s) use the needed {wanted}"]
     for allow_borrowing in attempts:
         victims, level = search.attempt(candidates, allow_borrowing)
         if victims:
-            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by))
+            lines.extend(search.veto_lines())
+            names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
+            lines.append(f"minimal set of victims: {names}")
+            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+    lines.extend(search.veto_lines())
     message = "no set of preemptible victims frees enough room"
     if search.vetoed_by:
         message += " (vetoed by " + ", ".join(sorted(search.vetoed_by)) + ")"
-    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message)
+    lines.append(message)
+    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines)
 
 
 class _Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
 
-    __slots__ = ("filters", "leaf", "needed", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by")
+    __slots__ = (
+        "filters", "leaf", "needed", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by", "vetoes",
+    )
 
     def __init__(
         self,
@@ -283,6 +294,7 @@ class _Walk:
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
         self.vetoed_by: set[str] = set()
+        self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
     def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
         session = self.session
@@ -348,9 +360,17 @@ class _Walk:
         vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
         if vetoed is not None:
             self.vetoed_by.add(vetoed)
+            self.vetoes.setdefault(candidate.key, vetoed)
         verdict = vetoed is None
         self.verdicts[id(candidate)] = verdict
         return verdict
+
+    def veto_lines(self, most: int = 10) -> list[str]:
+        keys = sorted(self.vetoes)
+        lines = [f"{key}: not preemptible (plugin {self.vetoes[key]})" for key in keys[:most]]
+        if len(keys) > most:
+            lines.append(f"... and {len(keys) - most} more vetoed candidate(s)")
+        return lines
 
     def _scenario_ok(self, victims: list[Candidate]) -> bool:
         if not self.filters:
