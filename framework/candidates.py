@@ -71,6 +71,9 @@ class Candidate:
     unit: tuple[object, ...] = ()
     # The victim order when no plugin adds a key (set when the unit is made).
     sort_key: tuple[Any, ...] = ()
+    # Pods of Deployments (SEMANTICS §6): lifecycle class (see :mod:`.pods`); every
+    # other unit is of class normal (3).
+    pod_class: int = 3
 
     @property
     def key(self) -> str:
@@ -79,6 +82,18 @@ class Candidate:
     @property
     def admitted_at(self) -> int | None:
         return self.workload.admitted_at
+
+    @property
+    def created(self) -> int:
+        """A pod's creationTimestamp; a workload unit counts from its admission."""
+        if self.pods:
+            return self.pods[0].created
+        return self.workload.admitted_at if self.workload.admitted_at is not None else self.workload.created
+
+    @property
+    def name(self) -> str:
+        """``namespace/name`` of the pod, or of the workload for workload units."""
+        return self.pods[0].key if self.pods else self.workload.key
 
     def __repr__(self) -> str:
         unit = "whole" if self.count is None else f"{self.count} pod(s)"

@@ -22,6 +22,7 @@ from .quota import QuotaNode
 from .statement import Statement
 
 if TYPE_CHECKING:
+    from .actions.nodechoice import NodeChoice
     from .actions.preempt import SearchResult
     from .session import Session
 
@@ -90,6 +91,11 @@ class Assignment:
     allow_borrowing: bool = True
     vetoed_by: frozenset[str] = frozenset()
     node_short: bool = False  # the quota fits or not, the nodes lack room right now
+    # Deployments (SEMANTICS §6): why it may not grow now; the committed total an
+    # admission raises it to; the node and victims of each replica it preempts for.
+    blocked: str = ""
+    committed_total: dict[str, int] = field(default_factory=dict)
+    replicas: list[NodeChoice] = field(default_factory=list)
     # podSet -> resource -> index of the last flavor examined (-1: whole list scanned).
     flavor_scan: dict[str, dict[str, int]] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)

@@ -145,3 +145,14 @@ def on_admit(session: Session, workload: Workload, count: int | None) -> None:
 @hookspec
 def on_evict(session: Session, workload: Workload, count: int | None) -> None:
     """A statement evicted ``workload`` (or ``count`` of its pods). All called."""
+
+
+@hookspec
+def placement_score(session: Session, preemptor: Workload) -> Callable[[Candidate], float] | None:
+    """The preemptor's score for taking each victim's place (lower = taken first).
+
+    Called once per victim search of a Deployment preemptor; the ``gpu-victims``
+    plugin adds the returned scores up and ranks pods by them after their
+    lifecycle class and priority (SEMANTICS §6). Without an answer every
+    placement scores the same. A scorer that raises scores 0.
+    """

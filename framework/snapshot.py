@@ -128,6 +128,10 @@ class Snapshot:
                 snap.accounting.add_all(leaf, usage)
                 snap.admitted.append(workload)
                 snap.admitted_by_queue.setdefault(leaf.name, []).append(workload)
+                if workload.is_deployment and _wants_more(workload):
+                    # Desired above committed: the difference is pending demand (SEMANTICS §6).
+                    snap.pending.append(workload)
+                    snap.pending_by_queue.setdefault(leaf.name, []).append(workload)
             else:
                 if workload.queue not in leaves:
                     snap.inadmissible.setdefault(key, f"queue {workload.queue!r} is not a leaf queue")
@@ -205,3 +209,9 @@ class Snapshot:
 
     def leaf(self, name: str) -> QuotaNode | None:
         return self.tree.leaves.get(name)
+
+
+def _wants_more(workload: Workload) -> bool:
+    assert workload.admission is not None
+    committed = {psa.name: psa.count for psa in workload.admission.pod_sets}
+    return any(ps.count > committed.get(ps.name, 0) for ps in workload.pod_sets)

@@ -15,13 +15,15 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..candidates import Candidate
-from ..decisions import Admitted, AdmittedPodSet, Pending, Preempted
+from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
 from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign, pods_fit
 from ..model import FR, Workload
 from ..nodes import flavor_tolerations
+from ..pods import NORMAL, TERMINATING
 from ..quota import QuotaNode
 from ..session import Session, Taken
 from ..statement import Statement
+from .deployments import nominate_deployment
 
 __all__ = ["nominate", "run_rounds"]
 
@@ -87,7 +89,7 @@ def run_rounds(session: Session) -> None:
             level = entry.assignment.level if entry.assignment.mode != NOFIT else 0
             entry.order = (level, key(entry.workload))
         entries.sort(key=lambda e: e.order)
-        relied_on: set[str] = set()
+        relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(entries):
             outcome = _process(session, books, entry, relied_on)
             session.statement.commit()
@@ -117,6 +119,9 @@ def run_rounds(session: Session) -> None:
 def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
     """Flavors (and victims, if needed) for ``workload`` against the current accounting;
     an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
+    if workload.is_deployment:
+        first = None if workload.admission is not None else _assign(session, leaf, workload)
+        return nominate_deployment(session, leaf, workload, first)
     assignment = _assign(session, leaf, workload)
     if assignment.mode in (FIT, PREEMPT, RECLAIM) or not workload.is_elastic:
         return assignment
@@ -149,7 +154,7 @@ def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment
     return default_assign(session, workload, leaf)
 
 
-def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]) -> int:
+def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
     workload = entry.workload
     assignment = entry.assignment
     decisions = session.decisions
@@ -158,6 +163,10 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]
         session.explain(key, line)
     if assignment.mode == NOFIT:
         _pending(session, key, "NoFit", assignment.message or "no flavor fits")
+        _record_scan(session, workload, assignment)
+        return _DONE
+    if assignment.blocked:
+        _pending(session, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
         return _DONE
     if assignment.needs_preemption and not assignment.victims:
         reason = "PreemptionNoCandidates"
@@ -172,8 +181,8 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]
         _pending(session, key, reason, message)
         _record_scan(session, workload, assignment)
         return _DONE
-    victim_keys = {v.key for v in assignment.victims}
-    overlap = sorted(victim_keys & relied_on)
+    units = {v.unit for v in assignment.victims}
+    overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})
     if overlap:
         _pending(
             session,
@@ -188,10 +197,17 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]
     leaf = entry.queue.leaf
     if assignment.victims:
         _preempt(session, books, entry)
-        relied_on |= victim_keys
+        relied_on |= units
         session.statement.add_usage(leaf, assignment.usage)
         books.statement.add_usage(leaf, assignment.usage)
-        _place(session, books.statement, assignment)  # the room its victims free is now its
+        if assignment.replicas:
+            # Each replica takes its victims' room and, on the same node, what it
+            # needs beyond it: nobody else gets either in this session.
+            for choice in assignment.replicas:
+                if choice.from_free:
+                    session.statement.take_room(choice.node, choice.from_free)
+        else:
+            _place(session, books.statement, assignment)  # the room its victims free is now its
         decisions.flavor_scans[key] = {}
         return _DONE
     session.statement.admit(workload, leaf, assignment.usage)
@@ -199,14 +215,20 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[str]
     _place(session, session.statement, assignment)
     _place(session, books.statement, assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
+    totals = assignment.committed_total
     decisions.admitted.append(
         Admitted(
             key,
             leaf.name,
             borrowing,
-            tuple(AdmittedPodSet(ps.name, ps.count, dict(ps.flavors)) for ps in assignment.pod_sets),
+            tuple(
+                AdmittedPodSet(ps.name, totals.get(ps.name, ps.count), dict(ps.flavors))
+                for ps in assignment.pod_sets
+            ),
         )
     )
+    if workload.flavor_scan:
+        decisions.flavor_scans[key] = {}  # an admitted workload starts its next scan afresh
     _forget_pending(session, key)
     return _ADMITTED
 
@@ -253,7 +275,14 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
     and its own removed (SEMANTICS §2.4)."""
     assignment = entry.assignment
     leaf = entry.queue.leaf
-    targets = assignment.node_targets()
+    targets = [] if assignment.replicas else assignment.node_targets()
+    placements = session.placements
+    for choice in assignment.replicas:
+        # Free room an earlier entry of this round took is gone for this replica.
+        assert placements is not None
+        free = placements.free[choice.node]
+        if any(free.get(r, 0) < amount for r, amount in choice.from_free.items()):
+            return False
     if not assignment.victims and targets and not pods_fit(session, targets):
         # Node room is physical: a victim's pods still occupy it until they are gone.
         return False
@@ -306,6 +335,16 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             continue
         chosen[victim.unit] = victim
         books.statement.evict(victim)
+        if victim.pod_class != NORMAL:
+            # A Deployment's pod already on its way out: its room goes to this
+            # preemptor; a terminating one is force-deleted, the others need nothing.
+            pod = victim.pods[0]
+            taken = session.taken.setdefault(victim.key, Taken(preemptor=workload.key, reason=victim.reason))
+            taken.pod_names.append(pod.key)
+            session.unit_cache.pop(victim.key, None)
+            if victim.pod_class == TERMINATING:
+                session.decisions.pod_actions.append(PodAction(pod.key, "ForceDelete", workload.key))
+            continue
         if not victim.evicted:
             new.setdefault(victim.key, []).append(victim)
     for victim_key, units in sorted(new.items()):
@@ -332,7 +371,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
             f"{unit.leaf.name}, priority {unit.priority}",
         )
-    waiting = tuple(sorted({v.key for v in assignment.victims}))
+    waiting = tuple(sorted({f"pod:{v.name}" if v.workload.is_deployment and v.pods else v.key for v in assignment.victims}))
     _pending(
         session,
         workload.key,

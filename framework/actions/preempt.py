@@ -22,6 +22,7 @@ from ..candidates import (
 )
 from ..flavors import pods_fit
 from ..model import FR, PodSet, Workload
+from ..pods import NORMAL, classify
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
 
@@ -88,6 +89,8 @@ def _units(
     usage = session.snapshot.usage.get(key, {})
     room = _room(session, workload) if session.placements is not None else ()
     priority = workload.priority
+    if workload.is_deployment and not evicted and workload.admission is not None:
+        return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
     elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
     if elastic is None:
         unit = Candidate(
@@ -131,6 +134,49 @@ def _units(
     return units
 
 
+def _pod_units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
+    """A Deployment gives pods (SEMANTICS §6): each bound pod is a unit of its lifecycle
+    class; only a normal pod carries a replica's quota (taking it lowers the committed
+    count). Without Pod objects (no nodes) the committed replicas but one are units."""
+    assert workload.admission is not None
+    key = workload.key
+    psa = workload.admission.pod_sets[0]
+    spec = next((ps for ps in workload.pod_sets if ps.name == psa.name), workload.pod_sets[0])
+    per_replica = pod_set_usage(spec, 1, psa.flavors)
+    taken = session.taken.get(key)
+    gone = set(taken.pod_names) if taken is not None else set()
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    if pods:
+        for pod, pod_class in classify(pods, psa.count):
+            if pod.key in gone:
+                continue  # its room went to an earlier preemptor of this session
+            normal = pod_class == NORMAL
+            unit = Candidate(
+                workload, leaf, per_replica if normal else {}, reason, group, 1, spec.name, (pod,),
+                ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
+                not normal, True, pod.priority if pod.priority is not None else workload.priority,
+                (key, "pod", pod.name),
+            )
+            unit.pod_class = pod_class
+            units.append(unit)
+    else:
+        already = taken.pods if taken is not None else 0
+        for i in range(already, psa.count - 1):
+            units.append(
+                Candidate(
+                    workload, leaf, per_replica, reason, group, 1, spec.name, (), (), only_within_nominal,
+                    False, True, workload.priority, (key, "replica", i),
+                )
+            )
+    now = session.now
+    for i, unit in enumerate(units):
+        unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
+    return units
+
+
 def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
     assert workload.admission is not None
     for spec in workload.pod_sets:
@@ -164,13 +210,13 @@ def _base_key(c: Candidate, now: int) -> tuple[Any, ...]:
     return (c.priority, 0 if c.single_pod else 1, -admitted, c.workload.tiebreak)
 
 
-def _order(session: Session, preemptor: Workload, candidates: list[Candidate]) -> list[Candidate]:
-    """Already evicted first, then by class; plugin keys (``victim_order``) decide within
-    a class before the base order. Stable: equal keys keep the plugins' order."""
+def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:
+    """The victim order of one search: already evicted first, then by class; plugin
+    keys (``victim_order``) decide within a class before the base order."""
     keys = [fn for _, fn in session.registry.call_all("victim_order", session=session, preemptor=preemptor)]
     if not keys:
         # Units are cached per session, so are their keys: no tuple is built per search.
-        return sorted(candidates, key=_sort_key)
+        return _sort_key
     now = session.now
 
     def key(c: Candidate) -> tuple[Any, ...]:
@@ -181,9 +227,26 @@ def _order(session: Session, preemptor: Workload, candidates: list[Candidate]) -
             except Exception as exc:
                 session.registry.record_failure("victim_order", "victim_order", exc)
         parts.extend(_base_key(c, now))
+        parts.append(c.sort_key[-1])
         return tuple(parts)
 
-    return sorted(candidates, key=key)
+    return key
+
+
+def collect_candidates(
+    session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool
+) -> list[Candidate]:
+    """Every plugin's candidates that use a needed flavor-resource (or, when node room
+    is what is missing, that occupy room on a node)."""
+    raw: list[Candidate] = []
+    for _, found in session.registry.call_all(
+        "preemption_candidates", session=session, preemptor=preemptor, assignment=request
+    ):
+        raw.extend(found)
+    needed = request.needed
+    if with_room:
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage)]
+    return [c for c in raw if not needed.isdisjoint(c.usage)]
 
 
 def _sort_key(c: Candidate) -> tuple[Any, ...]:
@@ -219,18 +282,10 @@ def _find(
     targets: Sequence[tuple[PodSet, int, str]],
 ) -> SearchResult:
     request = VictimSearch(preemptor, leaf, usage, needed)
-    raw: list[Candidate] = []
-    for _, found in session.registry.call_all(
-        "preemption_candidates", session=session, preemptor=preemptor, assignment=request
-    ):
-        raw.extend(found)
-    if targets:
-        candidates = [c for c in raw if c.room or not needed.isdisjoint(c.usage)]
-    else:
-        candidates = [c for c in raw if not needed.isdisjoint(c.usage)]
+    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
     if not candidates:
         return SearchResult(message="no running workload that uses the needed quota may be preempted")
-    candidates = _order(session, preemptor, candidates)
+    candidates.sort(key=order_for(session, preemptor))
 
     filters: list[tuple[str, Callable[[Scenario], bool]]] = []
     for name, found in session.registry.call_all(

@@ -1,0 +1,175 @@
+"""Nomination of Deployment-owned workloads (SEMANTICS §6).
+
+A Deployment's desired replica count is ``spec.podSets[].count``; the
+committed count is its admission's. The difference is pending demand: it is
+admitted in place (the committed count raised) by as many replicas as fit, at
+least one; when not even one fits it is a preemptor for its missing replicas,
+placed one replica at a time on the node whose victims are least intrusive,
+stopping at the first replica for which no victims can be found. This phase
+frees room only: the new replicas are admitted in a later session, once the
+room is really free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
+from ..flavors import (
+    FIT,
+    NOCANDIDATES,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    PodSetAssignment,
+    finish_assignment,
+)
+from ..model import Workload
+from ..pods import NORMAL, classify
+from ..quota import QuotaNode
+from ..snapshot import pod_set_usage
+from .nodechoice import ReplicaSearch, scenario_accepts
+from .preempt import VictimSearch, collect_candidates, order_for
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["blocked_reason", "nominate_deployment"]
+
+
+def blocked_reason(session: Session, workload: Workload) -> str:
+    """Why a Deployment may not grow in this session ("" if it may)."""
+    if workload.admission is not None:
+        committed = workload.admission.pod_sets[0].count
+        pods = session.snapshot.pods_by_workload.get(workload.key, ())
+        leaving = sorted(pod.key for pod, cls in classify(pods, committed) if cls != NORMAL)
+        if leaving:
+            return "it still has pods on their way out: " + ", ".join(leaving)
+    if workload.key in session.taken:
+        return "it lost replicas in this session"
+    return ""
+
+
+def nominate_deployment(session: Session, leaf: QuotaNode, workload: Workload, first: Assignment | None) -> Assignment:
+    """``first``: the ordinary assignment of a Deployment not admitted yet (flavor scan
+    included); ``None`` for one that grows within its admitted flavors."""
+    blocked = blocked_reason(session, workload)
+    if blocked:
+        return Assignment(workload, leaf, mode=NOCANDIDATES, blocked=blocked)
+    spec = workload.pod_sets[0]
+    committed = workload.admission.pod_sets[0].count if workload.admission is not None else 0
+    missing = spec.count - committed
+    if first is not None:
+        if first.mode == FIT:
+            return first
+        flavors = first.pod_sets[0].flavors if first.pod_sets else {}
+        fallback = first
+    else:
+        assert workload.admission is not None
+        flavors = dict(workload.admission.pod_sets[0].flavors)
+        fallback = None
+    if not flavors:
+        assert fallback is not None
+        return fallback
+    # As many replicas as fit, at least one.
+    low, high = 1, missing
+    best: Assignment | None = None
+    while low <= high:
+        middle = (low + high) // 2
+        attempt = _fixed(session, leaf, workload, flavors, middle)
+        if attempt.mode == FIT:
+            best = attempt
+            low = middle + 1
+        else:
+            high = middle - 1
+    if best is not None:
+        best.committed_total = {spec.name: committed + best.pod_sets[0].count}
+        best.tried = (fallback.tried if fallback is not None else []) + best.tried
+        return best
+    flavor = next(iter(set(flavors.values())))
+    placements = session.placements
+    if placements is not None and placements.has_nodes(flavor) and len(set(flavors.values())) == 1:
+        return _preempt_replicas(session, leaf, workload, flavors, flavor, missing, fallback)
+    if fallback is not None:
+        return fallback
+    return _fixed(session, leaf, workload, flavors, missing)
+
+
+def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[str, str], count: int) -> Assignment:
+    spec = workload.pod_sets[0]
+    assignment = Assignment(workload, leaf)
+    assignment.pod_sets.append(
+        PodSetAssignment(spec.name, count, dict(flavors), pod_set_usage(spec, count, flavors), replace(spec, count=count))
+    )
+    return finish_assignment(session, assignment)
+
+
+def _preempt_replicas(
+    session: Session,
+    leaf: QuotaNode,
+    workload: Workload,
+    flavors: dict[str, str],
+    flavor: str,
+    missing: int,
+    fallback: Assignment | None,
+) -> Assignment:
+    spec = workload.pod_sets[0]
+    per_replica = pod_set_usage(spec, 1, flavors)
+    needed = frozenset(per_replica)
+    request = VictimSearch(workload, leaf, dict(per_replica), needed)
+    candidates = collect_candidates(session, workload, request, with_room=True)
+    assignment = Assignment(workload, leaf, mode=NOCANDIDATES)
+    if fallback is not None:
+        assignment.tried.extend(fallback.tried)
+    if not candidates:
+        assignment.message = "no running workload that uses the needed quota may be preempted"
+        return assignment
+    order = order_for(session, workload)
+    vetoed: set[str] = set()
+    verdicts: dict[int, bool] = {}
+
+    def preemptible(candidate: Candidate) -> bool:
+        found = verdicts.get(id(candidate))
+        if found is None:
+            action = "preempt" if candidate.leaf is leaf else "reclaim"
+            plugin = session.is_preemptible(action, workload, candidate)
+            if plugin is not None:
+                vetoed.add(plugin)
+            found = verdicts[id(candidate)] = plugin is None
+        return found
+
+    filters: list[tuple[str, Callable[[Scenario], bool]]] = []
+    for name, found in session.registry.call_all(
+        "get_accumulated_scenario_filters", session=session, action="preempt", preemptor=workload
+    ):
+        filters.extend((name, f) for f in found)
+    search = ReplicaSearch(
+        session, workload, leaf, spec, flavor, per_replica, candidates, order, preemptible,
+        scenario_accepts(session, workload, filters),
+    )
+    for _ in range(missing):
+        choice = search.next_replica()
+        if choice is None:
+            break
+        assignment.replicas.append(choice)
+        # Each replica's quota counts for the next one.
+        search.usage = {fr: amount * (len(assignment.replicas) + 1) for fr, amount in per_replica.items()}
+    assignment.vetoed_by = frozenset(vetoed)
+    if not assignment.replicas:
+        assignment.message = "no node has victims that free room for one replica"
+        if vetoed:
+            assignment.message += " (vetoed by " + ", ".join(sorted(vetoed)) + ")"
+        return assignment
+    count = len(assignment.replicas)
+    assignment.pod_sets.append(
+        PodSetAssignment(spec.name, count, dict(flavors), pod_set_usage(spec, count, flavors), replace(spec, count=count))
+    )
+    assignment.usage = pod_set_usage(spec, count, flavors)
+    assignment.victims = [v for choice in assignment.replicas for v in choice.victims]
+    assignment.mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in assignment.victims) else RECLAIM
+    for choice in assignment.replicas:
+        names = ", ".join(f"{v.name} ({v.reason})" for v in choice.victims)
+        assignment.tried.append(f"replica on node {choice.node}: victims {names}")
+    return assignment

@@ -1,0 +1,52 @@
+"""The lifecycle classes of a Deployment's pods (SEMANTICS §6).
+
+A pod that is already on its way out is a cheaper victim than one that still
+serves: taking it costs at most a force delete, and preferring it keeps the
+choice stable while victims move through their lifecycle
+(normal → surplus → terminating → force-deleting → gone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .model import Pod
+
+__all__ = [
+    "CLASS_NAMES",
+    "FORCE_DELETING",
+    "NORMAL",
+    "SURPLUS",
+    "TERMINATING",
+    "classify",
+    "descending",
+]
+
+FORCE_DELETING, TERMINATING, SURPLUS, NORMAL = range(4)
+CLASS_NAMES = ("force-deleting", "terminating", "surplus", "normal")
+
+
+def descending(text: str) -> tuple[int, ...]:
+    """A key that sorts strings in *descending* lexical order (longer first on a shared prefix)."""
+    return (*(-ord(ch) for ch in text), 1)
+
+
+def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
+    """Each pod (bound and not finished) with its class, in a deterministic order.
+
+    Surplus pods are the non-terminating ones beyond the committed count that the
+    ReplicaSet removes first on a scale-down: lowest ``pod-deletion-cost``, then
+    newest ``creationTimestamp``, then higher name.
+    """
+    leaving: list[tuple[Pod, int]] = []
+    live: list[Pod] = []
+    for pod in pods:
+        if pod.deleting:
+            leaving.append((pod, FORCE_DELETING if pod.force_delete else TERMINATING))
+        else:
+            live.append(pod)
+    live.sort(key=lambda p: (p.deletion_cost, -p.created, descending(p.name)))
+    extra = max(0, len(live) - committed)
+    classes = leaving + [(pod, SURPLUS) for pod in live[:extra]] + [(pod, NORMAL) for pod in live[extra:]]
+    classes.sort(key=lambda pc: (pc[1], pc[0].namespace, pc[0].name))
+    return classes

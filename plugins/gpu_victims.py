@@ -1,0 +1,81 @@
+"""Plugin ``gpu-victims``: the least disruptive victims for GPU Deployments (SEMANTICS §6).
+
+For a Deployment preemptor it ranks victims by lifecycle class first
+(force-deleting, terminating, surplus, normal): a pod already on its way out
+costs at most a force delete and keeps the choice stable while victims move
+through their lifecycle. Then pod priority, the preemptor's placement score
+(hook ``placement_score``), newer ``creationTimestamp``, higher pod name.
+
+Eligibility: for a Deployment preemptor a pod of equal or higher priority is
+never a victim; and no preemption takes a Deployment's last committed replica
+(a scenario filter, so surplus and terminating pods stay eligible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from preemptd.framework.candidates import Candidate, Scenario
+from preemptd.framework.hooks import hookimpl
+from preemptd.framework.model import Workload
+from preemptd.framework.pods import NORMAL, descending
+from preemptd.framework.session import Session
+
+
+@hookimpl
+def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool | None:
+    if preemptor.is_deployment and preemptee.priority >= preemptor.priority:
+        return False
+    return None
+
+
+@hookimpl
+def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate], Sequence[object]] | None:
+    if not preemptor.is_deployment:
+        return None
+    scorers = [fn for _, fn in session.registry.call_all("placement_score", session=session, preemptor=preemptor)]
+
+    def score(candidate: Candidate) -> float:
+        total = 0.0
+        for scorer in scorers:
+            try:
+                total += scorer(candidate)
+            except Exception as exc:
+                session.registry.record_failure("gpu-victims", "placement_score", exc)
+        return total
+
+    def key(candidate: Candidate) -> Sequence[object]:
+        return (
+            candidate.pod_class,
+            candidate.priority,
+            score(candidate) if scorers else 0.0,
+            -candidate.created,
+            descending(candidate.name),
+        )
+
+    return key
+
+
+def _keeps_one_replica(scenario: Scenario) -> bool:
+    taking: dict[str, int] = {}
+    for victim in scenario.victims:
+        if victim.workload.is_deployment and victim.pod_class == NORMAL and victim.count is not None:
+            taking[victim.key] = taking.get(victim.key, 0) + victim.count
+    if not taking:
+        return True
+    session = scenario.session
+    for key, count in taking.items():
+        workload = session.snapshot.workloads[key]
+        assert workload.admission is not None
+        committed = workload.admission.pod_sets[0].count
+        earlier = session.taken.get(key)
+        if committed - count - (earlier.pods if earlier is not None else 0) < 1:
+            return False
+    return True
+
+
+@hookimpl
+def get_accumulated_scenario_filters(
+    session: Session, action: str, preemptor: Workload
+) -> list[Callable[[Scenario], bool]]:
+    return [_keeps_one_replica]
