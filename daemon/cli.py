@@ -99,6 +99,19 @@ def _parser() -> argparse.ArgumentParser:
     plugins = command("plugins", "list the installed plugins, their source, and whether enabled")
     plugins.set_defaults(handler=_plugins)
 
+    run = command("run", "the daemon: watch the cluster, decide, commit (kubernetes backend)")
+    run.add_argument("--dry-run", action="store_true", help="decide and log, write nothing")
+    run.add_argument("--http-address", metavar="A", help="host:port for health and metrics (issue 9)")
+    run.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"))
+    run.set_defaults(handler=_daemon)
+
+    simulate = command("simulate", "replay a scenario through sessions on a simulated clock and report")
+    simulate.add_argument("scenario", metavar="SCENARIO", help="scenario file (docs/simulation.md)")
+    simulate.add_argument("--report", metavar="DIR", help="also write report.json and report.html to DIR")
+    simulate.add_argument("--compare", metavar="OTHER.toml", help="run again under this configuration, side by side")
+    simulate.add_argument("--timings", action="store_true", help="print seconds per phase to stderr")
+    simulate.set_defaults(handler=_simulate)
+
     explain = command("explain", "why a workload is pending, admitted or chosen as a victim")
     explain.add_argument("workload", metavar="WORKLOAD", help="namespace/name (or a name unique in the snapshot)")
     explain.add_argument("snapshots", nargs="+", metavar="SNAPSHOT")
@@ -241,6 +254,41 @@ def _plugins(args: argparse.Namespace) -> int:
         if info.requested and not info.installed
     )
     return EXIT_OK
+
+
+def _daemon(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    config, plugins = _setup(args.config)
+    if config.backend.kind != "kubernetes":
+        message = f'`preemptd run` needs kind = "kubernetes"; this configuration has {config.backend.kind!r}'
+        raise ConfigError([config.problem(("backend", "kind"), message)])
+    from kubernetes_asyncio.config import ConfigException
+
+    from .backends.kubernetes.client import ApiError
+    from .loop import run_daemon
+
+    level = (args.log_level or config.daemon.log_level).upper()
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return asyncio.run(run_daemon(config, plugins, dry_run=args.dry_run))
+    except (ApiError, ConfigException, OSError, ValueError) as exc:  # no cluster: no kubeconfig, unreachable
+        _errors([f"preemptd: error: cannot reach the cluster: {exc}"])
+        return EXIT_FAILURE
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from .simulate import run_command  # the simulator's modules load only for this command
+
+    return run_command(
+        args.scenario,
+        config_path=args.config,
+        report_dir=args.report,
+        compare_path=args.compare,
+        timings=args.timings,
+        stdout=_stdout(),
+    )
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -102,7 +102,10 @@ class Candidate:
 
 @dataclass(slots=True)
 class Scenario:
-    """The victims accumulated so far in one search, as scenario filters see them."""
+    """The victims accumulated so far in one search, as scenario filters see them.
+
+    ``victims`` is the search's own list, not a copy: read it, do not keep or change it.
+    """
 
     session: Session
     preemptor: Workload

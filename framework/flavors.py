@@ -204,9 +204,12 @@ def evaluate_flavor(
     search = find_victims(session, workload, leaf, usage, frozenset(needed), targets)
     why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
     if not search.victims:
+        # SEMANTICS §2.3: without victims the level is measured on current usage.
+        current = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
         return FlavorOption(
             flavor_name,
             NOCANDIDATES,
+            level=current,
             usage=usage,
             needed=frozenset(needed),
             message=why or search.message,
@@ -374,6 +377,10 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
     if not search.victims:
         assignment.mode = NOCANDIDATES
         assignment.message = search.message or _shortage(session, assignment, needed)
+        # SEMANTICS §2.3: without victims the level is measured on current usage.
+        assignment.level = max(
+            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
+        )
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing

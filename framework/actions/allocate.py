@@ -347,6 +347,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             continue
         if not victim.evicted:
             new.setdefault(victim.key, []).append(victim)
+    entries: dict[str, int] = session.state.setdefault("_preempted_at", {})
     for victim_key, units in sorted(new.items()):
         whole = any(u.count is None for u in units)
         taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
@@ -361,9 +362,20 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             pods = [p.key for u in units for p in u.pods]
             taken.pod_names.extend(pods)
             taken.pod_set = units[0].pod_set
-        session.decisions.preempted.append(
-            Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
-        )
+        # One entry per victim workload: what the whole session takes from it,
+        # named after the first preemptor that took from it (SEMANTICS §6).
+        index = entries.get(victim_key)
+        if index is None:
+            entries[victim_key] = len(session.decisions.preempted)
+            session.decisions.preempted.append(
+                Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
+            )
+        else:
+            before = session.decisions.preempted[index]
+            total = None if taken.whole else taken.pods
+            session.decisions.preempted[index] = replace(
+                before, count=total, pods=tuple(sorted(taken.pod_names)) if total is not None else ()
+            )
         unit = units[0]
         taken_what = "the whole workload" if whole else f"{count} pod(s)"
         session.explain(

@@ -427,10 +427,14 @@ class _Walk:
             lines.append(f"... and {len(keys) - most} more vetoed candidate(s)")
         return lines
 
-    def _scenario_ok(self, victims: list[Candidate]) -> bool:
+    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool:
+        """Every filter accepts the accumulated victims. The list is handed over as it
+        is, not copied per step: filters read it and must not keep or change it.
+        ``veto=False`` (fill-back) does not count a rejection as a plugin veto: the
+        search has already succeeded."""
         if not self.filters:
             return True
-        scenario = Scenario(self.session, self.preemptor, list(victims), "preempt")
+        scenario = Scenario(self.session, self.preemptor, victims, "preempt")
         for plugin, accept in self.filters:
             try:
                 ok = accept(scenario)
@@ -438,8 +442,9 @@ class _Walk:
                 self.session.registry.record_failure(plugin, "scenario_filter", exc)
                 ok = False
             if not ok:
-                self.vetoed_by.add(plugin)
-                self.session.registry.vetoes[plugin] += 1
+                if veto:
+                    self.vetoed_by.add(plugin)
+                    self.session.registry.vetoes[plugin] += 1
                 return False
         return True
 
@@ -471,7 +476,7 @@ class _Walk:
                 for node, requests in victim.room:
                     statement.take_room(node, requests)
             remaining = victims[:i] + victims[i + 1 :]
-            if self._fits(allow_borrowing) and self._scenario_ok(remaining):
+            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
                 del victims[i]
                 continue
             statement.rollback(mark)

@@ -1,0 +1,327 @@
+"""Committing a session's decisions to the cluster.
+
+Design note — how a commit stays correct when writes race, fail or stop halfway.
+
+1. **The Workload status is written first and is the source of truth.** Each
+   decision is one merge patch of the Workload's status subresource, carrying
+   the resourceVersion of the Workload the session saw. Only after it succeeds is
+   the Job or Deployment changed, by the same ``sync`` that every cycle runs for
+   owners whose objects changed: the owner is made to match its Workload
+   (unsuspend with the flavor's node selector; suspend and restore; parallelism;
+   replicas). So a crash between the two writes leaves a Workload that says what
+   was decided and an owner that lags; the next cycle's sync finishes the job.
+   Nothing is decided twice: an evicted Workload is seen as evicted by the next
+   session (which re-uses it rather than choosing another victim), and an
+   admitted one as admitted.
+2. **Optimistic concurrency.** A 409 means the Workload changed after the
+   snapshot (a user, another daemon, a late event). The decision was made on
+   stale state, so it is dropped, never forced: the object is read again into
+   the cache and another cycle is asked for at once, which decides afresh.
+   Decisions of one session are independent per Workload (each was checked
+   with all the others in place), so dropping one never invalidates another.
+3. **Bounded concurrency.** Every write goes through one semaphore; a burst of
+   a thousand admissions is a thousand short requests, ``concurrency`` at a time.
+4. **Pod marks come before the scale-down** that relies on them: the pod chosen
+   as a Deployment's victim gets the lowest pod-deletion-cost, then the Workload's
+   committed count is lowered, then the Deployment is scaled to it. A mark without
+   the scale-down (a crash, or a 409 on the Workload) is harmless: the next
+   session chooses again, and the Deployment's sync removes marks that no
+   pending scale-down explains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from preemptd.framework.decisions import Admitted, Decisions, Pending, PodAction, Preempted
+from preemptd.framework.model import DELETION_COST_ANNOTATION, FORCE_DELETE_ANNOTATION
+from preemptd.framework.quantity import format_timestamp
+
+from .client import PODS, WORKLOADS, ApiError, Kube, Obj, Resource
+from .events import EventRecorder
+from .informers import Informer
+from .workloads import admission_patch, eviction_patch, pending_patch, shrink_patch
+
+__all__ = ["VICTIM_DELETION_COST", "CommitStats", "Committer", "Writer", "seen_workloads"]
+
+log = logging.getLogger("preemptd.kubernetes.commit")
+
+# The lowest pod-deletion-cost: the ReplicaSet removes this pod before any other.
+VICTIM_DELETION_COST = "-2147483648"
+
+
+class Writer:
+    """Every write of the backend: bounded, counted, and folded back into the caches.
+
+    A write's answer (the object as the server stored it) is put into the
+    resource's informer at once, so the next cycle sees it even before its watch
+    event arrives. ``dry_run`` logs each write instead of sending it.
+    """
+
+    def __init__(
+        self,
+        kube: Kube,
+        informers: Mapping[Resource, Informer],
+        *,
+        concurrency: int = 32,
+        dry_run: bool = False,
+        on_conflict: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.kube = kube
+        self.informers = informers
+        self.dry_run = dry_run
+        self.on_conflict = on_conflict
+        self.semaphore = asyncio.Semaphore(concurrency)
+        self.conflicts = 0
+        self.errors = 0
+
+    def _cache(self, resource: Resource, obj: Obj) -> None:
+        informer = self.informers.get(resource)
+        if informer is not None:
+            obj.setdefault("apiVersion", resource.api_version)
+            obj.setdefault("kind", resource.kind)
+            informer.put(obj)
+
+    async def create(self, resource: Resource, body: Obj, namespace: str | None) -> Obj | None:
+        if self.dry_run:
+            log.info("dry-run: would create %s %s/%s", resource.kind, namespace, body["metadata"]["name"])
+            # Kept in the cache only, so the dry run's sessions see what a real run would:
+            # the Workloads of Jobs nobody has admitted yet.
+            imagined = {**body, "metadata": {**body["metadata"], "namespace": namespace,
+                                             "uid": f"dry-run-{uuid.uuid4()}", "resourceVersion": "dry-run",
+                                             "creationTimestamp": format_timestamp(time.time_ns() // 1_000_000)}}
+            self._cache(resource, imagined)
+            return imagined
+        async with self.semaphore:
+            try:
+                created = await self.kube.create(resource, body, namespace)
+            except ApiError as exc:
+                if exc.conflict:  # AlreadyExists: a lagging cache; take the real one
+                    await self._reread(resource, body["metadata"]["name"], namespace)
+                    return None
+                self._failed("create", resource, f"{namespace}/{body['metadata']['name']}", exc)
+                return None
+        self._cache(resource, created)
+        return created
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None,
+        body: Obj,
+        *,
+        subresource: str | None = None,
+    ) -> Obj | None:
+        """The patched object, or None when it was refused (409: re-read, and a new cycle asked for)."""
+        if self.dry_run:
+            log.info("dry-run: would patch %s %s/%s%s: %s", resource.kind, namespace, name,
+                     f"/{subresource}" if subresource else "", body)
+            return None
+        async with self.semaphore:
+            try:
+                patched = await self.kube.patch(resource, name, body, namespace, subresource=subresource)
+            except ApiError as exc:
+                if exc.conflict:
+                    self.conflicts += 1
+                    log.info("conflict on %s %s/%s: re-reading, deciding again", resource.kind, namespace, name)
+                    await self._reread(resource, name, namespace)
+                    self.on_conflict()
+                    return None
+                if exc.not_found:
+                    self._forget(resource, name, namespace)
+                    return None
+                self._failed("patch", resource, f"{namespace}/{name}", exc)
+                return None
+        self._cache(resource, patched)
+        return patched
+
+    async def delete(
+        self, resource: Resource, name: str, namespace: str | None, *, grace_period_seconds: int | None = None
+    ) -> bool:
+        if self.dry_run:
+            log.info("dry-run: would delete %s %s/%s (grace %s)", resource.kind, namespace, name, grace_period_seconds)
+            return False
+        async with self.semaphore:
+            try:
+                await self.kube.delete(resource, name, namespace, grace_period_seconds=grace_period_seconds)
+            except ApiError as exc:
+                if exc.not_found:
+                    return True
+                self._failed("delete", resource, f"{namespace}/{name}", exc)
+                return False
+        return True
+
+    async def _reread(self, resource: Resource, name: str, namespace: str | None) -> None:
+        try:
+            fresh = await self.kube.get(resource, name, namespace)
+        except ApiError as exc:
+            if exc.not_found:
+                self._forget(resource, name, namespace)
+            return
+        self._cache(resource, fresh)
+
+    def _forget(self, resource: Resource, name: str, namespace: str | None) -> None:
+        informer = self.informers.get(resource)
+        if informer is not None:
+            informer.forget(f"{namespace}/{name}" if resource.namespaced else name)
+
+    def _failed(self, verb: str, resource: Resource, what: str, exc: ApiError) -> None:
+        self.errors += 1
+        log.warning("%s %s %s failed: %s", verb, resource.kind, what, exc)
+
+
+@dataclass(slots=True)
+class CommitStats:
+    decisions: int = 0
+    applied: int = 0
+    dropped: int = 0  # refused (conflict, gone) or failed: decided again next cycle
+
+
+OwnerSync = Callable[[str], Awaitable[None]]
+"""Bring the owner of the Workload ``namespace/name`` in line with it."""
+
+
+class Committer:
+    """Applies one session's :class:`Decisions` (see the module docstring)."""
+
+    def __init__(
+        self,
+        writer: Writer,
+        events: EventRecorder,
+        *,
+        workloads: Informer,
+        pods: Informer,
+        owners: Callable[[Obj], Obj | None],
+        sync_owner: OwnerSync,
+    ) -> None:
+        self.writer = writer
+        self.events = events
+        self.workloads = workloads
+        self.pods = pods
+        self.owners = owners
+        self.sync_owner = sync_owner
+
+    async def commit(self, decisions: Decisions, *, seen: Mapping[str, Obj]) -> CommitStats:
+        """``seen``: each decided Workload as the session saw it (its resourceVersion rules)."""
+        stats = CommitStats()
+        steps: list[Awaitable[bool]] = []
+        for preempted in decisions.preempted:
+            steps.append(self._preempt(preempted, seen, decisions.now))
+        for admitted in decisions.admitted:
+            steps.append(self._admit(admitted, seen, decisions.now))
+        for action in decisions.pod_actions:
+            steps.append(self._pod_action(action))
+        for pending in decisions.pending:
+            if pending.workload in seen:
+                scan = decisions.flavor_scans.get(pending.workload)
+                steps.append(self._pending(pending, scan, seen, decisions.now))
+        stats.decisions = len(decisions.preempted) + len(decisions.admitted) + len(decisions.pod_actions)
+        results = await asyncio.gather(*steps)
+        applied = sum(1 for ok in results[: stats.decisions] if ok)
+        stats.applied = applied
+        stats.dropped = stats.decisions - applied
+        return stats
+
+    def _involved(self, workload: Obj) -> list[Obj]:
+        owner = self.owners(workload)
+        return [workload] if owner is None else [workload, owner]
+
+    async def _write_status(self, key: str, patch: Obj) -> Obj | None:
+        namespace, _, name = key.partition("/")
+        return await self.writer.patch(WORKLOADS, name, namespace, patch, subresource="status")
+
+    async def _admit(self, admitted: Admitted, seen: Mapping[str, Obj], now: int) -> bool:
+        workload = seen.get(admitted.workload)
+        if workload is None:
+            return False
+        written = await self._write_status(admitted.workload, admission_patch(workload, admitted, now))
+        if written is None:
+            return False
+        flavors = sorted({f for ps in admitted.pod_sets for f in ps.flavors.values()})
+        counts = ", ".join(f"{ps.name}={ps.count}" for ps in admitted.pod_sets)
+        message = f"Admitted by Queue {admitted.queue} to flavor(s) {', '.join(flavors)} ({counts})"
+        for involved in self._involved(written):
+            self.events.record(involved, "Normal", "Admitted", message)
+        await self.sync_owner(admitted.workload)
+        return True
+
+    async def _preempt(self, preempted: Preempted, seen: Mapping[str, Obj], now: int) -> bool:
+        workload = seen.get(preempted.workload)
+        if workload is None:
+            return False
+        if preempted.count is None:
+            patch = eviction_patch(workload, preempted, now)
+        else:
+            # The pods go first: the scale-down that follows must take these very pods.
+            marks = [self._mark_pod(pod) for pod in preempted.pods]
+            if not all(await asyncio.gather(*marks)):
+                return False
+            patch = shrink_patch(workload, preempted, now)
+        written = await self._write_status(preempted.workload, patch)
+        if written is None:
+            return False
+        what = "the workload" if preempted.count is None else f"{preempted.count} pod(s)"
+        message = f"Preempted {what} to accommodate {preempted.preemptor} ({preempted.reason})"
+        for involved in self._involved(written):
+            self.events.record(involved, "Normal", "Preempted", message)
+        await self.sync_owner(preempted.workload)
+        return True
+
+    async def _mark_pod(self, key: str) -> bool:
+        pod = self.pods.store.get(key)
+        if pod is None:
+            return False
+        annotations = (pod.get("metadata") or {}).get("annotations") or {}
+        if annotations.get(DELETION_COST_ANNOTATION) == VICTIM_DELETION_COST:
+            return True
+        namespace, _, name = key.partition("/")
+        patch: Obj = {"metadata": {"annotations": {DELETION_COST_ANNOTATION: VICTIM_DELETION_COST}}}
+        return await self.writer.patch(PODS, name, namespace, patch) is not None
+
+    async def _pod_action(self, action: PodAction) -> bool:
+        if action.action != "ForceDelete":
+            log.warning("unknown pod action %s on %s", action.action, action.pod)
+            return False
+        namespace, _, name = action.pod.partition("/")
+        pod = self.pods.store.get(action.pod)
+        deleted = await self.writer.delete(PODS, name, namespace, grace_period_seconds=0)
+        if deleted and pod is not None:
+            message = f"Force-deleted terminating pod {action.pod} to make room for {action.preemptor}"
+            self.events.record(pod, "Normal", "ForceDeleted", message)
+        # Marked only after the delete went through: the mark says "already issued", and a
+        # mark whose delete never happened would make every later session just wait.
+        if deleted and pod is not None and action.pod in self.pods.store:
+            patch: Obj = {"metadata": {"annotations": {FORCE_DELETE_ANNOTATION: "true"}}}
+            await self.writer.patch(PODS, name, namespace, patch)
+        return deleted
+
+    async def _pending(
+        self, pending: Pending, scan: Mapping[str, Mapping[str, int]] | None, seen: Mapping[str, Obj], now: int
+    ) -> bool:
+        workload = seen[pending.workload]
+        patch = pending_patch(workload, pending.reason, pending.message, scan, now)
+        if patch is None:
+            return True
+        written = await self._write_status(pending.workload, patch)
+        if written is not None and "conditions" in patch["status"]:
+            kind = "Warning" if pending.reason == "Inadmissible" else "Normal"
+            self.events.record(written, kind, pending.reason, pending.message)
+        return written is not None
+
+
+def seen_workloads(decisions: Decisions, store: Mapping[str, Obj]) -> dict[str, Obj]:
+    """The Workload objects a session decided about, as the cache holds them right now.
+
+    Called right after the session, with no await since the snapshot was taken, so
+    these are exactly the versions the session saw.
+    """
+    keys: set[str] = {a.workload for a in decisions.admitted}
+    keys.update(p.workload for p in decisions.preempted)
+    keys.update(p.workload for p in decisions.pending)
+    return {key: store[key] for key in keys if key in store}

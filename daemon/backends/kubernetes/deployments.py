@@ -1,0 +1,178 @@
+"""``apps/v1`` Deployments labelled ``preemptd.io/queue-name``: GPU services as Workloads.
+
+preemptd owns a labelled Deployment's ``spec.replicas``: it is the committed
+count of its Workload (CONTRACT §1). What the user or an autoscaler wants is
+the annotation ``preemptd.io/desired-replicas``; on first sight the daemon
+copies ``spec.replicas`` there, labels the pod template with the Workload's
+name (so the pods are found) and scales to what is admitted — nothing, until
+the first session admits it.
+
+:func:`sync` makes the Deployment follow its Workload:
+
+* admitted: ``replicas`` = the committed count, template on the flavors' nodes;
+* a replica preempted: the commit has marked the chosen pod with the lowest
+  pod-deletion-cost and lowered the committed count; the scale-down here makes
+  the ReplicaSet remove exactly that pod;
+* evicted whole: ``replicas`` = 0; once no pod is left, the quota is given back;
+* the desired count changed: the Workload's spec follows; below the committed
+  count, the committed count is lowered first (the Workload stays the source of
+  truth), then the Deployment.
+"""
+
+from __future__ import annotations
+
+from .client import DEPLOYMENTS, PODS, WORKLOADS, Obj
+from .commit import VICTIM_DELETION_COST
+from .owners import (
+    Cluster,
+    Placement,
+    annotations_of,
+    committed,
+    ensure_workload,
+    placement_patch,
+    update_workload_spec,
+    version_of,
+)
+from .workloads import (
+    DESIRED_REPLICAS_ANNOTATION,
+    ORIGINAL_TEMPLATE_ANNOTATION,
+    WORKLOAD_LABEL,
+    Owner,
+    condition_true,
+    eviction_finished_patch,
+    workload_name,
+)
+
+__all__ = ["desired_replicas", "sync_deployment"]
+
+_DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+
+
+def desired_replicas(deployment: Obj) -> int | None:
+    """The annotation's count; None when it is missing or not a count."""
+    text = annotations_of(deployment).get(DESIRED_REPLICAS_ANNOTATION)
+    if isinstance(text, str) and text.strip().isdigit():
+        return int(text)
+    return None
+
+
+async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> None:
+    """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent."""
+    owner = Owner(DEPLOYMENTS, deployment)
+    if DESIRED_REPLICAS_ANNOTATION not in annotations_of(deployment):
+        taken = await _take_over(cluster, owner, workload)
+        if taken is None:
+            return
+        owner = Owner(DEPLOYMENTS, taken)
+    desired = desired_replicas(owner.obj)
+    if desired is None:
+        text = annotations_of(owner.obj).get(DESIRED_REPLICAS_ANNOTATION)
+        message = f"annotation {DESIRED_REPLICAS_ANNOTATION}={text!r} is not a replica count"
+        cluster.events.record(owner.obj, "Warning", "InvalidDesiredReplicas", message)
+        return
+    if workload is None:
+        if desired > 0:
+            await ensure_workload(cluster, owner, count=desired, min_count=None)
+        await _scale(cluster, owner, None, 0)
+        return
+    name = str((workload.get("metadata") or {}).get("name", ""))
+    key = f"{owner.namespace}/{name}"
+    count = committed(workload)
+    if desired == 0:
+        # Nothing wanted: no Workload (a podSet needs at least one pod), no replicas.
+        if await _scale(cluster, owner, None, 0):
+            await cluster.writer.delete(WORKLOADS, name, owner.namespace)
+        return
+    updated = await update_workload_spec(cluster, owner, workload, count=desired, min_count=None, admitted=count > 0)
+    if updated is None:
+        return
+    workload = updated
+    evicted = condition_true(workload, "Evicted")
+    if evicted:
+        await _scale(cluster, owner, None, 0)
+        if count and not cluster.live_pods(key):
+            patch = eviction_finished_patch(workload, cluster.now_ms())
+            written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
+            if written is not None:
+                cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
+        return
+    if count > desired:
+        lowered = await _lower_committed(cluster, workload, desired)
+        if lowered is None:
+            return
+        workload, count = lowered, desired
+    if await _scale(cluster, owner, workload if count else None, count):
+        await _clear_stale_marks(cluster, key, count)
+
+
+async def _take_over(cluster: Cluster, owner: Owner, workload: Obj | None) -> Obj | None:
+    deployment = owner.obj
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        replicas = 1
+    patch: Obj = {
+        "metadata": {
+            "resourceVersion": version_of(deployment),
+            "annotations": {DESIRED_REPLICAS_ANNOTATION: str(replicas)},
+        },
+        "spec": {
+            "replicas": committed(workload),
+            "template": {"metadata": {"labels": {WORKLOAD_LABEL: workload_name(owner.kind, owner.name)}}},
+        },
+    }
+    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch)
+
+
+async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas: int) -> bool:
+    """Set ``replicas`` (and, with an admitted ``workload``, the flavors' placement).
+
+    True when the Deployment already was, or now is, as wanted.
+    """
+    deployment = owner.obj
+    spec: Obj = {}
+    metadata: Obj = {"resourceVersion": version_of(deployment)}
+    if (deployment.get("spec") or {}).get("replicas") != replicas:
+        spec["replicas"] = replicas
+    if workload is not None:
+        original = Placement.of(deployment)
+        template_spec = placement_patch(deployment, workload, cluster.flavors(), original)
+        if template_spec is not None:
+            spec["template"] = {"spec": template_spec}
+            metadata["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: original.dumps()}
+    if not spec:
+        return True
+    patch = {"metadata": metadata, "spec": spec}
+    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch) is not None
+
+
+async def _lower_committed(cluster: Cluster, workload: Obj, count: int) -> Obj | None:
+    """The user wants fewer replicas than are committed: the Workload goes down first."""
+    status = workload.get("status") or {}
+    admission = dict(status.get("admission") or {})
+    admission["podSets"] = [
+        {**ps, "count": min(int(ps.get("count", 0)), count)} for ps in admission.get("podSets") or []
+    ]
+    metadata = workload.get("metadata") or {}
+    patch = {"metadata": {"resourceVersion": metadata.get("resourceVersion")}, "status": {"admission": admission}}
+    name = str(metadata.get("name", ""))
+    namespace = str(metadata.get("namespace", ""))
+    return await cluster.writer.patch(WORKLOADS, name, namespace, patch, subresource="status")
+
+
+async def _clear_stale_marks(cluster: Cluster, key: str, replicas: int) -> None:
+    """Remove victim marks that no pending scale-down explains.
+
+    A pod is marked just before its Workload's committed count is lowered; if that
+    write never happened (a crash, a conflict), the mark would make the next
+    ordinary scale-down take that pod instead of the one its session chose.
+    While more pods run than ``replicas``, a scale-down is under way and its marks
+    stay; otherwise every mark is stale.
+    """
+    pods = [p for p in cluster.live_pods(key) if not (p.get("metadata") or {}).get("deletionTimestamp")]
+    if len(pods) > replicas:
+        return
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        if (metadata.get("annotations") or {}).get(_DELETION_COST) == VICTIM_DELETION_COST:
+            patch: Obj = {"metadata": {"annotations": {_DELETION_COST: None}}}
+            await cluster.writer.patch(PODS, str(metadata.get("name")), str(metadata.get("namespace")), patch)

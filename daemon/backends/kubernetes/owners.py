@@ -1,0 +1,213 @@
+"""What Jobs and Deployments share: their Workload's creation and spec, and placement.
+
+Both kinds are synced the same way — ``sync(owner, workload)`` makes the owner
+match its Workload and is safe to run any number of times — and both need a
+Workload that says what they ask for. This module holds that common part; the
+kind-specific rules live in ``jobs`` and ``deployments``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from preemptd.framework.model import Flavor
+
+from .client import WORKLOADS, Obj
+from .commit import Writer
+from .events import EventRecorder
+from .workloads import (
+    ORIGINAL_TEMPLATE_ANNOTATION,
+    QUEUE_LABEL,
+    Owner,
+    admitted_counts,
+    flavor_placement,
+    new_workload,
+    pod_set_for,
+)
+
+__all__ = [
+    "Cluster",
+    "Placement",
+    "annotations_of",
+    "committed",
+    "ensure_workload",
+    "map_patch",
+    "placement_patch",
+    "restore_patch",
+    "update_workload_spec",
+    "version_of",
+]
+
+log = logging.getLogger("preemptd.kubernetes.owners")
+
+
+class Cluster(Protocol):
+    """What an owner's sync needs from the backend."""
+
+    @property
+    def writer(self) -> Writer: ...
+
+    @property
+    def events(self) -> EventRecorder: ...
+
+    def flavors(self) -> Mapping[str, Flavor]: ...
+
+    def priority(self, class_name: str | None) -> int | None:
+        """The value of a PriorityClass (no name: the cluster's default); None if unknown."""
+
+    def now_ms(self) -> int: ...
+
+    def live_pods(self, workload_key: str) -> list[Obj]:
+        """The pods labelled for this Workload that have not finished (terminating ones too)."""
+
+
+def annotations_of(obj: Obj) -> dict[str, Any]:
+    found = (obj.get("metadata") or {}).get("annotations") or {}
+    return found if isinstance(found, dict) else {}
+
+
+def version_of(obj: Obj) -> str | None:
+    version = (obj.get("metadata") or {}).get("resourceVersion")
+    return None if version is None else str(version)
+
+
+async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_count: int | None) -> Obj | None:
+    """Create the owner's Workload; an unusable pod template is a Warning on the owner instead."""
+    spec = owner.obj.get("spec") or {}
+    template = spec.get("template")
+    pod_set, problem = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
+    if pod_set is None:
+        cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
+        return None
+    queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
+    class_name = _priority_class(template)
+    body = new_workload(
+        owner, queue=queue, pod_set=pod_set, priority=cluster.priority(class_name), priority_class=class_name
+    )
+    created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
+    if created is not None:
+        message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
+        cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message)
+    return created
+
+
+def _priority_class(template: Any) -> str | None:
+    spec = template.get("spec") if isinstance(template, dict) else None
+    name = spec.get("priorityClassName") if isinstance(spec, dict) else None
+    return name if isinstance(name, str) and name else None
+
+
+async def update_workload_spec(
+    cluster: Cluster, owner: Owner, workload: Obj, *, count: int, min_count: int | None, admitted: bool
+) -> Obj | None:
+    """Keep the Workload's spec in line with its owner.
+
+    While nothing is admitted, everything follows the owner (its template may have
+    been edited while it waited). Once admitted only the count follows (a
+    Deployment's desired replicas): the shape of what runs does not change under it.
+    Returns the Workload as it now is; None when the write was refused.
+    """
+    current = workload.get("spec") or {}
+    pod_sets = current.get("podSets") or []
+    changes: Obj = {}
+    if admitted:
+        if pod_sets and isinstance(pod_sets[0], dict) and pod_sets[0].get("count") != count:
+            changes["podSets"] = [{**pod_sets[0], "count": count}, *pod_sets[1:]]
+    else:
+        template = (owner.obj.get("spec") or {}).get("template")
+        pod_set, _ = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
+        if pod_set is not None and pod_sets != [pod_set]:
+            changes["podSets"] = [pod_set]
+        class_name = _priority_class(template)
+        priority = cluster.priority(class_name)
+        if priority is not None and current.get("priority") != priority:
+            changes["priority"] = priority
+        if class_name != current.get("priorityClassName"):
+            changes["priorityClassName"] = class_name
+    if not changes:
+        return workload
+    name = (workload.get("metadata") or {}).get("name", "")
+    patch = {"metadata": {"resourceVersion": version_of(workload)}, "spec": changes}
+    return await cluster.writer.patch(WORKLOADS, str(name), owner.namespace, patch)
+
+
+def map_patch(current: Any, wanted: Mapping[str, Any]) -> Obj | None:
+    """The merge patch that turns the map ``current`` into ``wanted`` (None: remove it)."""
+    if not wanted:
+        return None
+    patch: Obj = dict(wanted)
+    for key in current if isinstance(current, dict) else ():
+        if key not in wanted:
+            patch[key] = None
+    return patch
+
+
+class Placement:
+    """Where the owner's pods ran before preemptd placed them, kept in an annotation.
+
+    Admission adds the flavors' node selector and tolerations to the pod template;
+    the original is saved first, so that preemption (or a new flavor) restores
+    exactly what the user wrote.
+    """
+
+    __slots__ = ("extra", "node_selector", "tolerations")
+
+    def __init__(self, node_selector: Mapping[str, Any], tolerations: list[Any], extra: Mapping[str, Any]) -> None:
+        self.node_selector = dict(node_selector)
+        self.tolerations = list(tolerations)
+        self.extra = dict(extra)  # kind-specific: a Job's parallelism
+
+    @classmethod
+    def of(cls, owner: Obj, **extra: Any) -> Placement:
+        """The saved original if there is one, else the template as it is now."""
+        saved = annotations_of(owner).get(ORIGINAL_TEMPLATE_ANNOTATION)
+        if isinstance(saved, str):
+            try:
+                data = json.loads(saved)
+            except ValueError:
+                data = None
+            if isinstance(data, dict):
+                return cls(data.get("nodeSelector") or {}, data.get("tolerations") or [], data.get("extra") or {})
+        template_spec = _template_spec(owner)
+        return cls(template_spec.get("nodeSelector") or {}, template_spec.get("tolerations") or [], extra)
+
+    def dumps(self) -> str:
+        data = {"nodeSelector": self.node_selector, "tolerations": self.tolerations, "extra": self.extra}
+        return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _template_spec(owner: Obj) -> dict[str, Any]:
+    template = (owner.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") if isinstance(template, dict) else None
+    return spec if isinstance(spec, dict) else {}
+
+
+def placement_patch(owner: Obj, workload: Obj, flavors: Mapping[str, Flavor], original: Placement) -> Obj | None:
+    """The template patch that puts the pods on the Workload's flavors; None when they are there."""
+    selector, tolerations = flavor_placement(workload, flavors)
+    wanted_selector = {**original.node_selector, **selector}
+    wanted_tolerations = original.tolerations + [t for t in tolerations if t not in original.tolerations]
+    return _template_patch(owner, wanted_selector, wanted_tolerations)
+
+
+def restore_patch(owner: Obj, original: Placement) -> Obj | None:
+    """The template patch that gives back the user's own node selector and tolerations."""
+    return _template_patch(owner, original.node_selector, original.tolerations)
+
+
+def _template_patch(owner: Obj, selector: Mapping[str, Any], tolerations: list[Any]) -> Obj | None:
+    spec = _template_spec(owner)
+    patch: Obj = {}
+    if (spec.get("nodeSelector") or {}) != selector:
+        patch["nodeSelector"] = map_patch(spec.get("nodeSelector"), selector)
+    if (spec.get("tolerations") or []) != tolerations:
+        patch["tolerations"] = tolerations or None
+    return patch or None
+
+
+def committed(workload: Obj | None) -> int:
+    """The Workload's committed pod count (0 when no quota is held)."""
+    return sum(admitted_counts(workload).values()) if workload is not None else 0

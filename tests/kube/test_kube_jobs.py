@@ -1,0 +1,162 @@
+"""Jobs end to end: a labelled Job in, a Workload, admission and preemption out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .apiserver import ApiServer
+from .cluster import (
+    Controllers,
+    assert_least_privilege,
+    conditions,
+    events_for,
+    flavor,
+    job,
+    node,
+    priority_class,
+    queue,
+    step,
+)
+
+pytestmark = pytest.mark.asyncio
+
+
+ORIGINAL = "preemptd.io/original-template"
+
+
+def _setup(server: ApiServer, **preemption: str) -> None:
+    server.put("preemptd.io", "resourceflavors", flavor("a100", {"gpu": "a100"},
+                                                        [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]))
+    server.put("preemptd.io", "queues", queue("team-a", {"cpu": "8", "nvidia.com/gpu": "4"}, flavor_name="a100",
+                                              preemption=dict(preemption) or None))
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("low", 10))
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("high", 1000))
+    server.put("", "nodes", node("node-1", {"cpu": "16", "nvidia.com/gpu": "8"}, {"gpu": "a100", "zone": "z1"}))
+
+
+async def test_suspended_job_is_admitted_and_unsuspended_on_its_flavor(server, backend) -> None:
+    """A labelled suspended Job gets a Workload owned by it, is admitted, and runs on the flavor's nodes."""
+    _setup(server)
+    server.put("batch", "jobs", job("train", "team-a", {"cpu": "2", "nvidia.com/gpu": "1"}, parallelism=2,
+                                    priority_class_name="high", node_selector={"zone": "z1"}))
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "job-train", "default")
+    assert workload is not None
+    the_job = server.get("batch", "jobs", "train", "default")
+    assert [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": the_job["metadata"]["uid"],
+             "controller": True, "blockOwnerDeletion": True}] == workload["metadata"]["ownerReferences"]
+    assert {"name": "main", "count": 2, "requests": {"cpu": "2", "nvidia.com/gpu": "1"},
+            "nodeSelector": {"zone": "z1"}} == workload["spec"]["podSets"][0]
+    assert 1000 == workload["spec"]["priority"]
+
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "job-train", "default")
+    assert {"queue": "team-a", "podSets": [{"name": "main", "count": 2,
+            "flavors": {"cpu": "a100", "nvidia.com/gpu": "a100"}}]} == workload["status"]["admission"]
+    found = conditions(workload)
+    assert ("True", "True") == (found["QuotaReserved"]["status"], found["Admitted"]["status"])
+    assert "Admitted" == workload["status"]["state"]
+    the_job = server.get("batch", "jobs", "train", "default")
+    assert the_job["spec"]["suspend"] is False
+    template = the_job["spec"]["template"]
+    assert {"zone": "z1", "gpu": "a100"} == template["spec"]["nodeSelector"]
+    assert [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}] == template["spec"]["tolerations"]
+    assert "job-train" == template["metadata"]["labels"]["preemptd.io/workload"]
+    assert ("Job", "Admitted") in {(k, r) for k, r, _ in events_for(server, "train")}
+    assert ("Workload", "Admitted") in {(k, r) for k, r, _ in events_for(server, "job-train")}
+    queue_status = server.get("preemptd.io", "queues", "team-a")["status"]
+    assert {"pendingWorkloads", "admittedWorkloads", "nominal", "usage"} <= set(queue_status)
+
+
+async def test_high_priority_job_preempts_and_the_victim_is_suspended_and_restored(
+    server, backend, controllers: Controllers
+) -> None:
+    """The victim's Workload is Evicted/Preempted naming the preemptor; its Job is suspended with
+    its own template back; once its pods are gone the preemptor is admitted."""
+    _setup(server, withinQueue="LowerPriority")
+    server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"},
+                                    priority_class_name="low", node_selector={"zone": "z1"}))
+    await step(backend, server, controllers)
+    assert server.get("batch", "jobs", "low", "default")["spec"]["suspend"] is False
+    assert 1 == len(controllers.pods_of(server.get("batch", "jobs", "low", "default")))
+
+    server.put("batch", "jobs", job("high", "team-a", {"cpu": "2", "nvidia.com/gpu": "2"}, priority_class_name="high"))
+    # One cycle creates the high Workload and, seeing it at once, preempts the low one.
+    report = await step(backend, server, controllers)
+    assert ["default/job-low"] == [p.workload for p in report.decisions.preempted]
+    victim = server.get("preemptd.io", "workloads", "job-low", "default")
+    found = conditions(victim)
+    assert ("True", "Preempted") == (found["Evicted"]["status"], found["Evicted"]["reason"])
+    assert ("True", "InQueue") == (found["Preempted"]["status"], found["Preempted"]["reason"])
+    assert "default/job-high" in found["Preempted"]["message"]
+    low = server.get("batch", "jobs", "low", "default")
+    assert low["spec"]["suspend"] is True
+    assert {"zone": "z1"} == low["spec"]["template"]["spec"]["nodeSelector"]
+    assert "tolerations" not in low["spec"]["template"]["spec"]
+    assert ORIGINAL not in (low["metadata"].get("annotations") or {})
+    assert victim["status"]["admission"]  # the quota is held until the pods are gone
+
+    report = await step(backend, server, controllers)
+    assert [] == report.decisions.preempted  # never evicted twice
+    assert [] == report.decisions.admitted
+    controllers.finish_terminating()
+    controllers.step()
+    # One cycle: the eviction finishes (quota back), and the preemptor is admitted.
+    report = await step(backend, server)
+    victim = server.get("preemptd.io", "workloads", "job-low", "default")
+    assert "admission" not in victim["status"]
+    assert "Pending" == victim["status"]["state"]
+    assert ["default/job-high"] == [a.workload for a in report.decisions.admitted]
+    assert server.get("batch", "jobs", "high", "default")["spec"]["suspend"] is False
+    assert_least_privilege(server)
+
+
+async def test_elastic_job_is_shrunk_by_lowering_parallelism(server, backend, controllers) -> None:
+    """An elastic Job gives up single pods: its parallelism goes down, it keeps running."""
+    _setup(server, withinQueue="LowerPriority")
+    server.put("batch", "jobs", job("elastic", "team-a", {"cpu": "1", "nvidia.com/gpu": "1"}, parallelism=4,
+                                    min_parallelism=2, priority_class_name="low"))
+    await step(backend, server, controllers)
+    assert 4 == server.get("batch", "jobs", "elastic", "default")["spec"]["parallelism"]
+    workload = server.get("preemptd.io", "workloads", "job-elastic", "default")
+    assert 2 == workload["spec"]["podSets"][0]["minCount"]
+
+    server.put("batch", "jobs", job("high", "team-a", {"cpu": "1", "nvidia.com/gpu": "1"}, priority_class_name="high"))
+    report = await step(backend, server, controllers)
+    assert [("default/job-elastic", 1)] == [(p.workload, p.count) for p in report.decisions.preempted]
+    elastic = server.get("batch", "jobs", "elastic", "default")
+    assert elastic["spec"]["suspend"] is False
+    assert 3 == elastic["spec"]["parallelism"]
+    assert 4 == json.loads(elastic["metadata"]["annotations"][ORIGINAL])["extra"]["parallelism"]
+    assert 3 == server.get("preemptd.io", "workloads", "job-elastic", "default")["status"]["admission"]["podSets"][0]["count"]
+
+
+async def test_completed_job_gives_its_quota_back(server, backend, controllers) -> None:
+    """A Job that completes marks its Workload Finished, and the next Job gets the quota."""
+    _setup(server)
+    server.put("batch", "jobs", job("first", "team-a", {"cpu": "8"}))
+    server.put("batch", "jobs", job("second", "team-a", {"cpu": "8"}))
+    report = await step(backend, server, controllers)
+    assert 1 == len(report.decisions.admitted)
+    first = report.decisions.admitted[0].workload.removeprefix("default/job-")
+    done = server.get("batch", "jobs", first, "default")
+    server.put("batch", "jobs", {**done, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    # One cycle: the Workload finishes (quota back) and the other Job is admitted.
+    report = await step(backend, server)
+    assert "Finished" == server.get("preemptd.io", "workloads", f"job-{first}", "default")["status"]["state"]
+    second = "second" if first == "first" else "first"
+    assert [f"default/job-{second}"] == [a.workload for a in report.decisions.admitted]
+
+
+async def test_job_created_running_is_suspended_until_admitted(server, backend) -> None:
+    """A labelled Job created unsuspended is held (suspended) like Kueue's webhook would."""
+    _setup(server)
+    server.put("preemptd.io", "queues", queue("small", {"cpu": "1"}, flavor_name="a100"))
+    server.put("batch", "jobs", job("big", "small", {"cpu": "4"}, suspend=False))
+    await step(backend, server)
+    assert server.get("batch", "jobs", "big", "default")["spec"]["suspend"] is True
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "job-big", "default")
+    assert "NoFit" == conditions(workload)["QuotaReserved"]["reason"]
