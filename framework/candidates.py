@@ -74,6 +74,9 @@ class Candidate:
     # Pods of Deployments (SEMANTICS §6): lifecycle class (see :mod:`.pods`); every
     # other unit is of class normal (3).
     pod_class: int = 3
+    # The composed victim order key, kept for the session when every plugin key
+    # is preemptor-independent (see hook ``victim_order``).
+    order_key: tuple[Any, ...] | None = None
 
     @property
     def key(self) -> str:

@@ -96,6 +96,7 @@ class Assignment:
     blocked: str = ""
     committed_total: dict[str, int] = field(default_factory=dict)
     replicas: list[NodeChoice] = field(default_factory=list)
+    search: SearchResult | None = None  # the victim search behind ``victims``
     # podSet -> resource -> index of the last flavor examined (-1: whole list scanned).
     flavor_scan: dict[str, dict[str, int]] = field(default_factory=dict)
     tried: list[str] = field(default_factory=list)
@@ -372,6 +373,7 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
     else:
         search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
     assignment.tried.extend(search.lines)
+    assignment.search = search
     assignment.needed = frozenset(needed)
     assignment.vetoed_by |= search.vetoed_by
     if not search.victims:

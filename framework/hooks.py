@@ -118,7 +118,11 @@ def victim_order(session: Session, preemptor: Workload) -> VictimKey | None:
     """A sort key for victim candidates of one preemptor search.
 
     Composed like :func:`workload_order`; placed after the framework's own
-    "already evicted first" part and the class of the candidate.
+    "already evicted first" part and the class of the candidate. Called once
+    per search. A key whose value does not depend on the preemptor may say so
+    with the attribute ``preemptor_independent = True``: when every key says
+    so, the session keeps each candidate's composed key for the rest of the
+    session instead of computing it again in every search.
     """
 
 

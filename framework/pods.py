@@ -9,6 +9,7 @@ choice stable while victims move through their lifecycle
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
 
 from .model import Pod
 
@@ -26,8 +27,10 @@ FORCE_DELETING, TERMINATING, SURPLUS, NORMAL = range(4)
 CLASS_NAMES = ("force-deleting", "terminating", "surplus", "normal")
 
 
+@lru_cache(maxsize=1 << 16)
 def descending(text: str) -> tuple[int, ...]:
-    """A key that sorts strings in *descending* lexical order (longer first on a shared prefix)."""
+    """A key that sorts strings in *descending* lexical order (longer first on a shared prefix).
+    Cached: victim orders build it for the same pod names search after search."""
     return (*(-ord(ch) for ch in text), 1)
 
 

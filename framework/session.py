@@ -42,7 +42,8 @@ class Taken:
 
     whole: bool = False
     pods: int = 0  # single pods of an elastic workload
-    pod_names: list[str] = field(default_factory=list)
+    pod_names: list[str] = field(default_factory=list)  # every pod taken, whatever its class
+    scaled: list[str] = field(default_factory=list)  # normal pods: the scale-down's victims
     preemptor: str = ""
     reason: str = ""
     pod_set: str | None = None
@@ -62,6 +63,7 @@ class Session:
         "now",
         "placements",
         "registry",
+        "relied",
         "snapshot",
         "state",
         "statement",
@@ -99,6 +101,8 @@ class Session:
         self.timings: dict[str, float] = {}
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
+        # Units (``Candidate.unit``) some preemptor of this session relies on.
+        self.relied: set[tuple[object, ...]] = set()
         split = "reclaim" in self.actions
         self.in_queue_enabled = "preempt" in self.actions
         self.cross_queue_enabled = split or ("preempt" in self.actions)

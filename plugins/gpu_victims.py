@@ -53,6 +53,8 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
             descending(candidate.name),
         )
 
+    if not scorers:
+        key.preemptor_independent = True  # type: ignore[attr-defined]
     return key
 
 

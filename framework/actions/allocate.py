@@ -120,7 +120,13 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
     """Flavors (and victims, if needed) for ``workload`` against the current accounting;
     an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
     if workload.is_deployment:
-        first = None if workload.admission is not None else _assign(session, leaf, workload)
+        first = None
+        if workload.admission is None:
+            # The flavor is chosen for one replica: a Deployment is admitted by as many
+            # replicas as fit, at least one, and preempts replica by replica.
+            one = replace(workload, pod_sets=(replace(workload.pod_sets[0], count=1), *workload.pod_sets[1:]))
+            first = _assign(session, leaf, one)
+            first.workload = workload
         return nominate_deployment(session, leaf, workload, first)
     assignment = _assign(session, leaf, workload)
     if assignment.mode in (FIT, PREEMPT, RECLAIM) or not workload.is_elastic:
@@ -277,11 +283,16 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
     leaf = entry.queue.leaf
     targets = [] if assignment.replicas else assignment.node_targets()
     placements = session.placements
+    wanted: dict[str, dict[str, int]] = {}
     for choice in assignment.replicas:
-        # Free room an earlier entry of this round took is gone for this replica.
+        room = wanted.setdefault(choice.node, {})
+        for resource, amount in choice.from_free.items():
+            room[resource] = room.get(resource, 0) + amount
+    for node, room in wanted.items():
+        # Free room an earlier entry of this round took is gone for these replicas.
         assert placements is not None
-        free = placements.free[choice.node]
-        if any(free.get(r, 0) < amount for r, amount in choice.from_free.items()):
+        free = placements.free[node]
+        if any(free.get(r, 0) < amount for r, amount in room.items()):
             return False
     if not assignment.victims and targets and not pods_fit(session, targets):
         # Node room is physical: a victim's pods still occupy it until they are gone.
@@ -334,6 +345,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
         if victim.unit in chosen:
             continue
         chosen[victim.unit] = victim
+        session.relied.add(victim.unit)
         books.statement.evict(victim)
         if victim.pod_class != NORMAL:
             # A Deployment's pod already on its way out: its room goes to this
@@ -361,6 +373,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             taken.pods += count
             pods = [p.key for u in units for p in u.pods]
             taken.pod_names.extend(pods)
+            taken.scaled.extend(pods)
             taken.pod_set = units[0].pod_set
         # One entry per victim workload: what the whole session takes from it,
         # named after the first preemptor that took from it (SEMANTICS §6).
@@ -374,7 +387,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             before = session.decisions.preempted[index]
             total = None if taken.whole else taken.pods
             session.decisions.preempted[index] = replace(
-                before, count=total, pods=tuple(sorted(taken.pod_names)) if total is not None else ()
+                before, count=total, pods=tuple(sorted(taken.scaled)) if total is not None else ()
             )
         unit = units[0]
         taken_what = "the whole workload" if whole else f"{count} pod(s)"

@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING
 
 from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
 from ..flavors import (
-    FIT,
     NOCANDIDATES,
     PREEMPT,
     RECLAIM,
     Assignment,
     PodSetAssignment,
     finish_assignment,
+    pods_fit,
 )
-from ..model import Workload
+from ..model import PodSet, Workload
 from ..pods import NORMAL, classify
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
-from .nodechoice import ReplicaSearch, scenario_accepts
+from .nodechoice import NodeChoice, ReplicaSearch, scenario_accepts
 from .preempt import VictimSearch, collect_candidates, order_for
 
 if TYPE_CHECKING:
@@ -62,8 +62,6 @@ def nominate_deployment(session: Session, leaf: QuotaNode, workload: Workload, f
     committed = workload.admission.pod_sets[0].count if workload.admission is not None else 0
     missing = spec.count - committed
     if first is not None:
-        if first.mode == FIT:
-            return first
         flavors = first.pod_sets[0].flavors if first.pod_sets else {}
         fallback = first
     else:
@@ -75,17 +73,17 @@ def nominate_deployment(session: Session, leaf: QuotaNode, workload: Workload, f
         return fallback
     # As many replicas as fit, at least one.
     low, high = 1, missing
-    best: Assignment | None = None
+    fitting = 0
     while low <= high:
         middle = (low + high) // 2
-        attempt = _fixed(session, leaf, workload, flavors, middle)
-        if attempt.mode == FIT:
-            best = attempt
+        if _fits_now(session, leaf, spec, flavors, middle):
+            fitting = middle
             low = middle + 1
         else:
             high = middle - 1
-    if best is not None:
-        best.committed_total = {spec.name: committed + best.pod_sets[0].count}
+    if fitting:
+        best = _fixed(session, leaf, workload, flavors, fitting)
+        best.committed_total = {spec.name: committed + fitting}
         best.tried = (fallback.tried if fallback is not None else []) + best.tried
         return best
     flavor = next(iter(set(flavors.values())))
@@ -97,6 +95,15 @@ def nominate_deployment(session: Session, leaf: QuotaNode, workload: Workload, f
     return _fixed(session, leaf, workload, flavors, missing)
 
 
+def _fits_now(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> bool:
+    """``count`` more replicas fit the quota and the nodes as they are, without victims."""
+    accounting = session.accounting
+    for fr, amount in pod_set_usage(spec, count, flavors).items():
+        if amount > accounting.available(leaf, fr):
+            return False
+    return pods_fit(session, [(spec, count, flavor) for flavor in set(flavors.values())][:1])
+
+
 def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[str, str], count: int) -> Assignment:
     spec = workload.pod_sets[0]
     assignment = Assignment(workload, leaf)
@@ -104,6 +111,56 @@ def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[
         PodSetAssignment(spec.name, count, dict(flavors), pod_set_usage(spec, count, flavors), replace(spec, count=count))
     )
     return finish_assignment(session, assignment)
+
+
+def replica_victims(
+    session: Session, preemptor: Workload, leaf: QuotaNode, spec: PodSet, flavor: str, replicas: int
+) -> tuple[list[NodeChoice], frozenset[str], ReplicaSearch | None]:
+    """Node and victims for up to ``replicas`` replicas, one at a time (SEMANTICS §6);
+    stops at the first replica for which no node has victims."""
+    flavors = {r: flavor for r in spec.requests}
+    per_replica = pod_set_usage(spec, 1, flavors)
+    request = VictimSearch(preemptor, leaf, dict(per_replica), frozenset(per_replica))
+    candidates = collect_candidates(session, preemptor, request, with_room=True)
+    if not candidates:
+        return [], frozenset(), None
+    vetoed: set[str] = set()
+    verdicts: dict[int, bool] = {}
+
+    def preemptible(candidate: Candidate) -> bool:
+        found = verdicts.get(id(candidate))
+        if found is None:
+            action = "preempt" if candidate.leaf is leaf else "reclaim"
+            plugin = session.is_preemptible(action, preemptor, candidate)
+            if plugin is not None:
+                vetoed.add(plugin)
+            found = verdicts[id(candidate)] = plugin is None
+        return found
+
+    filters: list[tuple[str, Callable[[Scenario], bool]]] = []
+    for name, found in session.registry.call_all(
+        "get_accumulated_scenario_filters", session=session, action="preempt", preemptor=preemptor
+    ):
+        filters.extend((name, f) for f in found)
+    search = ReplicaSearch(
+        session, preemptor, leaf, spec, flavor, per_replica, candidates, order_for(session, preemptor),
+        preemptible, scenario_accepts(session, preemptor, filters),
+    )
+    choices = more_replicas(search, [], replicas)
+    return choices, frozenset(vetoed), search
+
+
+def more_replicas(search: ReplicaSearch, choices: list[NodeChoice], replicas: int) -> list[NodeChoice]:
+    """Go on placing replicas until ``replicas`` are placed or one finds no victims."""
+    per_replica = search.per_replica
+    while len(choices) < replicas:
+        # The quota of the replicas placed so far counts for the next one.
+        search.usage = {fr: amount * (len(choices) + 1) for fr, amount in per_replica.items()}
+        choice = search.next_replica()
+        if choice is None:
+            break
+        choices.append(choice)
+    return choices
 
 
 def _preempt_replicas(
@@ -116,47 +173,17 @@ def _preempt_replicas(
     fallback: Assignment | None,
 ) -> Assignment:
     spec = workload.pod_sets[0]
-    per_replica = pod_set_usage(spec, 1, flavors)
-    needed = frozenset(per_replica)
-    request = VictimSearch(workload, leaf, dict(per_replica), needed)
-    candidates = collect_candidates(session, workload, request, with_room=True)
     assignment = Assignment(workload, leaf, mode=NOCANDIDATES)
     if fallback is not None:
         assignment.tried.extend(fallback.tried)
-    if not candidates:
-        assignment.message = "no running workload that uses the needed quota may be preempted"
-        return assignment
-    order = order_for(session, workload)
-    vetoed: set[str] = set()
-    verdicts: dict[int, bool] = {}
-
-    def preemptible(candidate: Candidate) -> bool:
-        found = verdicts.get(id(candidate))
-        if found is None:
-            action = "preempt" if candidate.leaf is leaf else "reclaim"
-            plugin = session.is_preemptible(action, workload, candidate)
-            if plugin is not None:
-                vetoed.add(plugin)
-            found = verdicts[id(candidate)] = plugin is None
-        return found
-
-    filters: list[tuple[str, Callable[[Scenario], bool]]] = []
-    for name, found in session.registry.call_all(
-        "get_accumulated_scenario_filters", session=session, action="preempt", preemptor=workload
-    ):
-        filters.extend((name, f) for f in found)
-    search = ReplicaSearch(
-        session, workload, leaf, spec, flavor, per_replica, candidates, order, preemptible,
-        scenario_accepts(session, workload, filters),
-    )
-    for _ in range(missing):
-        choice = search.next_replica()
-        if choice is None:
-            break
-        assignment.replicas.append(choice)
-        # Each replica's quota counts for the next one.
-        search.usage = {fr: amount * (len(assignment.replicas) + 1) for fr, amount in per_replica.items()}
-    assignment.vetoed_by = frozenset(vetoed)
+    earlier = fallback.search if fallback is not None else None
+    if earlier is not None and earlier.resume is not None and earlier.replicas:
+        # The flavor was chosen by placing the first replica: go on from there.
+        assignment.replicas = more_replicas(earlier.resume, list(earlier.replicas), missing)
+        assignment.vetoed_by = earlier.vetoed_by
+    else:
+        assignment.replicas, assignment.vetoed_by, _ = replica_victims(session, workload, leaf, spec, flavor, missing)
+    vetoed = assignment.vetoed_by
     if not assignment.replicas:
         assignment.message = "no node has victims that free room for one replica"
         if vetoed:

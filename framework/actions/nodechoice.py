@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..candidates import Candidate, Scenario
+from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
 from ..model import FR, PodSet, Workload
 from ..nodes import flavor_tolerations, node_matches
-from ..quota import QuotaNode
+from ..quota import Accounting, QuotaNode
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -43,16 +43,20 @@ class ReplicaSearch:
 
     __slots__ = (
         "accept",
+        "bounds",
         "by_node",
         "chosen",
+        "keys",
         "leaf",
         "nodes",
         "order",
+        "per_replica",
         "preemptible",
         "preemptor",
         "requests",
         "session",
         "usage",
+        "used",
     )
 
     def __init__(
@@ -73,6 +77,7 @@ class ReplicaSearch:
         self.leaf = leaf
         self.requests = {r: a for r, a in spec.requests.items() if a > 0}
         self.usage = usage
+        self.per_replica = dict(usage)
         self.order = order
         self.preemptible = preemptible
         self.accept = accept
@@ -86,15 +91,50 @@ class ReplicaSearch:
         ]
         members = set(self.nodes)
         by_node: dict[str, list[Candidate]] = {}
+        relied = session.relied
         for candidate in candidates:
+            if candidate.unit in relied:
+                continue  # an earlier preemptor of this session relies on its room
+            room = candidate.room
+            if len(room) == 1:  # a pod: the common case
+                node = room[0][0]
+                if node in members:
+                    by_node.setdefault(node, []).append(candidate)
+                continue
             seen: set[str] = set()
-            for node, _ in candidate.room:
+            for node, _ in room:
                 if node in members and node not in seen:
                     seen.add(node)
                     by_node.setdefault(node, []).append(candidate)
+        # Sorting each node's few candidates costs far less than one sort of all of
+        # them; a stable sort keeps the plugins' order among equal keys.
+        keys: dict[int, tuple[Any, ...]] = {}
         for victims in by_node.values():
-            victims.sort(key=order)
+            for c in victims:
+                if id(c) not in keys:
+                    keys[id(c)] = order(c)
+            victims.sort(key=lambda c: keys[id(c)])
         self.by_node = by_node
+        self.keys = keys
+        self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
+        # Nodes are ranked by the victim key alone (class, priority, score, creation,
+        # name): the §4 group orders the victims on a node but not the nodes.
+        # A lower bound of each node's rank: its set has at least one victim, whose
+        # (class, priority) and key are no better than the best of the node's
+        # candidates. Walking nodes by this bound lets the search stop as soon as the
+        # bound passes the best rank found.
+        self.bounds = sorted(
+            (
+                (
+                    min((c.pod_class, c.priority) for c in victims),
+                    1,
+                    min(keys[id(c)][2:] for c in victims),
+                    node,
+                ),
+                node,
+            )
+            for node, victims in by_node.items()
+        )
 
     def next_replica(self) -> NodeChoice | None:
         """The least intrusive node and victims for one more replica, or ``None``."""
@@ -104,17 +144,27 @@ class ReplicaSearch:
         choice: NodeChoice | None = None
         taken = {id(c) for c in self.chosen}
         quota_ok = self._quota_fits([])
-        for node in self.nodes:
-            victims = self._victims_on(node, placements.free[node], taken, quota_ok)
+        keys = self.keys
+        for bound, node in self.bounds:
+            if best is not None and bound >= best:
+                break
+            free: Mapping[str, int] = placements.free[node]
+            used = self.used.get(node)
+            if used:
+                free = {r: free.get(r, 0) - used.get(r, 0) for r in self.requests}
+            victims = self._victims_on(node, free, taken, quota_ok)
             if not victims:
                 continue
-            worst = max(victims, key=self.order)
-            rank = ((worst.pod_class, worst.priority), len(victims), self.order(worst), node)
+            worst = max(victims, key=lambda c: keys[id(c)][2:])
+            rank = ((worst.pod_class, worst.priority), len(victims), keys[id(worst)][2:], node)
             if best is None or rank < best:
                 best = rank
                 choice = NodeChoice(node, victims, self._from_free(node, victims))
         if choice is not None:
             self.chosen.extend(choice.victims)
+            used = self.used.setdefault(choice.node, {})
+            for resource, amount in choice.from_free.items():
+                used[resource] = used.get(resource, 0) + amount
         return choice
 
     def _victims_on(
@@ -122,12 +172,14 @@ class ReplicaSearch:
     ) -> list[Candidate]:
         requests = self.requests
         short = {r: a - free.get(r, 0) for r, a in requests.items() if a > free.get(r, 0)}
-        if not short:
+        if not short and quota_ok:
             return []  # fits without victims: the nomination would have admitted it
         victims: list[Candidate] = []
         freed: dict[str, int] = {}
         for candidate in self.by_node.get(node, ()):
             if id(candidate) in taken or not self.preemptible(candidate):
+                continue
+            if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate, victims):
                 continue
             victims.append(candidate)
             if not self.accept(self.chosen + victims):
@@ -139,6 +191,19 @@ class ReplicaSearch:
             ):
                 return self._fill_back(victims, node, short, quota_ok)
         return []
+
+    def _lender_may_give(self, candidate: Candidate, victims: list[Candidate]) -> bool:
+        """SEMANTICS §4: a lender is never pushed below its nominal, here either."""
+        statement = self.session.statement
+        checkpoint = statement.checkpoint()
+        try:
+            for victim in self.chosen:
+                statement.evict(victim, nodes=False)
+            for victim in victims:
+                statement.evict(victim, nodes=False)
+            return lender_may_give(self.session.accounting, self.leaf, candidate, frozenset(self.per_replica))
+        finally:
+            statement.rollback(checkpoint)
 
     def _from_free(self, node: str, victims: list[Candidate]) -> dict[str, int]:
         """What the replica needs beyond its victims' room: that much free room is taken,
@@ -208,3 +273,16 @@ def scenario_accepts(
         return True
 
     return accept
+
+
+def lender_may_give(accounting: Accounting, leaf: QuotaNode, candidate: Candidate, needed: frozenset[FR]) -> bool:
+    """Whether taking ``candidate`` keeps its queue — and every cohort between it and the
+    preemptor's ``leaf`` — at or above nominal: each must still borrow on some needed
+    flavor-resource the candidate uses (SEMANTICS §4)."""
+    preemptor_path = {id(n) for n in leaf.path()}
+    node: QuotaNode | None = candidate.leaf
+    while node is not None and id(node) not in preemptor_path:
+        if not any(accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in needed if fr in candidate.usage):
+            return False
+        node = node.parent
+    return True

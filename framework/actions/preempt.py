@@ -25,6 +25,7 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL, classify
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
+from .nodechoice import lender_may_give
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -51,6 +52,9 @@ class SearchResult:
     message: str = ""
     # What the search looked at, in plain words, for `preemptd explain`.
     lines: list[str] = field(default_factory=list)
+    # Deployments: the replicas placed so far and the search that can place more.
+    replicas: list[Any] = field(default_factory=list)
+    resume: Any = None
 
 
 def candidate_units(
@@ -230,7 +234,16 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
         parts.append(c.sort_key[-1])
         return tuple(parts)
 
-    return key
+    if not all(getattr(extra, "preemptor_independent", False) for extra in keys):
+        return key
+
+    def kept(c: Candidate) -> tuple[Any, ...]:
+        found = c.order_key
+        if found is None:
+            found = c.order_key = key(c)
+        return found
+
+    return kept
 
 
 def collect_candidates(
@@ -267,10 +280,28 @@ def find_victims(
         return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
     try:
+        if preemptor.is_deployment and len(targets) == 1:
+            # A Deployment whose replica lacks node room frees it node by node (§6).
+            return _replicas(session, preemptor, leaf, targets[0])
         return _find(session, preemptor, leaf, usage, needed, targets)
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"
         session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tuple[PodSet, int, str]) -> SearchResult:
+    from .deployments import replica_victims
+
+    spec, count, flavor = target
+    choices, vetoed, search = replica_victims(session, preemptor, leaf, spec, flavor, count)
+    if len(choices) < count:
+        message = "no node has victims that free room for a replica"
+        if vetoed:
+            message += " (vetoed by " + ", ".join(sorted(vetoed)) + ")"
+        return SearchResult(vetoed_by=vetoed, message=message)
+    victims = [v for choice in choices for v in choice.victims]
+    lines = [f"replica on node {c.node}: victims " + ", ".join(v.name for v in c.victims) for c in choices]
+    return SearchResult(victims, True, 0, vetoed, lines=lines, replicas=choices, resume=search)
 
 
 def _find(
@@ -396,16 +427,7 @@ class _Walk:
 
     def _lender_may_give(self, candidate: Candidate) -> bool:
         """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
-        accounting = self.session.accounting
-        preemptor_path = {id(n) for n in self.leaf.path()}
-        node: QuotaNode | None = candidate.leaf
-        while node is not None and id(node) not in preemptor_path:
-            if not any(
-                accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in self.needed if fr in candidate.usage
-            ):
-                return False
-            node = node.parent
-        return True
+        return lender_may_give(self.session.accounting, self.leaf, candidate, self.needed)
 
     def _preemptible(self, candidate: Candidate) -> bool:
         cached = self.verdicts.get(id(candidate))
