@@ -123,17 +123,20 @@ class ReplicaSearch:
         # (class, priority) and key are no better than the best of the node's
         # candidates. Walking nodes by this bound lets the search stop as soon as the
         # bound passes the best rank found.
-        self.bounds = sorted(
-            (
-                (
-                    min((c.pod_class, c.priority) for c in victims),
-                    1,
-                    min(keys[id(c)][2:] for c in victims),
-                    node,
-                ),
-                node,
-            )
-            for node, victims in by_node.items()
+        self.bounds = sorted((self._bound(node, victims), node) for node, victims in by_node.items())
+
+    def _bound(self, node: str, victims: list[Candidate]) -> tuple[Any, ...]:
+        keys = self.keys
+        first, last = keys[id(victims[0])], keys[id(victims[-1])]
+        if first[:2] == last[:2]:
+            # One (evicted, group) part: the first candidate has the least victim key.
+            head = victims[0]
+            return ((head.pod_class, head.priority), 1, first[2:], node)
+        return (
+            min((c.pod_class, c.priority) for c in victims),
+            1,
+            min(keys[id(c)][2:] for c in victims),
+            node,
         )
 
     def next_replica(self) -> NodeChoice | None:
