@@ -128,19 +128,24 @@ class Session:
 
     def open(self) -> None:
         self.registry.call_all("session_open", session=self)
-        keys = [fn for _, fn in self.registry.call_all("workload_order", session=self)]
-        if keys:
-            def composed(w: Workload) -> tuple[Any, ...]:
-                parts: list[Any] = []
-                for key in keys:
-                    parts.extend(key(w))
-                parts.append(w.created)
-                parts.extend(w.tiebreak)
-                return tuple(parts)
+        keys = self.registry.call_all("workload_order", session=self)
+        registry = self.registry
 
-            self.workload_key = self._cached(composed)
-        else:
-            self.workload_key = self._cached(self._default_key)
+        def composed(w: Workload) -> tuple[Any, ...]:
+            parts: list[Any] = []
+            for name, key in keys:
+                # Each plugin's part is (0, *key); a key that raises gives (1,), which
+                # sorts after every answer, so one broken plugin cannot stop ordering.
+                try:
+                    parts.append((0, *key(w)))
+                except Exception as exc:
+                    registry.record_failure(name, "workload_order", exc)
+                    parts.append((1,))
+            parts.append(w.created)
+            parts.extend(w.tiebreak)
+            return tuple(parts)
+
+        self.workload_key = self._cached(composed if keys else self._default_key)
         self._preemptible = self.registry.impls("is_preemptible")
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
@@ -164,14 +169,7 @@ class Session:
         def cached(w: Workload) -> tuple[Any, ...]:
             found = cache.get(w.key)
             if found is None:
-                try:
-                    found = key(w)
-                except Exception as exc:  # a broken order plugin falls back to FIFO
-                    self.registry.record_failure("workload_order", "workload_order", exc)
-                    found = (1, *self._default_key(w))
-                else:
-                    found = (0, *found)
-                cache[w.key] = found
+                found = cache[w.key] = key(w)
             return found
 
         return cached

@@ -217,7 +217,7 @@ def _base_key(c: Candidate, now: int) -> tuple[Any, ...]:
 def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:
     """The victim order of one search: already evicted first, then by class; plugin
     keys (``victim_order``) decide within a class before the base order."""
-    keys = [fn for _, fn in session.registry.call_all("victim_order", session=session, preemptor=preemptor)]
+    keys = session.registry.call_all("victim_order", session=session, preemptor=preemptor)
     if not keys:
         # Units are cached per session, so are their keys: no tuple is built per search.
         return _sort_key
@@ -225,16 +225,19 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
 
     def key(c: Candidate) -> tuple[Any, ...]:
         parts: list[Any] = [0 if c.evicted else 1, c.group]
-        for extra in keys:
+        for name, extra in keys:
+            # A key that raises leaves the candidate to the base order, after the
+            # candidates the plugin could rank: (0, *key) sorts before (1,).
             try:
-                parts.extend(extra(c))
+                parts.append((0, *extra(c)))
             except Exception as exc:
-                session.registry.record_failure("victim_order", "victim_order", exc)
+                session.registry.record_failure(name, "victim_order", exc)
+                parts.append((1,))
         parts.extend(_base_key(c, now))
         parts.append(c.sort_key[-1])
         return tuple(parts)
 
-    if not all(getattr(extra, "preemptor_independent", False) for extra in keys):
+    if not all(getattr(extra, "preemptor_independent", False) for _, extra in keys):
         return key
 
     def kept(c: Candidate) -> tuple[Any, ...]:
