@@ -354,7 +354,11 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
     needed = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
     targets = assignment.node_targets()
     placements = session.placements
-    assignment.node_short = bool(targets) and not pods_fit(session, targets)
+    if only is not None and only.mode == FIT and only.usage == usage:
+        # The option was judged on the nodes as they are: no need to place it twice.
+        assignment.node_short = False
+    else:
+        assignment.node_short = bool(targets) and not pods_fit(session, targets)
     if assignment.node_short:
         assert placements is not None
         needed.extend(fr for fr in usage if fr not in needed and placements.has_nodes(fr[0]))

@@ -48,15 +48,41 @@ class _Books:
     chosen makes the re-check cost the entry's own victims, not the session's.
     Its placements also hold the room reserved for preemptors, which nobody else
     may take in this session.
+
+    Until the first victim is chosen the view equals the session's own, so it is
+    only copied then: a session without preemption pays nothing for it.
     """
 
-    __slots__ = ("accounting", "statement", "victims")
+    __slots__ = ("own", "session", "victims")
 
     def __init__(self, session: Session) -> None:
-        self.accounting = session.accounting.copy()
-        placements = session.placements.copy() if session.placements is not None else None
-        self.statement = Statement(self.accounting, placements)
+        self.session = session
+        self.own: Statement | None = None
         self.victims: dict[tuple[object, ...], Candidate] = {}
+
+    @property
+    def statement(self) -> Statement:
+        return self.own if self.own is not None else self.session.statement
+
+    def add_usage(self, leaf: QuotaNode, usage: dict[FR, int]) -> None:
+        """Mirror usage the session added (its own statement already has it)."""
+        if self.own is not None:
+            self.own.add_usage(leaf, usage)
+
+    def place(self, assignment: Assignment) -> None:
+        if self.own is not None:
+            _place(self.session, self.own, assignment)
+
+    def evict(self, victim: Candidate) -> None:
+        if self.own is None:
+            session = self.session
+            placements = session.placements.copy() if session.placements is not None else None
+            self.own = Statement(session.accounting.copy(), placements)
+        self.own.evict(victim)
+
+    def commit(self) -> None:
+        if self.own is not None:
+            self.own.commit()
 
 
 @dataclass(slots=True)
@@ -93,7 +119,7 @@ def run_rounds(session: Session) -> None:
         for i, entry in enumerate(entries):
             outcome = _process(session, books, entry, relied_on)
             session.statement.commit()
-            books.statement.commit()
+            books.commit()
             if outcome == _AGAIN and i > 0:
                 continue
             # The first entry of a round is never offered again, so every round
@@ -205,7 +231,7 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
         _preempt(session, books, entry)
         relied_on |= units
         session.statement.add_usage(leaf, assignment.usage)
-        books.statement.add_usage(leaf, assignment.usage)
+        books.add_usage(leaf, assignment.usage)
         if assignment.replicas:
             # Each replica takes its victims' room and, on the same node, what it
             # needs beyond it: nobody else gets either in this session.
@@ -213,13 +239,13 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
                 if choice.from_free:
                     session.statement.take_room(choice.node, choice.from_free)
         else:
-            _place(session, books.statement, assignment)  # the room its victims free is now its
+            books.place(assignment)  # the room its victims free is now its
         decisions.flavor_scans[key] = {}
         return _DONE
     session.statement.admit(workload, leaf, assignment.usage)
-    books.statement.add_usage(leaf, assignment.usage)
+    books.add_usage(leaf, assignment.usage)
     _place(session, session.statement, assignment)
-    _place(session, books.statement, assignment)
+    books.place(assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
     totals = assignment.committed_total
     decisions.admitted.append(
@@ -273,7 +299,7 @@ def _reserve(session: Session, books: _Books, leaf: QuotaNode, assignment: Assig
             reserve[fr] = value
     if reserve:
         session.statement.add_usage(leaf, reserve)
-        books.statement.add_usage(leaf, reserve)
+        books.add_usage(leaf, reserve)
 
 
 def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
@@ -298,7 +324,7 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
         # Node room is physical: a victim's pods still occupy it until they are gone.
         return False
     statement = books.statement
-    accounting = books.accounting
+    accounting = statement.accounting
     checkpoint = statement.checkpoint()
     try:
         for victim in assignment.victims:
@@ -346,7 +372,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             continue
         chosen[victim.unit] = victim
         session.relied.add(victim.unit)
-        books.statement.evict(victim)
+        books.evict(victim)
         if victim.pod_class != NORMAL:
             # A Deployment's pod already on its way out: its room goes to this
             # preemptor; a terminating one is force-deleted, the others need nothing.
