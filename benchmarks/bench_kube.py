@@ -28,6 +28,7 @@ import dataclasses
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes_asyncio.client import Configuration
@@ -59,8 +60,15 @@ class Recording:
     def resync(self) -> bool:
         return self.backend.resync
 
-    async def cycle(self) -> CycleReport:
-        report = await self.backend.cycle()
+    @property
+    def healthy(self) -> bool:
+        return self.backend.healthy
+
+    def drain(self) -> None:
+        self.backend.drain()
+
+    async def cycle(self, *, actions: Sequence[str] | None = None) -> CycleReport:
+        report = await self.backend.cycle(actions=actions)
         self.reports.append(report)
         return report
 

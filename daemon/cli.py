@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = command("run", "the daemon: watch the cluster, decide, commit (kubernetes backend)")
     run.add_argument("--dry-run", action="store_true", help="decide and log, write nothing")
-    run.add_argument("--http-address", metavar="A", help="host:port for health and metrics (issue 9)")
+    run.add_argument("--http-address", metavar="A", help="host:port for /healthz, /readyz and /metrics")
     run.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"))
     run.set_defaults(handler=_daemon)
 
@@ -258,22 +258,34 @@ def _plugins(args: argparse.Namespace) -> int:
 
 def _daemon(args: argparse.Namespace) -> int:
     import asyncio
-    import logging
 
-    config, plugins = _setup(args.config)
-    if config.backend.kind != "kubernetes":
-        message = f'`preemptd run` needs kind = "kubernetes"; this configuration has {config.backend.kind!r}'
-        raise ConfigError([config.problem(("backend", "kind"), message)])
+    from .config import split_address
+    from .service import check_configuration
+
+    config, plugins, problems = check_configuration(args.config)
+    if problems:
+        raise ConfigError(problems)
+    if args.http_address is not None:
+        try:
+            split_address(args.http_address)
+        except ValueError as exc:
+            raise UsageError(f"--http-address: {exc}") from None
     from kubernetes_asyncio.config import ConfigException
 
     from .backends.kubernetes.client import ApiError
-    from .loop import run_daemon
+    from .logging import configure_logging
+    from .service import run_daemon
 
-    level = (args.log_level or config.daemon.log_level).upper()
-    logging.basicConfig(level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(log_format=config.daemon.log_format, level=args.log_level or config.daemon.log_level)
     try:
-        return asyncio.run(run_daemon(config, plugins, dry_run=args.dry_run))
-    except (ApiError, ConfigException, OSError, ValueError) as exc:  # no cluster: no kubeconfig, unreachable
+        return asyncio.run(run_daemon(
+            config, plugins, dry_run=args.dry_run, config_path=args.config, http_address=args.http_address,
+            log_level=args.log_level,
+        ))
+    except OSError as exc:  # most often the HTTP address is taken
+        _errors([f"preemptd: error: {exc}"])
+        return EXIT_FAILURE
+    except (ApiError, ConfigException, ValueError) as exc:  # no cluster: no kubeconfig, unreachable
         _errors([f"preemptd: error: cannot reach the cluster: {exc}"])
         return EXIT_FAILURE
 

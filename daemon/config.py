@@ -42,6 +42,7 @@ __all__ = [
     "load_config",
     "parse_config",
     "read_config",
+    "split_address",
 ]
 
 TablePath = tuple[str, ...]
@@ -67,6 +68,13 @@ class DaemonConfig:
     http_address: str = "127.0.0.1:8080"
     log_format: Literal["json", "console", "auto"] = "auto"
     log_level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    # A cycle still running after this long is abandoned (and counted).
+    cycle_deadline: int = _duration(20_000)
+    # A watch down for this long makes the cache stale: sessions run without
+    # preempt/reclaim until every watch is connected again.
+    stale_after: int = _duration(10_000)
+    # How long SIGTERM lets the cycle under way finish before abandoning it.
+    shutdown_timeout: int = _duration(10_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +195,7 @@ def parse_config(text: str, *, source: str) -> tuple[Config, list[ConfigProblem]
         plugins = {}
     config = dataclasses.replace(base, plugins=plugins, **sections)
     problems += _check_scheduler(config)
+    problems += _check_daemon(config)
     if "leader_election" not in broken:
         problems += _check_leader_election(config)
     return config, sorted(problems, key=ConfigProblem.sort_key)
@@ -208,6 +217,29 @@ def _check_scheduler(config: Config) -> list[ConfigProblem]:
     if config.scheduler.cycle_interval <= 0:
         problems.append(config.problem(("scheduler", "cycle_interval"), "must be longer than 0s"))
     return problems
+
+
+def _check_daemon(config: Config) -> list[ConfigProblem]:
+    daemon = config.daemon
+    problems = []
+    try:
+        split_address(daemon.http_address)
+    except ValueError as exc:
+        problems.append(config.problem(("daemon", "http_address"), str(exc)))
+    for key in ("cycle_deadline", "stale_after", "shutdown_timeout"):
+        if getattr(daemon, key) <= 0:
+            problems.append(config.problem(("daemon", key), "must be longer than 0s"))
+    return problems
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``; an empty host is every interface) as (host, port)."""
+    host, colon, port = address.rpartition(":")
+    if not colon or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"expected host:port such as '127.0.0.1:8080', got {address!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or "0.0.0.0", int(port)
 
 
 def _check_leader_election(config: Config) -> list[ConfigProblem]:

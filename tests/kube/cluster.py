@@ -50,10 +50,11 @@ def manifest_documents() -> list[dict]:
 
 
 def role_rules() -> dict[tuple[str, str], set[str]]:
-    """(API group, resource) -> verbs granted by the ClusterRole."""
+    """(API group, resource) -> verbs granted by the ClusterRole and the leader-election Role."""
     (role,) = [d for d in manifest_documents() if d["kind"] == "ClusterRole"]
+    roles = [role, *(d for d in manifest_documents() if d["kind"] == "Role")]
     granted: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
+    for rule in (rule for role in roles for rule in role["rules"]):
         for group in rule["apiGroups"]:
             for resource in rule["resources"]:
                 granted.setdefault((group, resource), set()).update(rule["verbs"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import signal
 import sys
@@ -12,8 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 from preemptd.daemon.config import BackendConfig, Config, SchedulerConfig
-from preemptd.daemon.loop import Scheduler, run_daemon
+from preemptd.daemon.loop import Scheduler
 from preemptd.daemon.plugins import resolve_plugins
+from preemptd.daemon.service import run_daemon
 
 from .apiserver import ApiServer
 from .cluster import flavor, job, queue, until
@@ -52,7 +54,7 @@ async def test_run_daemon_admits_through_a_kubeconfig_and_stops_cleanly(server, 
                                  scheduler=SchedulerConfig(cycle_interval=60_000))
     plugins, _ = resolve_plugins(config)
     stop = asyncio.Event()
-    daemon = asyncio.create_task(run_daemon(config, plugins, stop=stop), name="daemon")
+    daemon = asyncio.create_task(run_daemon(config, plugins, stop=stop, http_address="127.0.0.1:0"), name="daemon")
     await until(lambda: _running(server), what="the Job to run")
     # Not the minute-long interval: watch events woke the loop.
     server.put("batch", "jobs", job("second", "team-a", {"cpu": "1"}))
@@ -60,7 +62,7 @@ async def test_run_daemon_admits_through_a_kubeconfig_and_stops_cleanly(server, 
                 what="the second Job to run")
     stop.set()
     assert 0 == await asyncio.wait_for(daemon, 5)
-    ours = ("informer:", "events", "scheduler", "informers-sync")
+    ours = ("informer:", "events", "scheduler", "informers-sync", "leader-election", "watchdog", "cycle")
     assert [] == [t.get_name() for t in asyncio.all_tasks() if t.get_name().startswith(ours)]
 
 
@@ -73,7 +75,7 @@ async def test_preemptd_run_exits_0_on_sigterm(server, tmp_path) -> None:
     env.pop("KUBERNETES_SERVICE_HOST", None)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "preemptd.daemon.cli", "run", "--config", str(config), "--log-level", "warning",
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "--http-address", "127.0.0.1:0", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
         await until(lambda: _running(server), timeout=20, what="the Job to run")
@@ -95,7 +97,7 @@ async def test_dry_run_process_writes_nothing(server, tmp_path) -> None:
     env.pop("KUBERNETES_SERVICE_HOST", None)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "preemptd.daemon.cli", "run", "--dry-run", "--config", str(config),
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "--http-address", "127.0.0.1:0", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     try:
         await until(lambda: any(r.verb == "watch" and r.plural == "jobs" for r in server.requests), timeout=20,
@@ -109,7 +111,9 @@ async def test_dry_run_process_writes_nothing(server, tmp_path) -> None:
             await process.wait()
     assert 0 == process.returncode
     assert [] == [r for r in server.requests if r.verb not in ("get", "list", "watch")]
-    assert "dry-run: admit default/job-train in team-a" in stderr.decode()
+    lines = [json.loads(line) for line in stderr.decode().splitlines() if line.startswith("{")]
+    admitted = [line for line in lines if line.get("event") == "admit"]
+    assert [("default/job-train", "team-a", True)] == [(a["workload"], a["queue"], a["dry_run"]) for a in admitted]
 
 
 class _Backend:
@@ -118,11 +122,15 @@ class _Backend:
     def __init__(self) -> None:
         self.wake = asyncio.Event()
         self.resync = False
+        self.healthy = True
         self.running = 0
         self.most = 0
         self.cycles = 0
 
-    async def cycle(self) -> None:
+    def drain(self) -> None:
+        pass
+
+    async def cycle(self, *, actions: object = None) -> None:
         self.wake.clear()
         self.running += 1
         self.most = max(self.most, self.running)

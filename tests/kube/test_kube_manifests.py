@@ -13,11 +13,13 @@ from preemptd.daemon.backends.kubernetes.client import FLAVORS, QUEUES, WORKLOAD
 from .cluster import MANIFESTS, REPO, manifest_documents, role_rules
 
 CODE = REPO / "daemon" / "backends" / "kubernetes"
-WRITES = {"create", "patch", "delete"}
+SOURCES = [*sorted(CODE.glob("*.py")), REPO / "daemon" / "leader.py"]
+WRITES = {"create", "patch", "delete", "replace"}
+RBAC_VERB = {"replace": "update"}  # Kube.replace is a PUT, which RBAC calls update
 
 
 def used_verbs() -> dict[tuple[str, str], set[str]]:
-    """The verbs the backend's code uses, read from its source.
+    """The verbs the backend's and the leader election's code use, read from their source.
 
     Every ``<...>writer.create|patch|delete(RESOURCE, ...)`` and ``<...>kube.<verb>(RESOURCE, ...)``
     call, with ``subresource="status"`` where given; a write through the Writer may re-read
@@ -27,7 +29,7 @@ def used_verbs() -> dict[tuple[str, str], set[str]]:
     used: dict[tuple[str, str], set[str]] = {}
     for resource in WATCHED:
         used.setdefault((resource.group, resource.plural), set()).update({"list", "watch"})
-    for path in sorted(CODE.glob("*.py")):
+    for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
@@ -42,7 +44,7 @@ def used_verbs() -> dict[tuple[str, str], set[str]]:
             plural = resource.plural
             if any(k.arg == "subresource" and ast.literal_eval(k.value) == "status" for k in node.keywords):
                 plural += "/status"
-            used.setdefault((resource.group, plural), set()).add(verb)
+            used.setdefault((resource.group, plural), set()).add(RBAC_VERB.get(verb, verb))
             if target.endswith("writer") and verb in ("create", "patch") and resource.plural != "events":
                 used.setdefault((resource.group, resource.plural), set()).add("get")
     return used

@@ -14,6 +14,10 @@ incremental inventory, the writer and the Event recorder. A cycle is:
 Watch events set :attr:`wake`; the loop (``daemon.loop``) runs a cycle soon
 after it is set and at least every ``cycle_interval``. Cycles never overlap:
 the loop awaits each one.
+
+Every write asks ``gate`` (leader election: only the leader writes) right
+before it is sent; :meth:`drain` stops decisions from starting so that a
+shutdown leaves none half applied (``commit``'s design note).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from preemptd.framework.decisions import Decisions
@@ -31,6 +35,7 @@ from preemptd.framework.session import run_session
 from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config
+from ...logging import DecisionLog
 from ...plugins import Plugins
 from .client import (
     DEPLOYMENTS,
@@ -69,6 +74,12 @@ class CycleReport:
     commit: CommitStats
     synced_owners: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    actions: tuple[str, ...] = ()
+    # queue -> {"admitted": n, "pending": n, "evicted": n}, as the session's snapshot saw them
+    queues: dict[str, dict[str, int]] = field(default_factory=dict)
+    # this cycle's hook failures and vetoes per plugin (the session's registry counters)
+    plugin_failures: dict[str, int] = field(default_factory=dict)
+    plugin_vetoes: dict[str, int] = field(default_factory=dict)
 
 
 class KubernetesBackend:
@@ -84,6 +95,7 @@ class KubernetesBackend:
         concurrency: int = 32,
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         watch_timeout: int = 300,
+        gate: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -92,6 +104,7 @@ class KubernetesBackend:
         self.clock = clock
         self.wake = asyncio.Event()
         self.resync = False  # a write was refused: decide again at once
+        self.draining = False  # shutting down: decisions not yet begun are left alone
         self.inventory = ClusterInventory()
         self._dirty: set[tuple[str, str]] = set()  # (owner kind, namespace/name)
         self._pods_by_workload: dict[str, set[str]] = {}
@@ -107,8 +120,10 @@ class KubernetesBackend:
                 label_selector=selector,
                 watch_timeout=watch_timeout,
             )
-        self._events = EventRecorder(kube, dry_run=dry_run)
-        self._writer = Writer(kube, self.informers, concurrency=concurrency, dry_run=dry_run, on_conflict=self._conflict)
+        self._events = EventRecorder(kube, dry_run=dry_run, gate=gate)
+        self._writer = Writer(
+            kube, self.informers, concurrency=concurrency, dry_run=dry_run, on_conflict=self._conflict, gate=gate
+        )
         self.committer = Committer(
             self._writer,
             self._events,
@@ -116,7 +131,10 @@ class KubernetesBackend:
             pods=self.informers[PODS],
             owners=self._owner_of,
             sync_owner=self._sync_owner_of,
+            accepting=lambda: not self.draining,
+            concurrency=concurrency,
         )
+        self.decision_log = DecisionLog(dry_run=dry_run)
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- the Cluster protocol (owners.py) -----------------------------------------
@@ -163,7 +181,16 @@ class KubernetesBackend:
 
     @property
     def healthy(self) -> bool:
+        """Every watch is connected (the loop's measure of a stale cache)."""
         return all(informer.healthy for informer in self.informers.values())
+
+    @property
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers.values())
+
+    def drain(self) -> None:
+        """Begin no new decision; those under way finish (SIGTERM)."""
+        self.draining = True
 
     # -- watch events -----------------------------------------------------------------
 
@@ -240,12 +267,12 @@ class KubernetesBackend:
             return
         namespace, _, name = key.partition("/")
         workload = self.informers[WORKLOADS].store.get(f"{namespace}/{workload_name(kind, name)}")
-        failures = self._writer.errors
+        failures = self._writer.errors + self._writer.fenced
         if kind == "Job":
             await sync_job(self, owner, workload)
         else:
             await sync_deployment(self, owner, workload)
-        if self._writer.errors > failures:
+        if self._writer.errors + self._writer.fenced > failures:
             # A write failed (5xx, timeout): try again next cycle. Not at once — the
             # periodic cycle is the backoff for a server that is struggling.
             self._dirty.add((kind, key))
@@ -263,8 +290,9 @@ class KubernetesBackend:
         await asyncio.gather(*(self._sync_owner(kind, key) for kind, key in sorted(dirty)))
         return len(dirty)
 
-    async def cycle(self) -> CycleReport:
-        """One cycle (see the module docstring)."""
+    async def cycle(self, *, actions: Sequence[str] | None = None) -> CycleReport:
+        """One cycle (see the module docstring); ``actions`` overrides the configured ones."""
+        actions = tuple(self.config.scheduler.actions if actions is None else actions)
         self.wake.clear()
         self.resync = False
         timings: dict[str, float] = {}
@@ -276,17 +304,24 @@ class KubernetesBackend:
         snapshot = Snapshot.build(inventory, now=self.clock())
         timings["snapshot"] = time.perf_counter() - started
         registry = self.plugins.registry()
-        decisions = run_session(snapshot, registry, actions=self.config.scheduler.actions, timings=timings)
+        decisions = run_session(snapshot, registry, actions=actions, timings=timings)
         for error in registry.errors:
             log.warning("plugin %s failed in %s: %s", error.plugin, error.hook, error.message)
         # No await since the snapshot: the cache holds exactly what the session saw.
         seen = seen_workloads(decisions, self.informers[WORKLOADS].store)
-        _log_decisions(decisions, dry_run=self.dry_run)
+        self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
+        report = CycleReport(
+            decisions, CommitStats(), synced, timings, actions,
+            queues=_queue_counts(snapshot),
+            plugin_failures=dict(registry.failures),
+            plugin_vetoes=dict(registry.vetoes),
+        )
         started = time.perf_counter()
-        stats = await self.committer.commit(decisions, seen=seen)
-        await self._write_queue_status(snapshot)
+        report.commit = await self.committer.commit(decisions, seen=seen)
+        if not self.draining:
+            await self._write_queue_status(snapshot)
         timings["commit"] = time.perf_counter() - started
-        return CycleReport(decisions, stats, synced, timings)
+        return report
 
     async def _write_queue_status(self, snapshot: Snapshot) -> None:
         """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``."""
@@ -329,14 +364,14 @@ def _amounts(amounts: Mapping[tuple[str, str], int]) -> str:
     return "; ".join(f"{flavor}: {', '.join(parts)}" for flavor, parts in by_flavor.items())
 
 
-def _log_decisions(decisions: Decisions, *, dry_run: bool) -> None:
-    prefix = "dry-run: " if dry_run else ""
-    for admitted in decisions.admitted:
-        log.info("%sadmit %s in %s", prefix, admitted.workload, admitted.queue)
-    for preempted in decisions.preempted:
-        log.info(
-            "%spreempt %s (count %s) for %s: %s",
-            prefix, preempted.workload, preempted.count, preempted.preemptor, preempted.reason,
-        )
-    for action in decisions.pod_actions:
-        log.info("%s%s pod %s for %s", prefix, action.action, action.pod, action.preemptor)
+def _queue_counts(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+    """Admitted, pending and evicted (eviction issued, quota still held) workloads per leaf queue."""
+    counts: dict[str, dict[str, int]] = {name: {"admitted": 0, "pending": 0, "evicted": 0}
+                                         for name in snapshot.tree.leaves}
+    for name, workloads in snapshot.admitted_by_queue.items():
+        queue = counts.setdefault(name, {"admitted": 0, "pending": 0, "evicted": 0})
+        queue["admitted"] = len(workloads)
+        queue["evicted"] = sum(1 for workload in workloads if workload.evicted)
+    for name, workloads in snapshot.pending_by_queue.items():
+        counts.setdefault(name, {"admitted": 0, "pending": 0, "evicted": 0})["pending"] = len(workloads)
+    return counts

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncGenerator, Mapping, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,7 @@ __all__ = [
     "ApiError",
     "Kube",
     "Resource",
+    "WriteObserver",
     "load_configuration",
 ]
 
@@ -145,19 +147,29 @@ async def load_configuration(*, kubeconfig: str | None = None, context: str | No
     return configuration
 
 
+WriteObserver = Callable[[str, str, float, int | None], None]
+"""``(verb, resource, seconds, error status or None)`` after each write: the metrics' feed."""
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
 _RESPONSE = {code: "object" for code in (200, 201, 202)}
 _MERGE = "application/merge-patch+json"
 _JSON_PATCH = "application/json-patch+json"
 
 
 class Kube:
-    """Verbs on resources, with objects as dicts. ``writes`` counts requests that change state."""
+    """Verbs on resources, with objects as dicts. ``writes`` counts requests that change state.
 
-    __slots__ = ("api", "writes")
+    ``observer``, when set, hears of every write: its verb (as RBAC names it),
+    resource, duration and, when it failed, the status (0: no answer).
+    """
+
+    __slots__ = ("api", "observer", "writes")
 
     def __init__(self, api: ApiClient) -> None:
         self.api = api
         self.writes = 0
+        self.observer: WriteObserver | None = None
 
     @classmethod
     def from_configuration(cls, configuration: Configuration) -> Kube:
@@ -175,9 +187,33 @@ class Kube:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = 30.0,
+        resource: str = "",
     ) -> Any:
-        if method != "GET":
-            self.writes += 1
+        if method == "GET":
+            return await self._send(method, path, query, body, content_type, timeout)
+        self.writes += 1
+        started = time.perf_counter()
+        try:
+            result = await self._send(method, path, query, body, content_type, timeout)
+        except ApiError as exc:
+            self._observe(method, resource or path, started, exc.status)
+            raise
+        self._observe(method, resource or path, started, None)
+        return result
+
+    def _observe(self, method: str, resource: str, started: float, status: int | None) -> None:
+        if self.observer is not None:
+            self.observer(_VERBS.get(method, method.lower()), resource, time.perf_counter() - started, status)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        query: Sequence[tuple[str, Any]],
+        body: Any,
+        content_type: str,
+        timeout: float | None,
+    ) -> Any:
         try:
             return await self.api.call_api(
                 path,
@@ -209,8 +245,13 @@ class Kube:
         return items, str((listed.get("metadata") or {}).get("resourceVersion", ""))
 
     async def create(self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None) -> Obj:
-        created: Obj = await self._call("POST", resource.path(namespace), body=dict(body))
+        created: Obj = await self._call("POST", resource.path(namespace), body=dict(body), resource=str(resource))
         return created
+
+    async def replace(self, resource: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        """A PUT of the whole object; 409 when its ``metadata.resourceVersion`` is stale."""
+        replaced: Obj = await self._call("PUT", resource.path(namespace, name), body=dict(body), resource=str(resource))
+        return replaced
 
     async def patch(
         self,
@@ -224,7 +265,8 @@ class Kube:
         """A JSON merge patch (a list body: a JSON patch); 409 when its resourceVersion is stale."""
         content_type = _MERGE if isinstance(body, Mapping) else _JSON_PATCH
         patched: Obj = await self._call(
-            "PATCH", resource.path(namespace, name, subresource), body=body, content_type=content_type
+            "PATCH", resource.path(namespace, name, subresource), body=body, content_type=content_type,
+            resource=f"{resource}/{subresource}" if subresource else str(resource),
         )
         return patched
 
@@ -242,7 +284,7 @@ class Kube:
             options["gracePeriodSeconds"] = grace_period_seconds
         if uid is not None:
             options["preconditions"] = {"uid": uid}
-        await self._call("DELETE", resource.path(namespace, name), body=options)
+        await self._call("DELETE", resource.path(namespace, name), body=options, resource=str(resource))
 
     async def watch(
         self,
@@ -251,10 +293,13 @@ class Kube:
         resource_version: str,
         label_selector: str | None = None,
         timeout_seconds: int = 300,
+        connected: Callable[[], None] | None = None,
     ) -> AsyncGenerator[Obj, None]:
         """The raw watch events after ``resource_version``, until the server ends the stream.
 
         An ``ERROR`` event is yielded like any other: the caller decides (410 → relist).
+        ``connected`` is called once the server has accepted the watch (status 200),
+        before any event: a quiet resource's watch is up before it has anything to say.
         """
         query: list[tuple[str, Any]] = [
             ("watch", "true"),
@@ -285,6 +330,8 @@ class Kube:
                 refused = ApiException(status=response.status, reason=response.reason or "")
                 refused.body = await response.text()
                 raise _api_error(refused)
+            if connected is not None:
+                connected()
             while True:
                 try:
                     line = await response.content.readline()

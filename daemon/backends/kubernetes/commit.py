@@ -21,7 +21,16 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    with all the others in place), so dropping one never invalidates another.
 3. **Bounded concurrency.** Every write goes through one semaphore; a burst of
    a thousand admissions is a thousand short requests, ``concurrency`` at a time.
-4. **Pod marks come before the scale-down** that relies on them: the pod chosen
+4. **Fenced by leadership.** ``gate`` is asked right before every request
+   leaves (after the semaphore, so a write that queued behind others is judged
+   when it is sent, not when it was planned): a replica that has stepped down
+   writes nothing more, even in the middle of a commit. A refused write counts
+   as ``fenced`` and is decided again by whoever leads next.
+5. **Draining.** ``accepting`` is asked before each decision *starts*; on
+   SIGTERM the daemon stops accepting, so the decisions under way finish (all
+   their writes) and the rest are left for the next leader: nothing is left
+   half applied by a shutdown.
+6. **Pod marks come before the scale-down** that relies on them: the pod chosen
    as a Deployment's victim gets the lowest pod-deletion-cost, then the Workload's
    committed count is lowered, then the Deployment is scaled to it. A mark without
    the scale-down (a crash, or a 409 on the Workload) is harmless: the next
@@ -32,6 +41,7 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -60,7 +70,8 @@ class Writer:
 
     A write's answer (the object as the server stored it) is put into the
     resource's informer at once, so the next cycle sees it even before its watch
-    event arrives. ``dry_run`` logs each write instead of sending it.
+    event arrives. ``dry_run`` logs each write instead of sending it; ``gate``
+    is asked right before each request (see the module docstring, point 4).
     """
 
     def __init__(
@@ -71,14 +82,24 @@ class Writer:
         concurrency: int = 32,
         dry_run: bool = False,
         on_conflict: Callable[[], None] = lambda: None,
+        gate: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
         self.informers = informers
         self.dry_run = dry_run
         self.on_conflict = on_conflict
+        self.gate = gate
         self.semaphore = asyncio.Semaphore(concurrency)
         self.conflicts = 0
         self.errors = 0
+        self.fenced = 0  # writes refused because this replica does not lead
+
+    def _open(self, verb: str, resource: Resource, what: str) -> bool:
+        if self.gate():
+            return True
+        self.fenced += 1
+        log.warning("not leading: %s %s %s not sent", verb, resource.kind, what)
+        return False
 
     def _cache(self, resource: Resource, obj: Obj) -> None:
         informer = self.informers.get(resource)
@@ -98,6 +119,8 @@ class Writer:
             self._cache(resource, imagined)
             return imagined
         async with self.semaphore:
+            if not self._open("create", resource, f"{namespace}/{body['metadata']['name']}"):
+                return None
             try:
                 created = await self.kube.create(resource, body, namespace)
             except ApiError as exc:
@@ -124,6 +147,8 @@ class Writer:
                      f"/{subresource}" if subresource else "", body)
             return None
         async with self.semaphore:
+            if not self._open("patch", resource, f"{namespace}/{name}"):
+                return None
             try:
                 patched = await self.kube.patch(resource, name, body, namespace, subresource=subresource)
             except ApiError as exc:
@@ -148,6 +173,8 @@ class Writer:
             log.info("dry-run: would delete %s %s/%s (grace %s)", resource.kind, namespace, name, grace_period_seconds)
             return False
         async with self.semaphore:
+            if not self._open("delete", resource, f"{namespace}/{name}"):
+                return False
             try:
                 await self.kube.delete(resource, name, namespace, grace_period_seconds=grace_period_seconds)
             except ApiError as exc:
@@ -199,6 +226,8 @@ class Committer:
         pods: Informer,
         owners: Callable[[Obj], Obj | None],
         sync_owner: OwnerSync,
+        accepting: Callable[[], bool] = lambda: True,
+        concurrency: int = 32,
     ) -> None:
         self.writer = writer
         self.events = events
@@ -206,27 +235,36 @@ class Committer:
         self.pods = pods
         self.owners = owners
         self.sync_owner = sync_owner
+        self.accepting = accepting
+        self._slots = asyncio.Semaphore(concurrency)
 
     async def commit(self, decisions: Decisions, *, seen: Mapping[str, Obj]) -> CommitStats:
         """``seen``: each decided Workload as the session saw it (its resourceVersion rules)."""
         stats = CommitStats()
-        steps: list[Awaitable[bool]] = []
+        steps: list[Callable[[], Awaitable[bool]]] = []
         for preempted in decisions.preempted:
-            steps.append(self._preempt(preempted, seen, decisions.now))
+            steps.append(functools.partial(self._preempt, preempted, seen, decisions.now))
         for admitted in decisions.admitted:
-            steps.append(self._admit(admitted, seen, decisions.now))
+            steps.append(functools.partial(self._admit, admitted, seen, decisions.now))
         for action in decisions.pod_actions:
-            steps.append(self._pod_action(action))
+            steps.append(functools.partial(self._pod_action, action))
         for pending in decisions.pending:
             if pending.workload in seen:
                 scan = decisions.flavor_scans.get(pending.workload)
-                steps.append(self._pending(pending, scan, seen, decisions.now))
+                steps.append(functools.partial(self._pending, pending, scan, seen, decisions.now))
         stats.decisions = len(decisions.preempted) + len(decisions.admitted) + len(decisions.pod_actions)
-        results = await asyncio.gather(*steps)
+        results = await asyncio.gather(*(self._begin(step) for step in steps))
         applied = sum(1 for ok in results[: stats.decisions] if ok)
         stats.applied = applied
         stats.dropped = stats.decisions - applied
         return stats
+
+    async def _begin(self, step: Callable[[], Awaitable[bool]]) -> bool:
+        """Run one decision to its end, unless the commit stopped accepting before it began."""
+        async with self._slots:
+            if not self.accepting():
+                return False
+            return await step()
 
     def _involved(self, workload: Obj) -> list[Obj]:
         owner = self.owners(workload)

@@ -15,6 +15,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 
 from preemptd.framework.quantity import format_timestamp
 
@@ -36,9 +37,11 @@ class EventRecorder:
         concurrency: int = 4,
         repeat_after: float = 600.0,
         remembered: int = 10_000,
+        gate: Callable[[], bool] = lambda: True,
     ) -> None:
         self.kube = kube
         self.dry_run = dry_run
+        self.gate = gate  # asked before each write: a replica that does not lead says nothing
         self.concurrency = concurrency
         self.repeat_after = repeat_after
         self.remembered = remembered
@@ -107,6 +110,9 @@ class EventRecorder:
         while True:
             event = await self._queue.get()
             try:
+                if not self.gate():
+                    self.failed += 1
+                    continue
                 await self.kube.create(EVENTS, event, event["metadata"]["namespace"])
                 self.written += 1
             except ApiError as exc:

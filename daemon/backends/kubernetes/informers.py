@@ -20,7 +20,9 @@ The protocol's failure modes, and what each does here:
 
 ``synced`` is set after the first successful list and never cleared: a cache
 that lags is still the best view there is. ``healthy`` says whether the watch
-is currently connected, for whoever decides how stale is too stale (issue 9).
+is currently connected (from the server's acceptance of the stream to its
+first failure), for whoever decides how stale is too stale: the daemon's loop
+runs without preemption while a watch stays down (``daemon.loop``).
 """
 
 from __future__ import annotations
@@ -192,6 +194,7 @@ class Informer:
             resource_version=self.resource_version,
             label_selector=self.label_selector,
             timeout_seconds=self.watch_timeout,
+            connected=self._connected,
         )
         try:
             async for event in stream:
@@ -199,6 +202,9 @@ class Informer:
                 self._handle(event)
         finally:
             await stream.aclose()
+
+    def _connected(self) -> None:
+        self.healthy = True
 
     def _handle(self, event: Obj) -> None:
         kind = event.get("type")

@@ -1,0 +1,360 @@
+"""``preemptd run``: the daemon process — its tasks, signals and reloads.
+
+Design note. A :class:`Daemon` is a handful of named tasks around one
+:class:`~preemptd.daemon.backends.kubernetes.KubernetesBackend`:
+
+==================  ====================================================================
+``informer:*``      list+watch caches (the backend's), from start to exit
+``events``          the Event writer (the backend's)
+``leader-election`` the Lease campaign (:mod:`.leader`); absent when election is off
+``scheduler``       cycles (:mod:`.loop`); it cycles only while this replica leads
+``watchdog``        feeds systemd's watchdog from the scheduler's heartbeat
+==================  ====================================================================
+
+plus the HTTP server's. Start: HTTP up (``/healthz`` answers at once,
+``/readyz`` says "syncing"), caches synced, ``READY=1``, then the campaign and
+the scheduler. A replica that stands by keeps its caches warm and takes over
+within a lease duration.
+
+Signals. SIGTERM and SIGINT set ``stop``: ``STOPPING=1``; the scheduler lets
+the cycle under way finish (new decisions are no longer begun) or abandons it
+after ``shutdown_timeout``; *then* the campaign ends and the Lease is released
+— the leader keeps renewing while its last commit drains, and no replica takes
+over before it is done; the caches, the HTTP server and the client close;
+exit 0. SIGHUP re-reads the configuration file: it is checked in full first,
+and a configuration with any problem is refused (each problem logged, the
+old one kept running). What a reload changes takes effect at the next cycle:
+a cycle under way keeps the plugins and actions it started with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+from preemptd.framework.decisions import Decisions
+
+from .backends.kubernetes.backend import CycleReport, KubernetesBackend
+from .backends.kubernetes.client import Kube, load_configuration
+from .clock import Clock, SystemClock, first_of
+from .config import Config, ConfigProblem, read_config
+from .http import HttpServer
+from .leader import AlwaysLeader, Elector, Leadership, identity
+from .logging import set_level
+from .loop import CycleOutcome, Scheduler
+from .metrics import Metrics
+from .notify import Notifier, feed_watchdog
+from .plugins import Plugins, resolve_plugins
+
+__all__ = ["Daemon", "check_configuration", "run_daemon"]
+
+log = logging.getLogger("preemptd.daemon")
+
+# Keys a reload cannot change in a running process: they are read once, at start.
+_RESTART_ONLY = (
+    ("backend", "kind"),
+    ("daemon", "http_address"),
+    ("leader_election", "enabled"),
+    ("leader_election", "lease_namespace"),
+    ("leader_election", "lease_name"),
+    ("leader_election", "lease_duration"),
+    ("leader_election", "renew_deadline"),
+    ("leader_election", "retry_period"),
+)
+
+
+def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
+    """Read the configuration and load its plugins; every problem, sorted (none raised)."""
+    config, problems = read_config(path)
+    plugins, more = resolve_plugins(config)
+    problems = problems + more
+    if not problems and config.backend.kind != "kubernetes":
+        message = f'`preemptd run` needs kind = "kubernetes"; this configuration has {config.backend.kind!r}'
+        problems.append(config.problem(("backend", "kind"), message))
+    return config, plugins, sorted(problems, key=ConfigProblem.sort_key)
+
+
+class Daemon:
+    """One ``preemptd run`` process (see the module docstring)."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        config: Config,
+        plugins: Plugins,
+        *,
+        config_path: str | Path | None = None,
+        dry_run: bool = False,
+        http_address: str | None = None,
+        log_level: str | None = None,
+        clock: Clock | None = None,
+        notifier: Notifier | None = None,
+        holder_identity: str | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> None:
+        self.kube = kube
+        self.config = config
+        self.config_path = config_path
+        self.dry_run = dry_run
+        self.log_level = log_level  # from the command line: wins over the file, also after a reload
+        self.clock: Clock = clock or SystemClock()
+        self.notifier = notifier or Notifier()
+        self.stop = stop or asyncio.Event()
+        self.metrics = Metrics()
+        self.metrics.dry_run.set(1 if dry_run else 0)
+        kube.observer = self.metrics.observe_write
+        election = config.leader_election
+        self.elector: Elector | None = None
+        self.leadership: Leadership
+        if election.enabled and not dry_run:
+            self.elector = Elector(
+                kube,
+                namespace=election.lease_namespace,
+                name=election.lease_name,
+                identity=holder_identity or identity(),
+                lease_duration=election.lease_duration / 1000,
+                renew_deadline=election.renew_deadline / 1000,
+                retry_period=election.retry_period / 1000,
+                clock=self.clock,
+                on_change=self._leadership_changed,
+            )
+            self.leadership = self.elector
+        else:
+            # A dry run never campaigns: holding the Lease would keep the real leader out.
+            self.leadership = AlwaysLeader()
+        self.metrics.leader.set(1 if self.elector is None else 0)
+        self.backend = KubernetesBackend(
+            kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading
+        )
+        daemon = config.daemon
+        self.scheduler = Scheduler(
+            self.backend,
+            interval=config.scheduler.cycle_interval / 1000,
+            actions=config.scheduler.actions,
+            deadline=daemon.cycle_deadline / 1000,
+            stale_after=daemon.stale_after / 1000,
+            shutdown_timeout=daemon.shutdown_timeout / 1000,
+            clock=self.clock,
+            leadership=self.leadership,
+            on_cycle=self._observe_cycle,
+            on_stale=lambda stale: self.metrics.stale.set(1 if stale else 0),
+        )
+        self.http = HttpServer(
+            http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition
+        )
+        self.synced = False
+        self.exit_code = 0
+
+    # -- probes -----------------------------------------------------------------------------
+
+    def live(self) -> tuple[bool, str]:
+        heartbeat = self.scheduler.heartbeat
+        if heartbeat.fresh():
+            return True, "ok"
+        return False, f"the scheduling loop made no progress for {heartbeat.age:.0f}s"
+
+    def ready(self) -> tuple[bool, str]:
+        if not self.synced:
+            return False, "caches are syncing"
+        if self.stop.is_set():
+            return False, "stopping"
+        if self.elector is None:
+            return True, "ok (dry run)" if self.dry_run else "ok"
+        if self.elector.leading:
+            return True, "ok: leading"
+        if self.elector.in_contact():
+            return True, f"ok: standing by (leader: {self.elector.holder or 'none'})"
+        return False, "no answer from the API server about the lease"
+
+    # -- feeds ------------------------------------------------------------------------------
+
+    def _leadership_changed(self, leading: bool) -> None:
+        self.metrics.set_leader(leading)
+        if leading:
+            self.backend.wake.set()  # decide at once: the caches are warm
+        self.notifier.status(self._status())
+
+    def _status(self) -> str:
+        if self.stop.is_set():
+            return "stopping"
+        if self.elector is None:
+            return "scheduling (dry run: nothing is written)" if self.dry_run else "scheduling"
+        if self.elector.leading:
+            return f"leading as {self.elector.identity}"
+        return f"standing by (leader: {self.elector.holder or 'none'})"
+
+    def _observe_cycle(self, outcome: CycleOutcome) -> None:
+        metrics = self.metrics
+        metrics.cycles.labels(outcome.outcome).inc()
+        metrics.cycle_seconds.observe(outcome.seconds)
+        report = outcome.report
+        if not isinstance(report, CycleReport):
+            return
+        metrics.observe_session(report.timings, report.actions)
+        metrics.observe_queues(report.queues)
+        metrics.observe_plugins(report.plugin_failures, report.plugin_vetoes)
+        _count_decisions(metrics, report.decisions)
+
+    # -- reload -----------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read the configuration file (SIGHUP); True when the new one was applied."""
+        if self.config_path is None:
+            log.warning("reload: started without --config; nothing to re-read")
+            return False
+        self.notifier.reloading()
+        try:
+            config, plugins, problems = check_configuration(self.config_path)
+        except Exception as exc:  # a plugin's import gone wrong in a way resolve_plugins did not catch
+            config, plugins = self.config, self.backend.plugins
+            problems = [self.config.problem((), f"cannot load: {type(exc).__name__}: {exc}")]
+        if problems:
+            for problem in problems:
+                log.error("reload refused, the previous configuration stays: %s", problem)
+            self.metrics.reloads.labels("rejected").inc()
+            self.notifier.ready(f"reload refused ({len(problems)} problem(s)); {self._status()}")
+            return False
+        for table, key in _RESTART_ONLY:
+            old = getattr(getattr(self.config, table), key)
+            new = getattr(getattr(config, table), key)
+            if old != new:
+                log.warning("reload: %s.%s changed; it takes effect at the next restart", table, key)
+        # The restart-only keys keep their running values, so what the process reports is what it does.
+        config = dataclasses.replace(
+            config,
+            backend=self.config.backend,
+            leader_election=self.config.leader_election,
+            daemon=dataclasses.replace(config.daemon, http_address=self.config.daemon.http_address),
+        )
+        self.config = config
+        self.backend.config = config
+        self.backend.plugins = plugins
+        daemon = config.daemon
+        self.scheduler.reconfigure(
+            interval=config.scheduler.cycle_interval / 1000,
+            actions=config.scheduler.actions,
+            deadline=daemon.cycle_deadline / 1000,
+            stale_after=daemon.stale_after / 1000,
+            shutdown_timeout=daemon.shutdown_timeout / 1000,
+        )
+        set_level(self.log_level or daemon.log_level)
+        self.metrics.reloads.labels("applied").inc()
+        log.info("configuration reloaded from %s", self.config_path)
+        self.notifier.ready(self._status())
+        return True
+
+    # -- the process ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        handled = []
+        actions = {signal.SIGTERM: self.stop.set, signal.SIGINT: self.stop.set, signal.SIGHUP: self.reload}
+        for signum, action in actions.items():
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+                loop.add_signal_handler(signum, action)
+                handled.append(signum)
+        try:
+            yield
+        finally:
+            for signum in handled:
+                loop.remove_signal_handler(signum)
+
+    async def run(self) -> int:
+        """Start, schedule until ``stop`` (SIGTERM), shut down cleanly; the exit code (0)."""
+        with self._signals():
+            await self.http.start()
+            tasks: list[asyncio.Task[None]] = []
+            try:
+                if not await self._sync():
+                    return 0
+                if self.elector is not None:
+                    tasks.append(asyncio.create_task(self.elector.run(), name="leader-election"))
+                scheduler = asyncio.create_task(self.scheduler.run(self.stop), name="scheduler")
+                tasks.append(scheduler)
+                tasks.append(asyncio.create_task(
+                    feed_watchdog(self.notifier, clock=self.clock, progressing=self.scheduler.heartbeat.fresh),
+                    name="watchdog",
+                ))
+                await first_of(self.clock, {"stop": self.stop.wait(), "scheduler": scheduler})
+                self.notifier.stopping("stopping: finishing the cycle under way")
+                log.info("stopping")
+                try:
+                    await scheduler  # drains or abandons the cycle under way (loop.py)
+                except Exception:
+                    log.exception("the scheduler failed")
+                    self.exit_code = 1
+                await self._step_down(tasks)
+                log.info("stopped after %d cycles", self.scheduler.cycles)
+                return self.exit_code
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await self.backend.stop()
+                await self.http.stop()
+                self.notifier.close()
+
+    async def _sync(self) -> bool:
+        """Start the caches; True once synced, False if stopped first."""
+        self.notifier.status("syncing caches")
+        started = asyncio.create_task(self.backend.start(), name="informers-sync")
+        try:
+            if await first_of(self.clock, {"synced": started, "stop": self.stop.wait()}) != "synced":
+                self.notifier.stopping("stopped before the caches were synced")
+                return False
+        finally:
+            if not started.done():
+                started.cancel()
+                await asyncio.gather(started, return_exceptions=True)
+        started.result()
+        self.synced = True
+        self.metrics.ready.set(1)
+        log.info("caches synced%s", "; dry run: nothing is written" if self.dry_run else "")
+        self.notifier.ready(self._status())
+        return True
+
+    async def _step_down(self, tasks: list[asyncio.Task[None]]) -> None:
+        if self.elector is None:
+            return
+        campaign = next((t for t in tasks if t.get_name() == "leader-election"), None)
+        if campaign is not None:
+            campaign.cancel()
+            await asyncio.gather(campaign, return_exceptions=True)
+        await self.elector.release(timeout=min(5.0, self.elector.lease_duration))
+
+
+def _count_decisions(metrics: Metrics, decisions: Decisions) -> None:
+    for admitted in decisions.admitted:
+        metrics.admissions.labels(admitted.queue).inc()
+    for preempted in decisions.preempted:
+        metrics.preemptions.labels(preempted.reason).inc()
+
+
+async def run_daemon(
+    config: Config,
+    plugins: Plugins,
+    *,
+    dry_run: bool = False,
+    kubeconfig: str | None = None,
+    stop: asyncio.Event | None = None,
+    config_path: str | Path | None = None,
+    http_address: str | None = None,
+    log_level: str | None = None,
+    notifier: Notifier | None = None,
+) -> int:
+    """Connect to the cluster and run a :class:`Daemon` until SIGTERM/SIGINT (or ``stop``); 0."""
+    kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig))
+    try:
+        daemon = Daemon(
+            kube, config, plugins, config_path=config_path, dry_run=dry_run, http_address=http_address,
+            log_level=log_level, notifier=notifier if notifier is not None else Notifier.from_environ(), stop=stop,
+        )
+        return await daemon.run()
+    finally:
+        await kube.close()
