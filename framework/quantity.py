@@ -131,8 +131,6 @@ def parse_duration(value: object) -> int:
         raise QuantityError(f"negative duration {value!r}")
     if text.startswith("+"):
         text = text[1:]
-    if text == "0":
-        return 0
     if not text:
         raise QuantityError("empty duration")
     position = 0
