@@ -48,8 +48,18 @@ def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
             leaving.append((pod, FORCE_DELETING if pod.force_delete else TERMINATING))
         else:
             live.append(pod)
-    live.sort(key=lambda p: (p.deletion_cost, -p.created, descending(p.name)))
+    # Higher name first, then (stable) lowest cost and newest first.
+    live.sort(key=_name, reverse=True)
+    live.sort(key=_cost_then_newest)
     extra = max(0, len(live) - committed)
     classes = leaving + [(pod, SURPLUS) for pod in live[:extra]] + [(pod, NORMAL) for pod in live[extra:]]
     classes.sort(key=lambda pc: (pc[1], pc[0].namespace, pc[0].name))
     return classes
+
+
+def _name(pod: Pod) -> str:
+    return pod.name
+
+
+def _cost_then_newest(pod: Pod) -> tuple[int, int]:
+    return (pod.deletion_cost, -pod.created)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from preemptd.framework.candidates import Candidate, Scenario
 from preemptd.framework.hooks import hookimpl
 from preemptd.framework.model import Workload
-from preemptd.framework.pods import NORMAL, descending
+from preemptd.framework.pods import NORMAL
 from preemptd.framework.session import Session
 
 
@@ -44,13 +44,15 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
                 session.registry.record_failure("gpu-victims", "placement_score", exc)
         return total
 
+    rank = session.snapshot.descending_rank
+
     def key(candidate: Candidate) -> Sequence[object]:
         return (
             candidate.pod_class,
             candidate.priority,
             score(candidate) if scorers else 0.0,
             -candidate.created,
-            descending(candidate.name),
+            rank(candidate.name),
         )
 
     if not scorers:
