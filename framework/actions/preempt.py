@@ -221,7 +221,6 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
     if not keys:
         # Units are cached per session, so are their keys: no tuple is built per search.
         return _sort_key
-    now = session.now
 
     def key(c: Candidate) -> tuple[Any, ...]:
         parts: list[Any] = [0 if c.evicted else 1, c.group]
@@ -233,8 +232,7 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
             except Exception as exc:
                 session.registry.record_failure(name, "victim_order", exc)
                 parts.append((1,))
-        parts.extend(_base_key(c, now))
-        parts.append(c.sort_key[-1])
+        parts.extend(c.sort_key[2:])  # the base order and the unit's index, computed once
         return tuple(parts)
 
     if not all(getattr(extra, "preemptor_independent", False) for _, extra in keys):
