@@ -14,6 +14,7 @@ frees beyond one replica's needs stays unusable for the rest of the session.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,13 +42,17 @@ class NodeChoice:
 class ReplicaSearch:
     """Places the missing replicas of one preemptor, one at a time."""
 
+    ONE: tuple[Any, ...] = ("one victim",)
+
     __slots__ = (
         "accept",
-        "bounds",
         "by_node",
         "chosen",
+        "first",
         "keys",
         "leaf",
+        "lows",
+        "maxroom",
         "nodes",
         "order",
         "per_replica",
@@ -90,57 +95,111 @@ class ReplicaSearch:
             name for name in pool.by_flavor.get(flavor, ()) if node_matches(pool.nodes[name], selector, tolerations)
         ]
         members = set(self.nodes)
+        # Per node: its candidates, and the largest room one of them frees per
+        # requested resource (it bounds how few victims the node can need, _bound).
         by_node: dict[str, list[Candidate]] = {}
+        maxroom: dict[str, dict[str, int]] = {}
+        wanted = tuple(self.requests)
+        keys: dict[int, tuple[Any, ...]] = {}
         relied = session.relied
         for candidate in candidates:
             if candidate.unit in relied:
                 continue  # an earlier preemptor of this session relies on its room
-            room = candidate.room
-            if len(room) == 1:  # a pod: the common case
-                node = room[0][0]
-                if node in members:
-                    by_node.setdefault(node, []).append(candidate)
-                continue
-            seen: set[str] = set()
-            for node, _ in room:
-                if node in members and node not in seen:
-                    seen.add(node)
-                    by_node.setdefault(node, []).append(candidate)
+            placed = False
+            for node, requests in candidate.room:
+                if node not in members:
+                    continue
+                victims = by_node.get(node)
+                if victims is None:
+                    victims = by_node[node] = []
+                    maxroom[node] = dict.fromkeys(wanted, 0)
+                if not victims or victims[-1] is not candidate:
+                    victims.append(candidate)
+                most = maxroom[node]
+                for resource in wanted:
+                    amount = requests.get(resource, 0)
+                    if amount > most[resource]:
+                        most[resource] = amount
+                placed = True
+            if placed:
+                keys[id(candidate)] = order(candidate)
         # Sorting each node's few candidates costs far less than one sort of all of
         # them; a stable sort keeps the plugins' order among equal keys.
-        keys: dict[int, tuple[Any, ...]] = {}
         for victims in by_node.values():
-            for c in victims:
-                if id(c) not in keys:
-                    keys[id(c)] = order(c)
-            victims.sort(key=lambda c: keys[id(c)])
+            if len(victims) > 1:
+                victims.sort(key=lambda c: keys[id(c)])
+        self.maxroom = maxroom
         self.by_node = by_node
         self.keys = keys
         self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
-        # Nodes are ranked by the victim key alone (class, priority, score, creation,
-        # name): the §4 group orders the victims on a node but not the nodes.
-        # A lower bound of each node's rank: its set has at least one victim, whose
-        # (class, priority) and key are no better than the best of the node's
-        # candidates. Walking nodes by this bound lets the search stop as soon as the
-        # bound passes the best rank found.
-        self.bounds = sorted((self._bound(node, victims), node) for node, victims in by_node.items())
+        self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
+        self.first = self._first_bounds()
 
-    def _bound(self, node: str, victims: list[Candidate]) -> tuple[Any, ...]:
+    def _lows(self, node: str) -> tuple[list[Any], list[Any]]:
+        """The node's candidates' (class, priority) pairs and victim keys, each sorted."""
+        found = self.lows.get(node)
+        if found is None:
+            victims = self.by_node[node]
+            keys = self.keys
+            pairs = sorted((c.pod_class, c.priority) for c in victims)
+            ranks = sorted(keys[id(c)][2:] for c in victims)
+            found = self.lows[node] = (pairs, ranks)
+        return found
+
+    def _first_bounds(self) -> list[tuple[tuple[Any, ...], str, bool]]:
+        """For every node, the bound of a one-victim set: the best (class, priority)
+        and key among its candidates. Cheap, and exact for single-victim replicas."""
         keys = self.keys
-        first, last = keys[id(victims[0])], keys[id(victims[-1])]
-        if first[:2] == last[:2]:
-            # One (evicted, group) part: the first candidate has the least victim key.
-            head = victims[0]
-            return ((head.pod_class, head.priority), 1, first[2:], node)
-        return (
-            min((c.pod_class, c.priority) for c in victims),
-            1,
-            min(keys[id(c)][2:] for c in victims),
-            node,
-        )
+        out = []
+        for node, victims in self.by_node.items():
+            first, last = keys[id(victims[0])], keys[id(victims[-1])]
+            if first[:2] == last[:2]:
+                # One (evicted, group) part: the first candidate has the least key.
+                head = victims[0]
+                bound = ((head.pod_class, head.priority), 1, first[2:], node)
+            else:
+                bound = (
+                    min((c.pod_class, c.priority) for c in victims),
+                    1,
+                    min(keys[id(c)][2:] for c in victims),
+                    node,
+                )
+            out.append((bound, node, False))
+        heapq.heapify(out)
+        return out
+
+    def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
+        """A node needs at least k victims, k from its shortage and its largest
+        candidate; the worst of any k victims is no better than the k-th best
+        (class, priority) and key there. ``None``: the node can never fit."""
+        placements = self.session.placements
+        assert placements is not None
+        free = placements.free[node]
+        used = self.used.get(node)
+        most = self.maxroom[node]
+        k = 0 if quota_ok else 1
+        for resource, amount in self.requests.items():
+            short = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
+            if short > 0:
+                largest = most.get(resource, 0)
+                if largest <= 0:
+                    return None
+                k = max(k, -(-short // largest))
+        if k <= 0 or k > len(self.by_node[node]):
+            return None
+        if k == 1:
+            return self.ONE  # the one-victim bound it came with is already exact
+        pairs, ranks = self._lows(node)
+        return (pairs[k - 1], k, ranks[k - 1], node)
 
     def next_replica(self) -> NodeChoice | None:
-        """The least intrusive node and victims for one more replica, or ``None``."""
+        """The least intrusive node and victims for one more replica, or ``None``.
+
+        Nodes come off a heap by a lower bound of their rank: first the cheap
+        one-victim bound, refined on first pop to the bound for the number of victims
+        the node needs at least. The walk stops once the bound passes the best rank
+        found, so a single-GPU replica looks at a handful of nodes, not all of them.
+        """
         placements = self.session.placements
         assert placements is not None
         best: tuple[Any, ...] | None = None
@@ -148,9 +207,18 @@ class ReplicaSearch:
         taken = {id(c) for c in self.chosen}
         quota_ok = self._quota_fits([])
         keys = self.keys
-        for bound, node in self.bounds:
+        heap = list(self.first)
+        while heap:
+            bound, node, refined = heapq.heappop(heap)
             if best is not None and bound >= best:
                 break
+            if not refined:
+                sharper = self._bound(node, quota_ok)
+                if sharper is None:
+                    continue
+                if sharper is not self.ONE and sharper > bound:
+                    heapq.heappush(heap, (sharper, node, True))
+                    continue
             free: Mapping[str, int] = placements.free[node]
             used = self.used.get(node)
             if used:
