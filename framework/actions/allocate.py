@@ -20,7 +20,7 @@ from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign, 
 from ..model import FR, Workload
 from ..nodes import flavor_tolerations
 from ..pods import NORMAL, TERMINATING
-from ..quota import QuotaNode
+from ..quota import Accounting, QuotaNode
 from ..session import Session, Taken
 from ..statement import Statement
 from .deployments import nominate_deployment
@@ -51,23 +51,31 @@ class _Books:
 
     Until the first victim is chosen the view equals the session's own, so it is
     only copied then: a session without preemption pays nothing for it.
+
+    A Fit entry must also fit the *physical* view — every victim still holding
+    its quota, preemptors not yet holding theirs — so that the Fit entries of a
+    round do not, together, take quota only the victims will free.
     """
 
-    __slots__ = ("own", "session", "victims")
+    __slots__ = ("own", "physical", "session", "victims")
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.own: Statement | None = None
+        self.physical: Accounting | None = None
         self.victims: dict[tuple[object, ...], Candidate] = {}
 
     @property
     def statement(self) -> Statement:
         return self.own if self.own is not None else self.session.statement
 
-    def add_usage(self, leaf: QuotaNode, usage: dict[FR, int]) -> None:
-        """Mirror usage the session added (its own statement already has it)."""
+    def add_usage(self, leaf: QuotaNode, usage: dict[FR, int], *, preemptor: bool = False) -> None:
+        """Mirror usage the session added (its own statement already has it). What a
+        preemptor reserves is not physically used until its victims are gone."""
         if self.own is not None:
             self.own.add_usage(leaf, usage)
+        if self.physical is not None and not preemptor:
+            self.physical.add_all(leaf, usage)
 
     def place(self, assignment: Assignment) -> None:
         if self.own is not None:
@@ -78,6 +86,7 @@ class _Books:
             session = self.session
             placements = session.placements.copy() if session.placements is not None else None
             self.own = Statement(session.accounting.copy(), placements)
+            self.physical = session.accounting.copy()
         self.own.evict(victim)
 
     def commit(self) -> None:
@@ -231,7 +240,7 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
         _preempt(session, books, entry)
         relied_on |= units
         session.statement.add_usage(leaf, assignment.usage)
-        books.add_usage(leaf, assignment.usage)
+        books.add_usage(leaf, assignment.usage, preemptor=True)
         if assignment.replicas:
             # Each replica takes its victims' room and, on the same node, what it
             # needs beyond it: nobody else gets either in this session.
@@ -330,9 +339,12 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
         for victim in assignment.victims:
             if victim.unit not in books.victims:
                 statement.evict(victim, nodes=assignment.node_short)
+        physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
             if amount > accounting.available(leaf, fr):
                 return False
+            if physical is not None and amount > physical.available(leaf, fr):
+                return False  # only victims of this session would free it
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
         return not targets or pods_fit(session, targets, statement=statement)

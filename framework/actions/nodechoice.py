@@ -94,46 +94,27 @@ class ReplicaSearch:
         self.nodes = [
             name for name in pool.by_flavor.get(flavor, ()) if node_matches(pool.nodes[name], selector, tolerations)
         ]
-        members = set(self.nodes)
-        # Per node: its candidates, and the largest room one of them frees per
-        # requested resource (it bounds how few victims the node can need, _bound).
-        by_node: dict[str, list[Candidate]] = {}
-        maxroom: dict[str, dict[str, int]] = {}
+        members = frozenset(self.nodes)
         wanted = tuple(self.requests)
-        keys: dict[int, tuple[Any, ...]] = {}
-        relied = session.relied
-        for candidate in candidates:
-            if candidate.unit in relied:
-                continue  # an earlier preemptor of this session relies on its room
-            placed = False
-            for node, requests in candidate.room:
-                if node not in members:
-                    continue
-                victims = by_node.get(node)
-                if victims is None:
-                    victims = by_node[node] = []
-                    maxroom[node] = dict.fromkeys(wanted, 0)
-                if not victims or victims[-1] is not candidate:
-                    victims.append(candidate)
-                most = maxroom[node]
-                for resource in wanted:
-                    amount = requests.get(resource, 0)
-                    if amount > most[resource]:
-                        most[resource] = amount
-                placed = True
-            if placed:
-                keys[id(candidate)] = order(candidate)
-        # Sorting each node's few candidates costs far less than one sort of all of
-        # them; a stable sort keeps the plugins' order among equal keys.
-        for victims in by_node.values():
-            if len(victims) > 1:
-                victims.sort(key=lambda c: keys[id(c)])
-        self.maxroom = maxroom
-        self.by_node = by_node
-        self.keys = keys
+        index: _NodeIndex | None = None
+        cache: dict[Any, _NodeIndex] | None = None
+        signature: Any = None
+        if getattr(order, "preemptor_independent", False):
+            # Preemptors that see the same candidates on the same nodes share the index:
+            # building it touches every candidate, using it touches a few nodes.
+            cache = session.state.setdefault("_node_index", {})
+            signature = (flavor, members, wanted, tuple(map(id, candidates)))
+            index = cache.get(signature)
+        if index is None:
+            index = _NodeIndex(candidates, members, wanted, order)
+            if cache is not None:
+                cache[signature] = index
+        self.by_node = index.by_node
+        self.keys = index.keys
+        self.maxroom = index.maxroom
+        self.lows = index.lows
+        self.first = index.first
         self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
-        self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
-        self.first = self._first_bounds()
 
     def _lows(self, node: str) -> tuple[list[Any], list[Any]]:
         """The node's candidates' (class, priority) pairs and victim keys, each sorted."""
@@ -145,28 +126,6 @@ class ReplicaSearch:
             ranks = sorted(keys[id(c)][2:] for c in victims)
             found = self.lows[node] = (pairs, ranks)
         return found
-
-    def _first_bounds(self) -> list[tuple[tuple[Any, ...], str, bool]]:
-        """For every node, the bound of a one-victim set: the best (class, priority)
-        and key among its candidates. Cheap, and exact for single-victim replicas."""
-        keys = self.keys
-        out = []
-        for node, victims in self.by_node.items():
-            first, last = keys[id(victims[0])], keys[id(victims[-1])]
-            if first[:2] == last[:2]:
-                # One (evicted, group) part: the first candidate has the least key.
-                head = victims[0]
-                bound = ((head.pod_class, head.priority), 1, first[2:], node)
-            else:
-                bound = (
-                    min((c.pod_class, c.priority) for c in victims),
-                    1,
-                    min(keys[id(c)][2:] for c in victims),
-                    node,
-                )
-            out.append((bound, node, False))
-        heapq.heapify(out)
-        return out
 
     def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
         """A node needs at least k victims, k from its shortage and its largest
@@ -247,9 +206,10 @@ class ReplicaSearch:
             return []  # fits without victims: the nomination would have admitted it
         victims: list[Candidate] = []
         freed: dict[str, int] = {}
+        relied = self.session.relied
         for candidate in self.by_node.get(node, ()):
-            if id(candidate) in taken or not self.preemptible(candidate):
-                continue
+            if id(candidate) in taken or candidate.unit in relied or not self.preemptible(candidate):
+                continue  # relied on: an earlier preemptor of this session has its room
             if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate, victims):
                 continue
             victims.append(candidate)
@@ -314,6 +274,77 @@ class ReplicaSearch:
             return all(amount <= accounting.available(leaf, fr) for fr, amount in self.usage.items())
         finally:
             statement.rollback(checkpoint)
+
+
+
+class _NodeIndex:
+    """A search's candidates by node, sorted by victim key, with what bounds them."""
+
+    __slots__ = ("by_node", "first", "keys", "lows", "maxroom")
+
+    def __init__(
+        self,
+        candidates: Sequence[Candidate],
+        members: frozenset[str],
+        wanted: tuple[str, ...],
+        order: Callable[[Candidate], tuple[Any, ...]],
+    ) -> None:
+        # Per node: its candidates, and the largest room one of them frees per
+        # requested resource (it bounds how few victims the node can need, _bound).
+        by_node: dict[str, list[Candidate]] = {}
+        maxroom: dict[str, dict[str, int]] = {}
+        keys: dict[int, tuple[Any, ...]] = {}
+        for candidate in candidates:
+            placed = False
+            for node, requests in candidate.room:
+                if node not in members:
+                    continue
+                victims = by_node.get(node)
+                if victims is None:
+                    victims = by_node[node] = []
+                    maxroom[node] = dict.fromkeys(wanted, 0)
+                if not victims or victims[-1] is not candidate:
+                    victims.append(candidate)
+                most = maxroom[node]
+                for resource in wanted:
+                    amount = requests.get(resource, 0)
+                    if amount > most[resource]:
+                        most[resource] = amount
+                placed = True
+            if placed:
+                keys[id(candidate)] = order(candidate)
+        # Sorting each node's few candidates costs far less than one sort of all of
+        # them; a stable sort keeps the plugins' order among equal keys.
+        for victims in by_node.values():
+            if len(victims) > 1:
+                victims.sort(key=lambda c: keys[id(c)])
+        self.by_node = by_node
+        self.keys = keys
+        self.maxroom = maxroom
+        self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
+        self.first = self._first_bounds()
+
+    def _first_bounds(self) -> list[tuple[tuple[Any, ...], str, bool]]:
+        """For every node, the bound of a one-victim set: the best (class, priority)
+        and key among its candidates. Cheap, and exact for single-victim replicas."""
+        keys = self.keys
+        out = []
+        for node, victims in self.by_node.items():
+            first, last = keys[id(victims[0])], keys[id(victims[-1])]
+            if first[:2] == last[:2]:
+                # One (evicted, group) part: the first candidate has the least key.
+                head = victims[0]
+                bound = ((head.pod_class, head.priority), 1, first[2:], node)
+            else:
+                bound = (
+                    min((c.pod_class, c.priority) for c in victims),
+                    1,
+                    min(keys[id(c)][2:] for c in victims),
+                    node,
+                )
+            out.append((bound, node, False))
+        heapq.heapify(out)
+        return out
 
 
 def _add_room(freed: dict[str, int], candidate: Candidate, node: str) -> None:

@@ -244,6 +244,7 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
             found = c.order_key = key(c)
         return found
 
+    kept.preemptor_independent = True  # type: ignore[attr-defined]
     return kept
 
 
@@ -265,6 +266,9 @@ def collect_candidates(
 
 def _sort_key(c: Candidate) -> tuple[Any, ...]:
     return c.sort_key
+
+
+_sort_key.preemptor_independent = True  # type: ignore[attr-defined]
 
 
 def find_victims(
