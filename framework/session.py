@@ -245,6 +245,10 @@ def run_session(
         if "allocate" in session.actions:
             run_rounds(session)
         decisions = session.close()
+        # Plugins keep per-session state that points back at the session; dropping
+        # it here frees the session by reference counting, not a later GC pass.
+        session.state.clear()
+        session.unit_cache.clear()
     finally:
         if collecting:
             gc.enable()

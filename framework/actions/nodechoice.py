@@ -377,13 +377,20 @@ def scenario_accepts(
     return accept
 
 
-def lender_may_give(accounting: Accounting, leaf: QuotaNode, candidate: Candidate, needed: frozenset[FR]) -> bool:
+def lender_may_give(
+    accounting: Accounting,
+    leaf: QuotaNode,
+    candidate: Candidate,
+    needed: frozenset[FR],
+    path: frozenset[QuotaNode] | None = None,
+) -> bool:
     """Whether taking ``candidate`` keeps its queue — and every cohort between it and the
     preemptor's ``leaf`` — at or above nominal: each must still borrow on some needed
-    flavor-resource the candidate uses (SEMANTICS §4)."""
-    preemptor_path = {id(n) for n in leaf.path()}
+    flavor-resource the candidate uses (SEMANTICS §4). ``path``: the preemptor's leaf
+    and ancestors, when the caller has it already."""
+    preemptor_path = path if path is not None else frozenset(leaf.path())
     node: QuotaNode | None = candidate.leaf
-    while node is not None and id(node) not in preemptor_path:
+    while node is not None and node not in preemptor_path:
         if not any(accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in needed if fr in candidate.usage):
             return False
         node = node.parent

@@ -361,7 +361,8 @@ class _Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
 
     __slots__ = (
-        "filters", "leaf", "needed", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by", "vetoes",
+        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by",
+        "vetoes",
     )
 
     def __init__(
@@ -384,6 +385,7 @@ class _Walk:
         ]
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
+        self.path = frozenset(leaf.path())
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
@@ -432,7 +434,7 @@ class _Walk:
 
     def _lender_may_give(self, candidate: Candidate) -> bool:
         """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
-        return lender_may_give(self.session.accounting, self.leaf, candidate, self.needed)
+        return lender_may_give(self.session.accounting, self.leaf, candidate, self.needed, self.path)
 
     def _preemptible(self, candidate: Candidate) -> bool:
         cached = self.verdicts.get(id(candidate))

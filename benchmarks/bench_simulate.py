@@ -1,0 +1,150 @@
+"""Simulated work per second: sessions and admissions, on generated clusters and the example.
+
+    python -m benchmarks.bench_simulate                     # L for 15 minutes, and the 500-node day
+    python -m benchmarks.bench_simulate --sizes S,M,L --hours 0.5
+    python -m benchmarks.bench_simulate --scenario examples/scenarios/spot-on-demand.yaml
+
+For each generated size, the scenario of ``benchmarks/scenario_gen.py`` (the size's
+cluster, running workloads finishing and new ones arriving) is simulated with the
+default configuration and a session every ``--cycle`` of simulated time; the
+bundled ``examples/scenarios/gpu-fleet.yaml`` (500 nodes, a day) runs as it is.
+Generating is not timed; loading (parsing every object once) and simulating are,
+with the simulation split into the phases of ``--timings``. Each run is in a fresh
+interpreter unless ``--in-process``.
+
+Speed-up is simulated seconds per wall-clock second. This prints figures; it
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "scenarios" / "gpu-fleet.yaml"
+
+
+def measure(size: str | None, *, hours: float, cycle: str, path: str | None = None, seed: int = 1) -> dict[str, Any]:
+    """Every figure of one run, as a JSON-able dict."""
+    from preemptd.daemon.backends.simulation import simulate
+    from preemptd.daemon.scenario import load_scenario, scenario_from_data
+    from preemptd.daemon.simulate import setup
+
+    from benchmarks.scenario_gen import generate_scenario
+
+    started = time.perf_counter()
+    if path is None:
+        assert size is not None
+        data = generate_scenario(size, seed, hours, cycle_interval=cycle)
+        generated = time.perf_counter() - started
+        started = time.perf_counter()
+        scenario = scenario_from_data(data, source=f"generated {size}")
+    else:
+        generated = 0.0
+        scenario = load_scenario(path)
+    loaded = time.perf_counter() - started
+    entry = setup(scenario, None)
+    gc.collect()
+    gc.freeze()  # as `preemptd simulate` does after loading
+    started = time.perf_counter()
+    outcome = simulate(
+        scenario,
+        entry.plugins.registry(),
+        actions=tuple(entry.config.scheduler.actions),
+        cycle_interval=entry.cycle_interval,
+    )
+    wall = time.perf_counter() - started
+    inventory = scenario.inventory
+    return {
+        "name": size or Path(path or "").name,
+        "nodes": len(inventory.nodes),
+        "queues": len(inventory.queues),
+        "initial": len(inventory.workloads),
+        "arrivals": len(scenario.arrivals),
+        "simulated_s": scenario.duration / 1000,
+        "cycle_s": entry.cycle_interval / 1000,
+        "generate_s": generated,
+        "load_s": loaded,
+        "wall_s": wall,
+        "sessions": outcome.sessions,
+        "admissions": outcome.admissions,
+        "preemptions": outcome.figures["preemptions"]["total"],
+        "violations": outcome.violations,
+        "phases_s": {k: round(v, 3) for k, v in sorted(outcome.timings.items())},
+    }
+
+
+def _in_child(arguments: list[str]) -> dict[str, Any]:
+    command = [sys.executable, "-m", "benchmarks.bench_simulate", "--child", *arguments]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        return {"name": arguments[0], "error": lines[-1]}
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def render(results: list[dict[str, Any]]) -> str:
+    header = ("run", "nodes", "queues", "workloads", "simulated", "cycle", "load s", "wall s",
+              "sessions", "sessions/s", "admissions", "admissions/s", "speed-up", "preemptions")
+    rows: list[tuple[str, ...]] = [header]
+    notes = []
+    for r in results:
+        if "error" in r:
+            notes.append(f"{r['name']}: failed: {r['error']}")
+            continue
+        wall = r["wall_s"] or 1e-9
+        rows.append((
+            r["name"], f"{r['nodes']:,}", f"{r['queues']:,}", f"{r['initial']:,}+{r['arrivals']:,}",
+            f"{r['simulated_s'] / 3600:g} h", f"{r['cycle_s']:g} s", f"{r['load_s']:.2f}", f"{wall:.2f}",
+            f"{r['sessions']:,}", f"{r['sessions'] / wall:,.1f}", f"{r['admissions']:,}",
+            f"{r['admissions'] / wall:,.0f}", f"{r['simulated_s'] / wall:,.0f}x", f"{r['preemptions']:,}",
+        ))
+        notes.append(f"{r['name']}: phases (s) {r['phases_s']}; invariant violations {r['violations']}")
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = []
+    for n, row in enumerate(rows):
+        lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        if n == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join([*lines, "", *notes])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_simulate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="L", help="comma-separated generated sizes (S, M, L); '' for none")
+    parser.add_argument("--hours", type=float, default=0.25, help="simulated hours of the generated scenarios")
+    parser.add_argument("--cycle", default="30s", help="cycle interval of the generated scenarios")
+    parser.add_argument("--scenario", action="append", help=f"a scenario file to run too (default: {EXAMPLE.name})")
+    parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the raw figures as JSON")
+    parser.add_argument("--child", nargs=4, metavar=("NAME", "HOURS", "CYCLE", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        name, hours, cycle, path = args.child
+        result = measure(None if path != "-" else name, hours=float(hours), cycle=cycle, path=None if path == "-" else path)
+        print(json.dumps(result))
+        return 0
+    runs = [(size.strip().upper(), "-") for size in args.sizes.split(",") if size.strip()]
+    runs += [(Path(p).name, str(p)) for p in (args.scenario or [str(EXAMPLE)])]
+    results = []
+    for name, path in runs:
+        print(f"simulating {name} ...", file=sys.stderr, flush=True)
+        child = [name, str(args.hours), args.cycle, path]
+        if args.in_process:
+            results.append(measure(None if path != "-" else name, hours=args.hours, cycle=args.cycle, path=None if path == "-" else path))
+        else:
+            results.append(_in_child(child))
+    print(json.dumps(results, indent=2) if args.json else render(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,440 @@
+"""The simulation backend: a discrete-event clock that drives real sessions.
+
+Design note. Simulated time is an integer of milliseconds after the scenario's
+start; nothing here reads the wall clock or sleeps. Three kinds of event change
+the cluster between sessions: a workload *arrives*, a running one *finishes*
+(``runtime`` after its ``admittedAt``), an evicted one is *gone*
+(``terminationGrace`` after its eviction; until then it holds its quota and
+node room, as SEMANTICS §1 says). Sessions run on the ticks of
+``cycle_interval``; a session at tick T sees every event at or before T.
+
+A session is a pure function of the cluster and ``now``, and ``now`` only
+matters to the min-runtime plugin. So after a session that changed nothing (no
+admission, preemption or flavor-scan change) the next one would decide the
+same until an event happens or a min-runtime window ends; the clock jumps to
+the first tick after that instant instead of running the idle ticks in between.
+That is what makes a day of a large cluster take seconds. A third-party plugin
+whose decisions depend on ``now`` in other ways needs ``runIdleCycles: true``.
+
+Commit follows the files backend (CONTRACT §3 ``--apply``): an admitted
+workload gets its admission and ``admittedAt = now``; a whole victim is marked
+``Evicted`` and keeps its quota until gone, then goes back to its queue as
+pending (Kueue requeues evicted workloads) having lost its progress; a shrunk
+elastic victim loses its pods and their quota at once; flavor scans are stored.
+
+Invariants are checked on every session (:mod:`.siminvariants`); a
+violation is recorded with its details, never raised, so one report shows all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from preemptd.framework.decisions import Admitted, Decisions, Preempted
+from preemptd.framework.model import FR, GPU_RESOURCES, Admission, PodSetAdmission, Workload
+from preemptd.framework.quantity import format_timestamp
+from preemptd.framework.registry import Registry
+from preemptd.framework.session import run_session
+from preemptd.framework.snapshot import Snapshot
+
+from ..scenario import Scenario
+from .simcluster import ClusterModel
+from .siminvariants import Invariants
+from .simmetrics import Recorder, leaf_changes
+
+__all__ = ["Outcome", "SimulationError", "report_resource", "simulate"]
+
+_FINISH, _GONE, _ARRIVE = range(3)
+_FUTURE, _PENDING, _RUNNING, _EVICTING, _DONE = range(5)
+
+
+class SimulationError(Exception):
+    """The simulator's model disagreed with ``Snapshot.build`` (``verify`` mode only)."""
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One run: its JSON-ready figures, and what only a person reading stderr needs."""
+
+    figures: dict[str, Any]
+    sessions: int
+    admissions: int
+    violations: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Job:
+    key: str
+    queue: str
+    runtime: int | None
+    state: int = _FUTURE
+    pending_since: int = 0
+    generation: int = 0  # bumped on every admission and eviction: stale events are ignored
+    reason: str = ""  # the last pending reason a session gave
+
+
+def report_resource(scenario: Scenario) -> str:
+    """The resource the figures are about: the scenario's choice, else a GPU resource
+    that some quota covers, else cpu."""
+    if scenario.report_resource:
+        return scenario.report_resource
+    resources = {
+        resource for queue in scenario.inventory.queues.values() for group in queue.resource_groups
+        for resource in group.covered
+    }
+    gpus = sorted(resources & GPU_RESOURCES)
+    if gpus:
+        return gpus[0]
+    return "cpu" if "cpu" in resources or not resources else sorted(resources)[0]
+
+
+def simulate(
+    scenario: Scenario,
+    registry: Registry,
+    *,
+    actions: tuple[str, ...],
+    cycle_interval: int,
+    progress: Callable[[int], None] | None = None,
+    verify: Registry | None = None,
+) -> Outcome:
+    """Run ``scenario`` through sessions of ``registry``'s plugins and measure it.
+
+    ``progress`` is called with the simulated time (ms) after every session.
+    ``verify``, a second registry of the same plugins, makes every session also run
+    on ``Snapshot.build`` of the same objects and raises :class:`SimulationError`
+    unless both decide the same (slow; for tests).
+    """
+    return _Engine(scenario, registry, actions, cycle_interval, progress, verify).run()
+
+
+class _Engine:
+    def __init__(
+        self,
+        scenario: Scenario,
+        registry: Registry,
+        actions: tuple[str, ...],
+        interval: int,
+        progress: Callable[[int], None] | None,
+        verify: Registry | None,
+    ) -> None:
+        started = time.perf_counter()
+        self.scenario = scenario
+        self.registry = registry
+        self.actions = actions
+        self.interval = interval
+        self.progress = progress
+        self.verify = verify
+        self.start = scenario.start
+        self.duration = scenario.duration
+        self.grace = scenario.termination_grace
+        self.cluster = ClusterModel(scenario.inventory)
+        self.resource = report_resource(scenario)
+        self.recorder = Recorder(
+            self.cluster.tree,
+            resource=self.resource,
+            capacity=self._capacity(),
+            start=self.start,
+            duration=self.duration,
+        )
+        self.invariants = Invariants(
+            self.cluster,
+            registry,
+            start=scenario.start,
+            queue_of=lambda key: self.jobs[key].queue if key in self.jobs else None,
+            leaving=lambda key: key in self.jobs and self.jobs[key].state == _EVICTING,
+            reason_of=lambda key: self.jobs[key].reason if key in self.jobs else "",
+        )
+        self.jobs: dict[str, _Job] = {}
+        self.events: list[tuple[int, int, int, str, int]] = []
+        self.sequence = 0
+        self.expiries: list[int] = []
+        self.windows = self.invariants.windows()
+        self.arrivals = {a.key: a for a in scenario.arrivals}
+        self.timings: dict[str, float] = {}
+        self.sessions = 0
+        self._load_initial()
+        self._timed("setup", started)
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _capacity(self) -> dict[str, int]:
+        """Per flavor, the report resource its nodes offer (their quota where it has none)."""
+        capacity: Counter[str] = Counter()
+        pool = self.cluster.pool
+        for flavor, members in pool.by_flavor.items():
+            capacity[flavor] = sum(pool.nodes[name].allocatable.get(self.resource, 0) for name in members)
+        for root in self.cluster.tree.roots:
+            for (flavor, resource), amount in root.subtree.items():
+                if resource == self.resource and flavor not in pool.by_flavor:
+                    capacity[flavor] += amount
+        return dict(capacity)
+
+    def _load_initial(self) -> None:
+        inventory = self.scenario.inventory
+        initial = [inventory.workloads[key] for key in sorted(inventory.workloads)]
+        self.cluster.add(initial, now=self.start)
+        for workload in initial:
+            job = self.jobs[workload.key] = _Job(
+                workload.key, workload.queue, self.scenario.runtimes.get(workload.key), _PENDING
+            )
+            leaf = self.cluster.leaf_of(workload.key)
+            if workload.admission is None or leaf is None:
+                continue
+            usage = self.cluster.usage[workload.key]
+            self.recorder.usage(0, leaf.name, leaf_changes(usage, self.resource, 1))
+            admitted_at = (workload.admitted_at if workload.admitted_at is not None else self.start) - self.start
+            if workload.evicted:
+                job.state = _EVICTING
+                self._push(self.grace, _GONE, job)
+            else:
+                job.state = _RUNNING
+                if job.runtime is not None:
+                    self._push(max(0, admitted_at + job.runtime), _FINISH, job)
+                self._expiries(admitted_at)
+        for arrival in self.scenario.arrivals:
+            job = self.jobs[arrival.key] = _Job(
+                arrival.key, arrival.workload.queue if arrival.workload else "", arrival.runtime
+            )
+            self._push(arrival.at, _ARRIVE, job)
+
+    def _push(self, at: int, kind: int, job: _Job) -> None:
+        self.sequence += 1
+        heapq.heappush(self.events, (at, kind, self.sequence, job.key, job.generation))
+
+    def _expiries(self, admitted_at: int) -> None:
+        for window in self.windows:
+            heapq.heappush(self.expiries, admitted_at + window)
+
+    # -- the clock ------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        t = 0
+        while True:
+            self._advance(t)
+            decisions = self._session(t)
+            changed = self._commit(t, decisions)
+            if self.progress is not None:
+                self.progress(t)
+            following = t + self.interval if changed or self.scenario.run_idle_cycles else self._wake(t)
+            if following is None or following > self.duration:
+                break
+            t = following
+        self._advance(self.duration)
+        return self._outcome()
+
+    def _wake(self, t: int) -> int | None:
+        """The first tick after ``t`` at which a session could decide differently."""
+        events = self.events
+        while events and self._stale(events[0]):
+            heapq.heappop(events)
+        moments = [events[0][0]] if events else []
+        expiries = self.expiries
+        while expiries and expiries[0] <= t:
+            heapq.heappop(expiries)
+        if expiries and self.cluster.pending_keys():
+            moments.append(expiries[0])
+        if not moments:
+            return None
+        moment = max(min(moments), t + 1)
+        return -(-moment // self.interval) * self.interval
+
+    def _stale(self, event: tuple[int, int, int, str, int]) -> bool:
+        _, kind, _, key, generation = event
+        job = self.jobs[key]
+        return kind != _ARRIVE and (job.generation != generation or job.state not in (_RUNNING, _EVICTING))
+
+    def _advance(self, until: int) -> None:
+        """Apply every event at or before ``until``, in time order."""
+        started = time.perf_counter()
+        self._apply_events(until)
+        self._timed("events", started)
+
+    def _apply_events(self, until: int) -> None:
+        events = self.events
+        while events and events[0][0] <= until:
+            at, kind, _, key, generation = heapq.heappop(events)
+            job = self.jobs[key]
+            if kind == _ARRIVE:
+                self._arrive(at, job)
+            elif job.generation != generation:
+                continue
+            elif kind == _FINISH and job.state == _RUNNING:
+                self._leave(at, job)
+                job.state = _DONE
+            elif kind == _GONE and job.state == _EVICTING:
+                workload = self._leave(at, job)
+                # Kueue requeues an evicted workload: it waits again, with nothing kept.
+                requeued = dataclasses.replace(
+                    workload, admission=None, admitted_at=None, evicted=False, flavor_scan={}
+                )
+                self.cluster.add([requeued], now=self.start + at)
+                job.state = _PENDING
+                job.pending_since = at
+
+    def _arrive(self, at: int, job: _Job) -> None:
+        arrival = self.arrivals[job.key]
+        job.state = _PENDING
+        job.pending_since = at
+        if arrival.workload is None:
+            self.cluster.inadmissible[job.key] = arrival.inadmissible
+            job.reason = "Inadmissible"
+            return
+        self.cluster.add([arrival.workload], now=self.start + at)
+
+    def _leave(self, at: int, job: _Job) -> Workload:
+        leaf = self.cluster.leaf_of(job.key)
+        usage = self.cluster.usage.get(job.key, {})
+        if leaf is not None:
+            self.recorder.usage(at, leaf.name, leaf_changes(usage, self.resource, -1))
+        return self.cluster.remove(job.key)
+
+    # -- one session ------------------------------------------------------------------------
+
+    def _session(self, t: int) -> Decisions:
+        now = self.start + t
+        started = time.perf_counter()
+        snapshot = self.cluster.snapshot(now=now)
+        self._timed("snapshot", started)
+        timings: dict[str, float] = {}
+        decisions = run_session(snapshot, self.registry, actions=self.actions, timings=timings)
+        for phase, seconds in timings.items():
+            self.timings[phase] = self.timings.get(phase, 0.0) + seconds
+        self.sessions += 1
+        if self.verify is not None:
+            self._verify(now, decisions)
+        return decisions
+
+    def _verify(self, now: int, decisions: Decisions) -> None:
+        assert self.verify is not None
+        built = Snapshot.build(self.cluster.inventory(), now=now)
+        expected = run_session(built, self.verify, actions=self.actions)
+        if expected.to_json() != decisions.to_json() or expected.flavor_scans != decisions.flavor_scans:
+            raise SimulationError(
+                f"at {format_timestamp(now)} the simulator's snapshot decided differently from "
+                f"Snapshot.build:\n--- simulator\n{decisions.to_json()}--- Snapshot.build\n{expected.to_json()}"
+            )
+
+    def _timed(self, phase: str, started: float) -> None:
+        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - started
+
+    def _commit(self, t: int, decisions: Decisions) -> bool:
+        started = time.perf_counter()
+        now = self.start + t
+        self.invariants.before_commit(t, decisions)
+        for preempted in sorted(decisions.preempted, key=lambda p: p.workload):
+            self._preempt(t, preempted)
+        admitted = sorted(decisions.admitted, key=lambda a: a.workload)
+        for entry in admitted:
+            self._admit(t, entry, decisions)
+        self.cluster.place_admitted([a.workload for a in admitted], now=now)
+        changed = bool(admitted or decisions.preempted or decisions.pod_actions)
+        for key, scan in sorted(decisions.flavor_scans.items()):
+            workload = self.cluster.workloads.get(key)
+            if workload is None or dict(workload.flavor_scan) == scan:
+                continue
+            self.cluster.replace(dataclasses.replace(workload, flavor_scan={ps: dict(r) for ps, r in scan.items()}))
+            changed = True
+        for pending in decisions.pending:
+            job = self.jobs.get(pending.workload)
+            if job is not None:
+                job.reason = pending.reason
+        self.invariants.after_commit(t, decisions, admitted)
+        self._timed("commit", started)
+        return changed
+
+    def _preempt(self, t: int, preempted: Preempted) -> None:
+        job = self.jobs[preempted.workload]
+        workload = self.cluster.workloads[preempted.workload]
+        leaf = self.cluster.leaf_of(job.key)
+        preemptor = self.jobs.get(preempted.preemptor)
+        preemptor_queue = preemptor.queue if preemptor is not None else ""
+        victim_queue = leaf.name if leaf is not None else job.queue
+        ran = t + self.start - (workload.admitted_at if workload.admitted_at is not None else self.start + t)
+        if preempted.count is None:
+            self.cluster.replace(dataclasses.replace(workload, evicted=True))
+            job.state = _EVICTING
+            job.generation += 1
+            self._push(t + self.grace, _GONE, job)
+            amount = sum(a for (_, r), a in self.cluster.usage.get(job.key, {}).items() if r == self.resource)
+            self.recorder.preempted(
+                victim=job.key, victim_queue=victim_queue, preemptor_queue=preemptor_queue,
+                reason=preempted.reason, whole=True, lost=amount * ran, ran=ran,
+            )
+            return
+        before = self.cluster.usage.get(job.key, {})
+        self.cluster.shrink(job.key, preempted.pod_set, preempted.count, preempted.pods)
+        after = self.cluster.usage.get(job.key, {})
+        changes = _difference(before, after, self.resource)
+        self.recorder.usage(t, victim_queue, changes)
+        self.recorder.preempted(
+            victim=job.key, victim_queue=victim_queue, preemptor_queue=preemptor_queue,
+            reason=preempted.reason, whole=False, lost=0, ran=0,
+        )
+
+    def _admit(self, t: int, entry: Admitted, decisions: Decisions) -> None:
+        job = self.jobs[entry.workload]
+        if job.state != _PENDING:
+            raise SimulationError(f"{entry.workload} was admitted while not pending (growing in place is not simulated)")
+        admission = Admission(
+            entry.queue, tuple(PodSetAdmission(ps.name, ps.count, dict(ps.flavors)) for ps in entry.pod_sets)
+        )
+        workload = self.cluster.workloads[entry.workload]
+        scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)
+        self.cluster.admit(entry.workload, admission, now=self.start + t, scan=scan)
+        job.state = _RUNNING
+        job.generation += 1
+        job.reason = ""
+        self.recorder.admitted(entry.queue, t - job.pending_since)
+        self.recorder.usage(t, entry.queue, leaf_changes(self.cluster.usage[job.key], self.resource, 1))
+        if job.runtime is not None:
+            self._push(t + job.runtime, _FINISH, job)
+        self._expiries(t)
+
+    # -- the end ------------------------------------------------------------------------------
+
+    def _outcome(self) -> Outcome:
+        pending: dict[str, list[int]] = {}
+        reasons: Counter[str] = Counter()
+        for job in self.jobs.values():
+            if job.state != _PENDING:
+                continue
+            pending.setdefault(job.queue, []).append(self.duration - job.pending_since)
+            reasons[job.reason or "NotScheduledYet"] += 1
+        ticks = self.duration // self.interval + 1
+        counters = {
+            "sessions": self.sessions,
+            "idleCyclesSkipped": max(0, ticks - self.sessions),
+        }
+        figures = self.recorder.figures(
+            pending=pending,
+            pending_reasons=reasons,
+            vetoes=self.registry.vetoes,
+            failures=self.registry.failures,
+            invariants=self.invariants.figures(),
+            counters=counters,
+        )
+        return Outcome(
+            figures=figures,
+            sessions=self.sessions,
+            admissions=self.recorder.admissions,
+            violations=self.invariants.count(),
+            timings=dict(self.timings),
+        )
+
+
+def _difference(before: dict[FR, int], after: dict[FR, int], resource: str) -> dict[str, int]:
+    changes: Counter[str] = Counter()
+    for (flavor, res), amount in after.items():
+        if res == resource:
+            changes[flavor] += amount
+    for (flavor, res), amount in before.items():
+        if res == resource:
+            changes[flavor] -= amount
+    return {flavor: amount for flavor, amount in changes.items() if amount}
