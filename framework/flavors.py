@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from .candidates import CLASS_SAME_QUEUE, Candidate
 from .model import FR, PodSet, ResourceGroup, Workload
-from .nodes import flavor_taints_tolerated, flavor_tolerations
+from .nodes import flavor_taints_tolerated, pod_terms
 from .quantity import format_quantity
 from .quota import QuotaNode
 from .statement import Statement
@@ -235,8 +235,7 @@ def _pods_fit_nodes(session: Session, flavor_name: str, pod_set: PodSet, count: 
     placements = session.placements
     assert placements is not None
     flavor = session.snapshot.flavors[flavor_name]
-    tolerations = flavor_tolerations(flavor, pod_set.tolerations)
-    selector = {**pod_set.node_selector, **flavor.node_labels}
+    selector, tolerations = pod_terms(flavor, pod_set)
     return placements.can_place(flavor_name, pod_set.requests, count, selector, tolerations)
 
 
@@ -320,8 +319,7 @@ def pods_fit(
         last = len(targets) - 1
         for i, (spec, count, flavor_name) in enumerate(targets):
             flavor = session.snapshot.flavors[flavor_name]
-            tolerations = flavor_tolerations(flavor, spec.tolerations)
-            selector = {**spec.node_selector, **flavor.node_labels}
+            selector, tolerations = pod_terms(flavor, spec)
             if i == last:
                 return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
             # Earlier podSets take their room so the later ones see it gone.

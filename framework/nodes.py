@@ -16,9 +16,9 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Mapping, Sequence
 
-from .model import GPU_RESOURCES, Flavor, Node, Taint, Toleration, tolerates
+from .model import GPU_RESOURCES, Flavor, Node, PodSet, Taint, Toleration, tolerates
 
-__all__ = ["NodePool", "Placements", "gpu_amount"]
+__all__ = ["NodePool", "Placements", "gpu_amount", "pod_terms"]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 
@@ -234,6 +234,12 @@ class Placements:
 def flavor_tolerations(flavor: Flavor, pod_tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
     """What a pod admitted on ``flavor`` tolerates: its own plus the flavor's injected ones."""
     return tuple(pod_tolerations) + flavor.tolerations
+
+
+def pod_terms(flavor: Flavor, pod_set: PodSet) -> tuple[dict[str, str], tuple[Toleration, ...]]:
+    """The node selector and tolerations a pod of ``pod_set`` has once admitted on
+    ``flavor``: admission injects the flavor's node labels and tolerations."""
+    return {**pod_set.node_selector, **flavor.node_labels}, flavor_tolerations(flavor, pod_set.tolerations)
 
 
 def flavor_taints_tolerated(flavor: Flavor, tolerations: Sequence[Toleration]) -> bool:

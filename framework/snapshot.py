@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .model import FR, Flavor, Pod, PodSet, PodSetAdmission, PriorityClass, Workload
-from .nodes import NodePool, Placements, flavor_tolerations
+from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, Problem
 from .quota import Accounting, QuotaNode, QuotaTree
 
@@ -198,8 +198,7 @@ class Snapshot:
         flavor = self.flavors.get(flavor_name)
         if flavor is None or not placements.has_nodes(flavor_name):
             return
-        tolerations = flavor_tolerations(flavor, spec.tolerations)
-        selector = {**spec.node_selector, **flavor.node_labels}
+        selector, tolerations = pod_terms(flavor, spec)
         for _ in range(missing):
             node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
             if node is None:

@@ -26,7 +26,7 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Mapping
 
 from preemptd.framework.model import FR, Admission, Pod, PodSetAdmission, Workload
-from preemptd.framework.nodes import NodePool, Placements, flavor_tolerations
+from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
 from preemptd.framework.snapshot import Snapshot, admitted_usage
@@ -262,8 +262,7 @@ class ClusterModel:
             flavor = self.flavors.get(flavor_name)
             if flavor is None or not placements.has_nodes(flavor_name):
                 continue
-            tolerations = flavor_tolerations(flavor, spec.tolerations)
-            selector = {**spec.node_selector, **flavor.node_labels}
+            selector, tolerations = pod_terms(flavor, spec)
             for _ in range(psa.count - covered):
                 node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
                 if node is None:

@@ -18,7 +18,7 @@ from ..candidates import Candidate
 from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
 from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign, pods_fit
 from ..model import FR, Workload
-from ..nodes import flavor_tolerations
+from ..nodes import pod_terms
 from ..pods import NORMAL, TERMINATING
 from ..quota import Accounting, QuotaNode
 from ..session import Session, Taken
@@ -365,8 +365,7 @@ def _place(session: Session, statement: Statement, assignment: Assignment) -> No
         if not placements.has_nodes(flavor_name):
             continue
         flavor = session.snapshot.flavors[flavor_name]
-        tolerations = flavor_tolerations(flavor, ps.spec.tolerations)
-        selector = {**ps.spec.node_selector, **flavor.node_labels}
+        selector, tolerations = pod_terms(flavor, ps.spec)
         for _ in range(ps.count):
             node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
             if node is None:

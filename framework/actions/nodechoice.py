@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
 from ..model import FR, PodSet, Workload
-from ..nodes import flavor_tolerations, node_matches
+from ..nodes import node_matches, pod_terms
 from ..quota import Accounting, QuotaNode
 
 if TYPE_CHECKING:
@@ -89,8 +89,7 @@ class ReplicaSearch:
         self.chosen: list[Candidate] = []  # victims of the earlier replicas
         pool = session.snapshot.node_pool
         flavor_record = session.snapshot.flavors[flavor]
-        tolerations = flavor_tolerations(flavor_record, spec.tolerations)
-        selector = {**spec.node_selector, **flavor_record.node_labels}
+        selector, tolerations = pod_terms(flavor_record, spec)
         self.nodes = [
             name for name in pool.by_flavor.get(flavor, ()) if node_matches(pool.nodes[name], selector, tolerations)
         ]
