@@ -114,7 +114,12 @@ def _parser() -> argparse.ArgumentParser:
 
     explain = command("explain", "why a workload is pending, admitted or chosen as a victim")
     explain.add_argument("workload", metavar="WORKLOAD", help="namespace/name (or a name unique in the snapshot)")
-    explain.add_argument("snapshots", nargs="+", metavar="SNAPSHOT")
+    explain.add_argument("snapshots", nargs="*", metavar="SNAPSHOT")
+    explain.add_argument(
+        "--cluster",
+        action="store_true",
+        help="read the live cluster instead of snapshot files (in-cluster or KUBECONFIG); writes nothing",
+    )
     explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
     explain.set_defaults(handler=_explain)
     return parser
@@ -304,7 +309,20 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    run = _run(args, {})
+    if args.cluster == bool(args.snapshots):
+        raise UsageError("explain takes snapshot files or --cluster (one of the two)")
+    if args.cluster:
+        from kubernetes_asyncio.config import ConfigException
+
+        from .backends.kubernetes.client import ApiError
+
+        try:
+            run = _live_run(args)
+        except (ApiError, ConfigException, OSError, ValueError, TimeoutError) as exc:
+            _errors([f"preemptd: error: cannot read the cluster: {exc}"])
+            return EXIT_FAILURE
+    else:
+        run = _run(args, {})
     key = _find_workload(args.workload, run.inventory)
     if key is None:
         _errors([f"preemptd: workload {args.workload} not found in the snapshot"])
@@ -312,6 +330,33 @@ def _explain(args: argparse.Namespace) -> int:
     workload = run.inventory.workloads.get(key)
     print("\n".join(report.explain_workload(key, run.decisions, workload)))
     return EXIT_OK
+
+
+def _live_run(args: argparse.Namespace) -> _Run:
+    """One session over the live cluster as the daemon's caches see it, writing nothing."""
+    import asyncio
+
+    config, plugins = _setup(args.config)
+    inventory = asyncio.run(_live_inventory(config, plugins))
+    _errors(map(str, inventory.problems))
+    snapshot = Snapshot.build(inventory, now=_now(args.now))
+    registry = plugins.registry()
+    decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
+    return _Run(config, [], inventory, decisions)
+
+
+async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:
+    from .backends.kubernetes.backend import KubernetesBackend
+    from .backends.kubernetes.client import Kube, load_configuration
+
+    kube = Kube.from_configuration(await load_configuration())
+    backend = KubernetesBackend(kube, config=config, plugins=plugins, dry_run=True)
+    try:
+        await backend.start(timeout=60)
+        return backend.inventory.inventory()
+    finally:
+        await backend.stop()
+        await kube.close()
 
 
 def _find_workload(name: str, inventory: Inventory) -> str | None:
