@@ -101,7 +101,17 @@ def _units(
             workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
             priority, (key,),
         )
-        unit.sort_key = (0 if evicted else 1, group, *_base_key(unit, session.now), 0)
+        # _base_key, written out: this is the path of almost every candidate.
+        admitted_at = workload.admitted_at
+        unit.sort_key = (
+            0 if evicted else 1,
+            group,
+            priority,
+            1,
+            -(admitted_at if admitted_at is not None else session.now),
+            workload.tiebreak,
+            0,
+        )
         return [unit]
     spec, admitted = elastic
     assert spec.min_count is not None and workload.admission is not None
