@@ -15,8 +15,10 @@ frees beyond one replica's needs stays unusable for the rest of the session.
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
@@ -60,6 +62,7 @@ class ReplicaSearch:
         "preemptor",
         "requests",
         "session",
+        "sums",
         "usage",
         "used",
     )
@@ -112,6 +115,7 @@ class ReplicaSearch:
         self.keys = index.keys
         self.maxroom = index.maxroom
         self.lows = index.lows
+        self.sums = index.sums
         self.first = index.first
         self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
 
@@ -124,6 +128,20 @@ class ReplicaSearch:
             pairs = sorted((c.pod_class, c.priority) for c in victims)
             ranks = sorted(keys[id(c)][2:] for c in victims)
             found = self.lows[node] = (pairs, ranks)
+        return found
+
+    def _sums(self, node: str, resource: str) -> list[int]:
+        """Running totals of the room the node's candidates free, largest first."""
+        found = self.sums.get((node, resource))
+        if found is None:
+            rooms = sorted(
+                (
+                    sum(r.get(resource, 0) for where, r in c.room if where == node)
+                    for c in self.by_node[node]
+                ),
+                reverse=True,
+            )
+            found = self.sums[(node, resource)] = list(accumulate(rooms))
         return found
 
     def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
@@ -139,10 +157,14 @@ class ReplicaSearch:
         for resource, amount in self.requests.items():
             short = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
             if short > 0:
-                largest = most.get(resource, 0)
-                if largest <= 0:
+                if most.get(resource, 0) <= 0:
                     return None
-                k = max(k, -(-short // largest))
+                # The fewest candidates whose rooms, largest first, add up to the shortage.
+                sums = self._sums(node, resource)
+                fewest = bisect_left(sums, short) + 1
+                if fewest > len(sums):
+                    return None
+                k = max(k, fewest)
         if k <= 0 or k > len(self.by_node[node]):
             return None
         if k == 1:
@@ -279,7 +301,7 @@ class ReplicaSearch:
 class _NodeIndex:
     """A search's candidates by node, sorted by victim key, with what bounds them."""
 
-    __slots__ = ("by_node", "first", "keys", "lows", "maxroom")
+    __slots__ = ("by_node", "first", "keys", "lows", "maxroom", "sums")
 
     def __init__(
         self,
@@ -321,6 +343,7 @@ class _NodeIndex:
         self.keys = keys
         self.maxroom = maxroom
         self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
+        self.sums: dict[tuple[str, str], list[int]] = {}
         self.first = self._first_bounds()
 
     def _first_bounds(self) -> list[tuple[tuple[Any, ...], str, bool]]:
