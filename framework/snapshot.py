@@ -59,6 +59,7 @@ class Snapshot:
 
     __slots__ = (
         "_name_ranks",
+        "_object_ranks",
         "accounting",
         "admitted",
         "admitted_by_queue",
@@ -101,6 +102,7 @@ class Snapshot:
         self.reserved_pods: list[PendingPlacement] = []
         self.reserved_by_workload: dict[str, list[PendingPlacement]] = {}
         self._name_ranks: dict[str, int] | None = None
+        self._object_ranks: dict[int, int] | None = None
 
     @classmethod
     def build(cls, inventory: Inventory, *, now: int) -> Snapshot:
@@ -212,11 +214,25 @@ class Snapshot:
         """A pod's or workload's ``namespace/name`` as an integer that is smaller for a
         higher name: victim orders that take "higher name first" compare ints, not
         strings turned around character by character. Built once, on first use."""
+        return self._ranks().get(name, -1)
+
+    def descending_rank_of(self, obj: Pod | Workload) -> int:
+        """:meth:`descending_rank` of a pod or workload of this snapshot, without
+        building its ``namespace/name`` again."""
+        self._ranks()
+        assert self._object_ranks is not None
+        found = self._object_ranks.get(id(obj))
+        return found if found is not None else self.descending_rank(obj.key)
+
+    def _ranks(self) -> dict[str, int]:
         ranks = self._name_ranks
         if ranks is None:
             names = sorted({*self.pods, *self.workloads}, reverse=True)
             ranks = self._name_ranks = {n: i for i, n in enumerate(names)}
-        return ranks.get(name, -1)
+            by_object = {id(pod): ranks[key] for key, pod in self.pods.items()}
+            by_object.update((id(w), ranks[key]) for key, w in self.workloads.items())
+            self._object_ranks = by_object
+        return ranks
 
     def leaf(self, name: str) -> QuotaNode | None:
         return self.tree.leaves.get(name)

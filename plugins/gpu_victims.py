@@ -44,15 +44,16 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
                 session.registry.record_failure("gpu-victims", "placement_score", exc)
         return total
 
-    rank = session.snapshot.descending_rank
+    rank = session.snapshot.descending_rank_of
 
     def key(candidate: Candidate) -> Sequence[object]:
+        pods = candidate.pods
         return (
             candidate.pod_class,
             candidate.priority,
             score(candidate) if scorers else 0.0,
             -candidate.created,
-            rank(candidate.name),
+            rank(pods[0] if pods else candidate.workload),
         )
 
     if not scorers:
