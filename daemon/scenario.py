@@ -36,12 +36,13 @@ from preemptd.framework.quantity import (
 )
 
 from .files import Document, LoadError, load_files, parse_text
-from .scenario_entries import Reader, arrivals, node_groups
+from .scenario_entries import Reader, ReplicaChange, arrivals, node_groups, replica_changes
 
 __all__ = [
     "DEFAULT_START",
     "RUNTIME_ANNOTATION",
     "Arrival",
+    "ReplicaChange",
     "Scenario",
     "ScenarioError",
     "load_scenario",
@@ -100,6 +101,7 @@ class Scenario:
     inventory: Inventory  # the objects at the start: cluster, initial workloads, pods
     runtimes: Mapping[str, int]  # runtime of initial workloads that carry the annotation
     arrivals: tuple[Arrival, ...]  # by (at, key)
+    replica_changes: tuple[ReplicaChange, ...] = ()  # by (at, file order)
     problems: tuple[str, ...] = ()  # invalid objects, isolated (reported, not fatal)
     warnings: tuple[str, ...] = ()
 
@@ -138,12 +140,6 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     run_idle = reader.flag(data, "runIdleCycles")
     resource = reader.text(data, "reportResource")
     config = reader.mapping(data, "config")
-    if "replicaChanges" in data:
-        reader.problem(
-            "replicaChanges",
-            "not supported yet: the simulator does not model Deployment replica lifecycles "
-            "(issue 6); model a serving fleet as elastic workloads (minCount) for now",
-        )
     documents: list[tuple[str, Document]] = []
     for index, name in enumerate(reader.sequence(data, "objectFiles")):
         if not isinstance(name, str):
@@ -157,6 +153,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     for index, obj in enumerate(reader.sequence(data, "objects")):
         documents.append((f"{source}: objects[{index}]", obj))
     entries = arrivals(reader, data, random.Random(f"preemptd-simulate/{seed}"), start)
+    changes = replica_changes(reader, data)
     if reader.problems:
         raise ScenarioError(reader.problems)
     assert duration is not None
@@ -185,16 +182,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
         inventory.inadmissible.pop(key, None)
     initial -= template_keys
     _check_unique(reader, initial, expanded)
-    deployments = sorted(
-        [key for key, w in inventory.workloads.items() if w.is_deployment]
-        + [a.key for a in expanded if a.workload is not None and a.workload.is_deployment]
-    )
-    for key in deployments[:5]:
-        reader.problem(
-            "workloads" if key not in inventory.workloads else "objects",
-            f"workload {key} is owned by a Deployment: the simulator does not model replica "
-            "lifecycles yet (issue 6); give it a Job owner, with minCount for an elastic serving fleet",
-        )
+    _check_changes(reader, changes, inventory, expanded)
     runtimes = _initial_runtimes(reader, documents, inventory)
     if reader.problems:
         raise ScenarioError(reader.problems)
@@ -212,6 +200,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
         inventory=inventory,
         runtimes=runtimes,
         arrivals=tuple(expanded),
+        replica_changes=tuple(sorted(changes, key=lambda c: (c.at, c.index))),
         problems=tuple(map(str, inventory.problems)),
         warnings=tuple(map(str, inventory.warnings)),
     )
@@ -224,6 +213,22 @@ def _check_unique(reader: Reader, initial: set[str], arrivals: Sequence[Arrival]
         if arrival.key in seen:
             reader.problem("workloads", f"workload {arrival.key} is defined more than once")
         seen.add(arrival.key)
+
+
+def _check_changes(
+    reader: Reader, changes: Sequence[ReplicaChange], inventory: Inventory, arrivals: Sequence[Arrival]
+) -> None:
+    """Each replica change names a Deployment-owned workload of the scenario."""
+    workloads = {key: w for key, w in inventory.workloads.items()}
+    workloads.update((a.key, a.workload) for a in arrivals if a.workload is not None)
+    known = set(workloads) | set(inventory.inadmissible) | {a.key for a in arrivals}
+    for change in changes:
+        at = f"replicaChanges[{change.index}].workload"
+        workload = workloads.get(change.workload)
+        if change.workload not in known:
+            reader.problem(at, f"workload {change.workload} is not in the scenario")
+        elif workload is not None and not workload.is_deployment:
+            reader.problem(at, f"workload {change.workload} is not owned by a Deployment (apps/v1)")
 
 
 def _initial_runtimes(

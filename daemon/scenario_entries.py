@@ -21,7 +21,7 @@ from preemptd.framework.quantity import (
     parse_timestamp,
 )
 
-__all__ = ["API", "Entry", "Reader", "arrivals", "node_groups"]
+__all__ = ["API", "Entry", "Reader", "arrivals", "node_groups", "replica_changes"]
 
 API = "preemptd.io/v1alpha1"
 _ARRIVAL_KEYS = ("arrival", "runtime", "repeat", "object")
@@ -183,7 +183,10 @@ def arrivals(reader: Reader, data: Mapping[str, Any], rng: random.Random, start:
         count = reader.integer(repeat, "count", 1, at=f"{at}.repeat", minimum=1)
         every = reader.duration(repeat, "every", at=f"{at}.repeat") or 0
         jitter = reader.duration(repeat, "jitter", at=f"{at}.repeat") or 0
-        runtime = _runtime(reader, item.get("runtime"), f"{at}.runtime")
+        runtime_value = item.get("runtime")
+        if runtime_value is None and _is_deployment(document):
+            runtime_value = "forever"  # a Deployment serves until it is deleted
+        runtime = _runtime(reader, runtime_value, f"{at}.runtime")
         if arrival is None or document is None or runtime is None:
             continue
         metadata = document["metadata"]
@@ -202,6 +205,12 @@ def arrivals(reader: Reader, data: Mapping[str, Any], rng: random.Random, start:
         template["metadata"]["creationTimestamp"] = format_timestamp(start + copies[0].at)
         entries.append(Entry(index, copies[0].key, template, tuple(copies)))
     return entries
+
+
+def _is_deployment(document: dict[str, Any] | None) -> bool:
+    spec = document.get("spec") if document is not None else None
+    owner = spec.get("owner") if isinstance(spec, dict) else None
+    return isinstance(owner, dict) and owner.get("kind") == "Deployment"
 
 
 def _workload_object(reader: Reader, obj: Any, at: str) -> dict[str, Any] | None:
@@ -264,3 +273,44 @@ def _runtime(reader: Reader, value: Any, at: str) -> _Runtime | None:
         reader.problem(at, "must be longer than 0s")
         return None
     return _Runtime(ms, ms)
+
+
+# --- replicaChanges ------------------------------------------------------------------------
+
+_CHANGE_KEYS = ("at", "workload", "replicas")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaChange:
+    """A Deployment's desired replica count becomes ``replicas`` at ``at`` ms after the start."""
+
+    index: int
+    at: int
+    workload: str
+    replicas: int
+
+
+def replica_changes(reader: Reader, data: Mapping[str, Any]) -> list[ReplicaChange]:
+    """The ``replicaChanges`` entries; which workloads they name is checked by the caller."""
+    changes: list[ReplicaChange] = []
+    for index, item in enumerate(reader.sequence(data, "replicaChanges")):
+        at = f"replicaChanges[{index}]"
+        if not isinstance(item, dict):
+            reader.problem(at, f"expected a mapping, got {type(item).__name__}")
+            continue
+        for key in item:
+            if key not in _CHANGE_KEYS:
+                reader.problem(f"{at}.{key}", f"unknown key (known: {', '.join(_CHANGE_KEYS)})")
+        moment = reader.duration(item, "at", at=at, required=True)
+        workload = item.get("workload")
+        if not isinstance(workload, str) or workload.count("/") != 1 or not all(workload.split("/")):
+            reader.problem(f"{at}.workload", f"expected a workload key namespace/name, got {workload!r}")
+            workload = None
+        if item.get("replicas") is None:
+            reader.problem(f"{at}.replicas", "required field is missing")
+            continue
+        replicas = reader.integer(item, "replicas", -1, at=at, minimum=1)
+        if moment is None or workload is None or replicas < 1:
+            continue
+        changes.append(ReplicaChange(index, moment, workload, replicas))
+    return changes

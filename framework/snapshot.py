@@ -15,7 +15,7 @@ from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, Problem
 from .quota import Accounting, QuotaNode, QuotaTree
 
-__all__ = ["Snapshot", "admitted_usage", "pod_set_usage"]
+__all__ = ["Snapshot", "admitted_usage", "pod_set_usage", "wants_more"]
 
 
 def pod_set_usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
@@ -132,7 +132,7 @@ class Snapshot:
                 snap.accounting.add_all(leaf, usage)
                 snap.admitted.append(workload)
                 snap.admitted_by_queue.setdefault(leaf.name, []).append(workload)
-                if workload.is_deployment and _wants_more(workload):
+                if workload.is_deployment and wants_more(workload):
                     # Desired above committed: the difference is pending demand (SEMANTICS §6).
                     snap.pending.append(workload)
                     snap.pending_by_queue.setdefault(leaf.name, []).append(workload)
@@ -238,7 +238,8 @@ class Snapshot:
         return self.tree.leaves.get(name)
 
 
-def _wants_more(workload: Workload) -> bool:
+def wants_more(workload: Workload) -> bool:
+    """An admitted workload whose desired counts are above its committed ones."""
     assert workload.admission is not None
     committed = {psa.name: psa.count for psa in workload.admission.pod_sets}
     return any(ps.count > committed.get(ps.name, 0) for ps in workload.pod_sets)

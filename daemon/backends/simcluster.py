@@ -17,6 +17,9 @@ compares the decisions.
 Pods: an admitted workload's pods are bound when it is admitted, best fit, in
 admission order — what ``Snapshot.build`` does for an admitted workload without
 Pod objects (SEMANTICS §6) — and then kept, as the kubelet would keep them.
+A Deployment's pods that leave get a ``deletionTimestamp`` and keep their room
+until :meth:`ClusterModel.remove_pod`; a committed replica whose pod went is
+replaced at the next snapshot, as its ReplicaSet would replace it.
 """
 
 from __future__ import annotations
@@ -28,10 +31,14 @@ from collections.abc import Iterable, Mapping
 from preemptd.framework.model import FR, Admission, Pod, PodSetAdmission, Workload
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
+from preemptd.framework.pods import SURPLUS, classify
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
-from preemptd.framework.snapshot import Snapshot, admitted_usage
+from preemptd.framework.snapshot import Snapshot, admitted_usage, wants_more
 
-__all__ = ["ClusterModel"]
+__all__ = ["VICTIM_DELETION_COST", "ClusterModel"]
+
+VICTIM_DELETION_COST = -2147483648
+"""The pod-deletion-cost a normal victim gets (CONTRACT §3), so the scale-down removes it."""
 
 
 class _Keyed:
@@ -154,7 +161,19 @@ class ClusterModel:
         self._admitted.setdefault(leaf.name, _Keyed()).put(workload)
         self._admitted_all.put(workload)
         self._by_queue[key] = leaf.name
+        self._list_growth(workload, leaf.name)
         return True
+
+    def _list_growth(self, workload: Workload, queue: str) -> None:
+        """An admitted Deployment that wants more replicas than it has committed is also
+        pending demand, listed under its leaf with the pending workloads (as
+        ``Snapshot.build`` lists it)."""
+        if workload.is_deployment and wants_more(workload):
+            self._pending.setdefault(queue, _Keyed()).put(workload)
+            self._pending_all.put(workload)
+        elif queue in self._pending:
+            self._pending[queue].drop(workload.key)
+            self._pending_all.drop(workload.key)
 
     def admit(self, key: str, admission: Admission, *, now: int, scan: Mapping[str, Mapping[str, int]]) -> Workload:
         """A pending workload gets quota at ``now``; returns its new record."""
@@ -173,12 +192,16 @@ class ClusterModel:
         """Swap a workload's record for one with the same admission (evicted, flavorScan)."""
         key = workload.key
         self.workloads[key] = workload
+        if key in self._unplaced:
+            self._unplaced[key] = workload  # its missing pods are placed for the new counts
         queue = self._by_queue.get(key)
         if queue is None:
             return
         listing = self._admitted if workload.admission is not None else self._pending
         listing[queue].put(workload)
         (self._admitted_all if workload.admission is not None else self._pending_all).put(workload)
+        if workload.admission is not None:
+            self._list_growth(workload, queue)
 
     def shrink(self, key: str, pod_set: str | None, count: int, pod_names: Iterable[str]) -> Workload:
         """Lower an admitted podSet's count by ``count``; its usage and pods go at once."""
@@ -201,6 +224,92 @@ class ClusterModel:
         self._unbind_pods(key, name, count, set(pod_names))
         return shrunk
 
+    # -- Deployments (SEMANTICS §6) ------------------------------------------------------------
+
+    def recount(self, key: str, counts: Mapping[str, int], *, scan: Mapping[str, Mapping[str, int]] | None = None) -> Workload:
+        """Set an admitted workload's committed counts (a Deployment grown in place or scaled
+        down); its usage follows at once, its ``admittedAt`` is kept."""
+        workload = self.workloads[key]
+        assert workload.admission is not None
+        pod_sets = tuple(
+            PodSetAdmission(psa.name, counts.get(psa.name, psa.count), psa.flavors)
+            for psa in workload.admission.pod_sets
+        )
+        changed = dataclasses.replace(workload, admission=Admission(workload.admission.queue, pod_sets))
+        if scan is not None:
+            changed = dataclasses.replace(changed, flavor_scan=dict(scan))
+        leaf = self.leaves[self._by_queue[key]]
+        self.accounting.remove_all(leaf, self.usage[key])
+        usage = admitted_usage(changed)
+        self.usage[key] = usage
+        self.accounting.add_all(leaf, usage)
+        self.replace(changed)
+        return changed
+
+    def set_replicas(self, key: str, replicas: int) -> list[Pod]:
+        """A Deployment's desired count becomes ``replicas``; a committed count above it is
+        lowered to it. Returns the pods that start terminating (the surplus)."""
+        workload = self.workloads[key]
+        spec = workload.pod_sets[0]
+        self.replace(dataclasses.replace(workload, pod_sets=(dataclasses.replace(spec, count=replicas), *workload.pod_sets[1:])))
+        if workload.admission is None or workload.evicted or key not in self.usage:
+            return []  # not admitted, or on its way out whole: its pods go with it
+        if workload.admission.pod_sets[0].count > replicas:
+            self.recount(key, {workload.admission.pod_sets[0].name: replicas})
+        return self.terminate_surplus(key)
+
+    def scale_down(self, key: str, count: int, pod_names: Iterable[str]) -> list[Pod]:
+        """A Deployment victim: its committed count is lowered by ``count`` and the chosen
+        pods get the lowest deletion cost, so the ReplicaSet removes exactly them. Returns
+        the pods that start terminating."""
+        workload = self.workloads[key]
+        assert workload.admission is not None
+        first = workload.admission.pod_sets[0]
+        self.recount(key, {first.name: max(0, first.count - count)})
+        named = set(pod_names)
+        for pod in list(self.pods_by_workload.get(key, ())):
+            if pod.key in named:
+                self._swap(pod, dataclasses.replace(pod, deletion_cost=VICTIM_DELETION_COST))
+        return self.terminate_surplus(key)
+
+    def terminate_surplus(self, key: str) -> list[Pod]:
+        """The pods beyond the committed count, chosen as the ReplicaSet chooses them, get
+        their ``deletionTimestamp``: they hold their room until :meth:`remove_pod`."""
+        workload = self.workloads[key]
+        assert workload.admission is not None
+        committed = workload.admission.pod_sets[0].count
+        leaving = []
+        for pod, cls in classify(self.pods_by_workload.get(key, ()), committed):
+            if cls == SURPLUS:
+                terminating = dataclasses.replace(pod, deleting=True)
+                self._swap(pod, terminating)
+                leaving.append(terminating)
+        return leaving
+
+    def remove_pod(self, pod_key: str) -> None:
+        """A pod object is gone (its grace ended, or it was force-deleted): its room frees."""
+        pod = self.pods.get(pod_key)
+        if pod is None:
+            return
+        if pod.workload is not None and pod.workload in self.pods_by_workload:
+            rest = [p for p in self.pods_by_workload[pod.workload] if p.key != pod_key]
+            if rest:
+                self.pods_by_workload[pod.workload] = rest
+            else:
+                del self.pods_by_workload[pod.workload]
+        self._unbind(pod)
+        owner = self.workloads.get(pod.workload) if pod.workload is not None else None
+        if owner is not None and owner.admission is not None and owner.key in self.usage:
+            # The ReplicaSet replaces a pod it still counts: placed at the next snapshot
+            # (a no-op when the pod was surplus).
+            self._unplaced[owner.key] = owner
+
+    def _swap(self, old: Pod, new: Pod) -> None:
+        self.pods[old.key] = new
+        if old.workload is not None:
+            bound = self.pods_by_workload.get(old.workload, [])
+            self.pods_by_workload[old.workload] = [new if p.key == old.key else p for p in bound]
+
     def remove(self, key: str) -> Workload:
         """The workload leaves the cluster (finished, or gone after its eviction)."""
         workload = self.workloads.pop(key)
@@ -220,6 +329,9 @@ class ClusterModel:
             self.accounting.remove_all(self.leaves[queue], usage)
             self._admitted[queue].drop(key)
             self._admitted_all.drop(key)
+            if queue in self._pending:
+                self._pending[queue].drop(key)  # a Deployment listed for its growth
+                self._pending_all.drop(key)
         else:
             self._pending[queue].drop(key)
             self._pending_all.drop(key)

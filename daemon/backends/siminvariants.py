@@ -72,7 +72,7 @@ class Invariants:
         self.cluster = cluster
         self.start = start
         self.queue_of = queue_of  # a workload's queue (spec.queueName); None: not simulated
-        self.leaving = leaving  # evicted and not gone yet
+        self.leaving = leaving  # evicted (or, for "pod:ns/name", the pod) and not gone yet
         self.reason_of = reason_of  # the last pending reason a session gave it
         self.min_runtime: min_runtime.Config | None = None
         if min_runtime.NAME in registry.names:
@@ -164,7 +164,7 @@ class Invariants:
                 wait.excused = True
         admitted_keys = {entry.workload for entry in admitted}
         relying = {
-            p.workload: frozenset(v for v in p.waiting_for if self.queue_of(v) is not None)
+            p.workload: frozenset(v for v in p.waiting_for if v.startswith("pod:") or self.queue_of(v) is not None)
             for p in decisions.pending
             if p.reason == "PendingPreemption"
         }

@@ -22,6 +22,16 @@ workload gets its admission and ``admittedAt = now``; a whole victim is marked
 pending (Kueue requeues evicted workloads) having lost its progress; a shrunk
 elastic victim loses its pods and their quota at once; flavor scans are stored.
 
+Deployments (SEMANTICS §6). A Deployment grown in place has its committed count
+raised and its new replicas bound at once. A Deployment victim has its committed
+count lowered (quota frees at once) and its chosen pods start terminating: they
+hold their node room for the grace, then a *pod gone* event removes them; a
+``ForceDelete`` pod action removes a pod at once. ``replicaChanges`` are events
+too: the desired count changes, and a fall below the committed count lowers it
+and terminates the surplus pods, as a user's scale-down would. Growth is
+committed before scale-downs, as the files backend does when one session both
+grows a Deployment and takes replicas from it.
+
 Invariants are checked on every session (:mod:`.siminvariants`); a
 violation is recorded with its details, never raised, so one report shows all.
 """
@@ -50,7 +60,7 @@ from .simmetrics import Recorder, leaf_changes
 
 __all__ = ["Outcome", "SimulationError", "report_resource", "simulate"]
 
-_FINISH, _GONE, _ARRIVE = range(3)
+_FINISH, _GONE, _POD_GONE, _ARRIVE, _SCALE = range(5)
 _FUTURE, _PENDING, _RUNNING, _EVICTING, _DONE = range(5)
 
 
@@ -78,6 +88,7 @@ class _Job:
     pending_since: int = 0
     generation: int = 0  # bumped on every admission and eviction: stale events are ignored
     reason: str = ""  # the last pending reason a session gave
+    replicas: int | None = None  # a Deployment's desired count set by replicaChanges
 
 
 def report_resource(scenario: Scenario) -> str:
@@ -148,7 +159,7 @@ class _Engine:
             registry,
             start=scenario.start,
             queue_of=lambda key: self.jobs[key].queue if key in self.jobs else None,
-            leaving=lambda key: key in self.jobs and self.jobs[key].state == _EVICTING,
+            leaving=self._leaving,
             reason_of=lambda key: self.jobs[key].reason if key in self.jobs else "",
         )
         self.jobs: dict[str, _Job] = {}
@@ -157,6 +168,7 @@ class _Engine:
         self.expiries: list[int] = []
         self.windows = self.invariants.windows()
         self.arrivals = {a.key: a for a in scenario.arrivals}
+        self.terminating: dict[str, int] = {}  # pod key -> the sequence of its gone event
         self.timings: dict[str, float] = {}
         self.sessions = 0
         self._load_initial()
@@ -203,6 +215,9 @@ class _Engine:
                 arrival.key, arrival.workload.queue if arrival.workload else "", arrival.runtime
             )
             self._push(arrival.at, _ARRIVE, job)
+        for index, change in enumerate(self.scenario.replica_changes):
+            self.sequence += 1
+            heapq.heappush(self.events, (change.at, _SCALE, self.sequence, change.workload, index))
 
     def _push(self, at: int, kind: int, job: _Job) -> None:
         self.sequence += 1
@@ -247,6 +262,10 @@ class _Engine:
 
     def _stale(self, event: tuple[int, int, int, str, int]) -> bool:
         _, kind, _, key, generation = event
+        if kind == _POD_GONE:
+            return self.terminating.get(key) != generation
+        if kind == _SCALE:
+            return False
         job = self.jobs[key]
         return kind != _ARRIVE and (job.generation != generation or job.state not in (_RUNNING, _EVICTING))
 
@@ -260,6 +279,14 @@ class _Engine:
         events = self.events
         while events and events[0][0] <= until:
             at, kind, _, key, generation = heapq.heappop(events)
+            if kind == _POD_GONE:
+                if self.terminating.get(key) == generation:
+                    del self.terminating[key]
+                    self.cluster.remove_pod(key)
+                continue
+            if kind == _SCALE:
+                self._scale(at, key, self.scenario.replica_changes[generation].replicas)
+                continue
             job = self.jobs[key]
             if kind == _ARRIVE:
                 self._arrive(at, job)
@@ -286,7 +313,44 @@ class _Engine:
             self.cluster.inadmissible[job.key] = arrival.inadmissible
             job.reason = "Inadmissible"
             return
-        self.cluster.add([arrival.workload], now=self.start + at)
+        workload = arrival.workload
+        if job.replicas is not None:
+            # Scaled before it arrived: it arrives with the count set last.
+            spec = dataclasses.replace(workload.pod_sets[0], count=job.replicas)
+            workload = dataclasses.replace(workload, pod_sets=(spec, *workload.pod_sets[1:]))
+        self.cluster.add([workload], now=self.start + at)
+
+    def _scale(self, at: int, key: str, replicas: int) -> None:
+        """replicaChanges: the Deployment's desired count changes; a scale-down below the
+        committed count lowers it and the surplus pods terminate with the grace."""
+        job = self.jobs.get(key)
+        if job is None:
+            return  # an initial workload isolated as invalid
+        job.replicas = replicas
+        if job.state in (_FUTURE, _DONE) or key not in self.cluster.workloads:
+            return
+        before = dict(self.cluster.usage.get(key, {}))
+        leaving = self.cluster.set_replicas(key, replicas)
+        leaf = self.cluster.leaf_of(key)
+        changes = _difference(before, self.cluster.usage.get(key, {}), self.resource)
+        if leaf is not None and changes:
+            self.recorder.usage(at, leaf.name, changes)
+        for pod in leaving:
+            self._terminate(at, pod.key)
+
+    def _terminate(self, at: int, pod_key: str) -> None:
+        """A pod got its deletionTimestamp at ``at``: it is gone after the grace."""
+        self.sequence += 1
+        self.terminating[pod_key] = self.sequence
+        heapq.heappush(self.events, (at + self.grace, _POD_GONE, self.sequence, pod_key, self.sequence))
+
+    def _leaving(self, key: str) -> bool:
+        """A victim a preemptor waits for is still there: an evicted workload, or a pod
+        (``pod:ns/name``) that has not gone yet."""
+        if key.startswith("pod:"):
+            return key[4:] in self.cluster.pods
+        job = self.jobs.get(key)
+        return job is not None and job.state == _EVICTING
 
     def _leave(self, at: int, job: _Job) -> Workload:
         leaf = self.cluster.leaf_of(job.key)
@@ -328,11 +392,22 @@ class _Engine:
         started = time.perf_counter()
         now = self.start + t
         self.invariants.before_commit(t, decisions)
+        admitted = sorted(decisions.admitted, key=lambda a: a.workload)
+        # A Deployment may grow and then lose replicas to a later preemptor of the same
+        # session: like the files backend, raise its committed count first, then lower it.
+        grown = [a for a in admitted if self._grows(a.workload)]
+        for entry in grown:
+            self._admit(t, entry, decisions)
         for preempted in sorted(decisions.preempted, key=lambda p: p.workload):
             self._preempt(t, preempted)
-        admitted = sorted(decisions.admitted, key=lambda a: a.workload)
+        for action in sorted(decisions.pod_actions, key=lambda a: a.pod):
+            if action.action == "ForceDelete":
+                # A force delete removes the pod object at once.
+                self.terminating.pop(action.pod, None)
+                self.cluster.remove_pod(action.pod)
         for entry in admitted:
-            self._admit(t, entry, decisions)
+            if entry not in grown:
+                self._admit(t, entry, decisions)
         self.cluster.place_admitted([a.workload for a in admitted], now=now)
         changed = bool(admitted or decisions.preempted or decisions.pod_actions)
         for key, scan in sorted(decisions.flavor_scans.items()):
@@ -369,7 +444,11 @@ class _Engine:
             )
             return
         before = self.cluster.usage.get(job.key, {})
-        self.cluster.shrink(job.key, preempted.pod_set, preempted.count, preempted.pods)
+        if workload.is_deployment:
+            for pod in self.cluster.scale_down(job.key, preempted.count, preempted.pods):
+                self._terminate(t, pod.key)
+        else:
+            self.cluster.shrink(job.key, preempted.pod_set, preempted.count, preempted.pods)
         after = self.cluster.usage.get(job.key, {})
         changes = _difference(before, after, self.resource)
         self.recorder.usage(t, victim_queue, changes)
@@ -378,14 +457,30 @@ class _Engine:
             reason=preempted.reason, whole=False, lost=0, ran=0,
         )
 
+    def _grows(self, key: str) -> bool:
+        """An admission of ``key`` now would grow a running Deployment in place."""
+        workload = self.cluster.workloads.get(key)
+        return (
+            self.jobs[key].state in (_RUNNING, _EVICTING) and workload is not None
+            and workload.is_deployment and workload.admission is not None
+        )
+
     def _admit(self, t: int, entry: Admitted, decisions: Decisions) -> None:
         job = self.jobs[entry.workload]
+        workload = self.cluster.workloads[entry.workload]
+        if self._grows(entry.workload):
+            # Grown in place: the committed count is raised, its run goes on.
+            before = self.cluster.usage[job.key]
+            scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)
+            self.cluster.recount(job.key, {ps.name: ps.count for ps in entry.pod_sets}, scan=scan)
+            changes = _difference(before, self.cluster.usage[job.key], self.resource)
+            self.recorder.usage(t, entry.queue, changes)
+            return
         if job.state != _PENDING:
-            raise SimulationError(f"{entry.workload} was admitted while not pending (growing in place is not simulated)")
+            raise SimulationError(f"{entry.workload} was admitted while not pending")
         admission = Admission(
             entry.queue, tuple(PodSetAdmission(ps.name, ps.count, dict(ps.flavors)) for ps in entry.pod_sets)
         )
-        workload = self.cluster.workloads[entry.workload]
         scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)
         self.cluster.admit(entry.workload, admission, now=self.start + t, scan=scan)
         job.state = _RUNNING

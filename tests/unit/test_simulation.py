@@ -377,6 +377,47 @@ def test_generated_scenarios_keep_every_invariant(data: dict[str, Any]) -> None:
     assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
 
 
+@st.composite
+def deployment_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """The random clusters above, always with nodes, plus Deployments of small replicas
+    whose desired counts change over time."""
+    data = draw(scenarios())
+    flavors = [o["metadata"]["name"] for o in data["objects"] if o["kind"] == "ResourceFlavor"]
+    if "nodeGroups" not in data:
+        data["nodeGroups"] = [
+            {"name": f, "count": draw(st.integers(1, 4)), "labels": {"pool": f}, "allocatable": {GPU: "8"}}
+            for f in flavors
+        ]
+    leaves = [o["metadata"]["name"] for o in data["objects"]
+              if o["kind"] == "Queue" and "resourceGroups" in o["spec"]]
+    changes = []
+    for index in range(draw(st.integers(1, 4))):
+        name = f"d{index}"
+        entry = deployment(name, draw(st.sampled_from((0, 50, 100, 200))), draw(st.integers(1, 4)),
+                           arrival=f"{draw(st.integers(0, 60))}m")
+        spec = entry["object"]["spec"]
+        spec["queueName"] = draw(st.sampled_from(leaves))
+        spec["podSets"][0]["requests"] = {GPU: str(draw(st.sampled_from((1, 2, 4))))}
+        if draw(st.booleans()):
+            entry["runtime"] = f"{draw(st.integers(30, 180))}m"
+        data["workloads"].append(entry)
+        for _ in range(draw(st.integers(0, 3))):
+            changes.append({"at": f"{draw(st.integers(0, 200))}m", "workload": f"web/{name}",
+                            "replicas": draw(st.integers(1, 6))})
+    data["replicaChanges"] = changes
+    return data
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(deployment_scenarios())
+def test_generated_deployment_scenarios_keep_every_invariant(data: dict[str, Any]) -> None:
+    """With Deployments growing, shrinking and losing pods, the invariants still hold and the
+    simulator's snapshots (terminating pods included) decide as Snapshot.build's do."""
+    figures = run(data, verify=True)
+    assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
+
+
 def test_fit_entries_never_take_quota_that_only_victims_will_free() -> None:
     """Entries admitted in the round of a preemption fit without the victims' quota.
 
@@ -437,7 +478,7 @@ def test_scenario_problems_are_all_listed_with_their_paths() -> None:
             {
                 "cycleInterval": "0s",
                 "colour": "blue",
-                "replicaChanges": [],
+                "replicaChanges": [{"at": "later", "workload": "x", "replicas": 0}],
                 "workloads": [{"arrival": "soon", "runtime": "1h", "object": {"metadata": {"name": "x"}, "status": {}}}],
             },
             source="s.yaml",
@@ -447,7 +488,9 @@ def test_scenario_problems_are_all_listed_with_their_paths() -> None:
         "s.yaml: duration: required field is missing",
         "s.yaml: cycleInterval: must be longer than 0s",
         "s.yaml: colour: unknown key",
-        "s.yaml: replicaChanges: not supported yet",
+        "s.yaml: replicaChanges[0].at: malformed duration 'later'",
+        "s.yaml: replicaChanges[0].workload: expected a workload key namespace/name, got 'x'",
+        "s.yaml: replicaChanges[0].replicas: expected an integer >= 1, got 0",
         "s.yaml: workloads[0].arrival: malformed duration 'soon'",
         "s.yaml: workloads[0].object.status: an arriving workload has no status",
     ):
@@ -541,3 +584,175 @@ def test_timings_go_to_stderr_phase_by_phase(tmp_path: Path, capsys: pytest.Capt
     assert ["load", "setup", "events", "snapshot", "allocate", "session", "commit", "report"] == [
         p for p in phases if p != "preempt"
     ]
+
+
+# --- Deployments ----------------------------------------------------------------------------
+
+
+def deployment(name: str, priority: int, replicas: int, *, arrival: str = "0s", **entry: Any) -> dict[str, Any]:
+    """A serving Deployment of one-GPU replicas in queue ``serving``; no runtime: it runs on."""
+    return {
+        "arrival": arrival,
+        **entry,
+        "object": {
+            "metadata": {"name": name, "namespace": "web"},
+            "spec": {
+                "queueName": "serving",
+                "priority": priority,
+                "owner": {"apiVersion": "apps/v1", "kind": "Deployment", "name": name},
+                "podSets": [{"name": "main", "count": replicas, "requests": {GPU: "1"}}],
+            },
+        },
+    }
+
+
+def serving_fleet(grace: str, changes: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """Two 2-GPU nodes and a 4-GPU queue ``serving`` that preempts lower priorities: high
+    (priority 100, 1 replica) and low (priority 10, 3 replicas) fill it at 0."""
+    return {
+        "duration": "5m",
+        "cycleInterval": "10s",
+        "terminationGrace": grace,
+        "nodeGroups": [{"name": "gpu", "count": 2, "labels": {"pool": "gpu"}, "allocatable": {GPU: "2"}}],
+        "objects": [
+            flavor("default", {"pool": "gpu"}),
+            queue("serving", {"default": 4}, parent=None, preemption={"withinQueue": "LowerPriority"}),
+        ],
+        "workloads": [deployment("high", 100, 1), deployment("low", 10, 3)],
+        "replicaChanges": changes,
+        **extra,
+    }
+
+
+def sessions(monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> tuple[list[tuple[int, dict[str, Any]]], dict[str, Any]]:
+    """Run ``data`` (verified against Snapshot.build) and return every session that decided
+    something, as (seconds after the start, its decisions' JSON without pending), and the figures."""
+    seen: dict[int, dict[str, Any]] = {}  # verify mode runs each session twice, alike
+    original = simulation.run_session
+
+    def recording(snapshot: Any, registry: Any, **kwargs: Any) -> Decisions:
+        decisions = original(snapshot, registry, **kwargs)
+        found = json.loads(decisions.to_json())
+        del found["pending"], found["now"]
+        if found["admitted"] or found["preempted"] or found["podActions"]:
+            seen[(snapshot.now - START_MS) // 1000] = found
+        return decisions
+
+    monkeypatch.setattr(simulation, "run_session", recording)
+    figures = run(data, verify=True)
+    return sorted(seen.items()), figures
+
+
+START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the default start
+
+
+def admitted(name: str, count: int) -> dict[str, Any]:
+    return {
+        "workload": f"web/{name}", "queue": "serving", "borrowing": False,
+        "podSets": [{"name": "main", "count": count, "flavors": {GPU: "default"}}],
+    }
+
+
+def test_deployment_scale_up_preempts_one_pod_and_grows_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Deployment scaled up on a full cluster takes one lower-priority pod and grows once it is gone.
+
+    Session 0s admits high (1 replica) and low (3). Pods are placed best fit in admission
+    order (same admittedAt, so by name): high-main-0 on gpu-000 (2 free → 1), low-main-0
+    on gpu-000 (the least free room that fits), low-main-1 and low-main-2 on gpu-001.
+    Nothing changes until the replicaChange at 1m sets high to 2: the 10s ticks 10s…50s
+    are skipped, session 60s = 6 × 10s. Quota 4 is full, so high preempts one replica:
+    low's pods are all normal (committed 3 > 1), equal priority and age, so the higher
+    name goes first — low-main-2 on gpu-001 is taken (count 1, reason InQueue); low's
+    committed count drops to 2 and the pod terminates. Grace 10s: the pod is gone at
+    60s + 10s = 70s, which is the next tick, and session 70s admits high with 2
+    replicas (its new total committed count). 4 sessions decide nothing else: 0s, 60s, 70s.
+    """
+    seen, figures = sessions(
+        monkeypatch, serving_fleet("10s", [{"at": "1m", "workload": "web/high", "replicas": 2}])
+    )
+    assert [
+        (0, {"admitted": [admitted("high", 1), admitted("low", 3)], "preempted": [], "podActions": []}),
+        (60, {
+            "admitted": [],
+            "preempted": [{"workload": "web/low", "preemptor": "web/high", "reason": "InQueue",
+                           "count": 1, "pods": ["web/low-main-2"]}],
+            "podActions": [],
+        }),
+        (70, {"admitted": [admitted("high", 2)], "preempted": [], "podActions": []}),
+    ] == seen
+    assert {"total": 1, "evictions": 0, "shrinks": 1, "byReason": {"InQueue": 1}} == figures["preemptions"]
+    assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
+
+
+def test_a_terminating_victim_pod_is_force_deleted_when_the_grace_outlasts_a_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a grace longer than the cycle, the next session force-deletes the terminating victim pod.
+
+    As above until 60s, but grace 30s: at 70s low-main-2 is still terminating (until
+    90s), so high relies on it and issues ForceDelete (SEMANTICS §6: terminating → force
+    delete); the pod is removed at once, and session 80s admits high's second replica.
+    """
+    seen, figures = sessions(
+        monkeypatch, serving_fleet("30s", [{"at": "1m", "workload": "web/high", "replicas": 2}])
+    )
+    assert [0, 60, 70, 80] == [t for t, _ in seen]
+    assert [{"pod": "web/low-main-2", "action": "ForceDelete", "preemptor": "web/high"}] == seen[2][1]["podActions"]
+    assert [admitted("high", 2)] == seen[3][1]["admitted"]
+    assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
+
+
+def test_replica_changes_apply_at_their_time_scale_down_and_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user scale-down lowers the committed count at once; a later scale-up grows into the freed room.
+
+    low goes 3 → 1 at 2m: its committed count drops to 1 at 2m (no decision: the user
+    did it) and its two surplus pods (newest, then higher name: low-main-2, low-main-1)
+    terminate until 2m30s. high goes 1 → 3 at 2m10s: session 130s sees the surplus
+    pods still holding gpu-001 and force-deletes them, session 140s admits high with 3.
+    low at 3 → 1 uses 3 GPUs for 2m then 1 to 5m: (3 × 2 + 1 × 3) / 60 = 0.15 h, plus high
+    1 × 140s + 3 × 160s = 620 GPU-s: 0.15 + 0.172 = 0.322 GPU-hours.
+    """
+    seen, figures = sessions(
+        monkeypatch,
+        serving_fleet("30s", [
+            {"at": "2m10s", "workload": "web/high", "replicas": 3},
+            {"at": "2m", "workload": "web/low", "replicas": 1},
+        ]),
+    )
+    assert [0, 130, 140] == [t for t, _ in seen]
+    assert ["web/low-main-1", "web/low-main-2"] == sorted(a["pod"] for a in seen[1][1]["podActions"])
+    assert [admitted("high", 3)] == seen[2][1]["admitted"]
+    assert 0.322 == figures["queues"]["serving"]["usedHours"]
+    assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
+
+
+def test_deployment_scenarios_are_deterministic(tmp_path: Path) -> None:
+    """The same Deployment scenario (spike, scale-back, a Deployment deleted after its
+    runtime) writes the same report twice, with every invariant kept (exit 0)."""
+    data = serving_fleet("30s", [
+        {"at": "1m", "workload": "web/high", "replicas": 3},
+        {"at": "3m", "workload": "web/high", "replicas": 1},
+    ])
+    data["workloads"].append(deployment("canary", 50, 1, arrival="30s", runtime="2m"))
+    path = write(tmp_path, data)
+    reports = []
+    for name in ("a", "b"):
+        assert 0 == main(["simulate", path, "--report", str(tmp_path / name)])
+        reports.append((tmp_path / name / "report.json").read_bytes())
+    assert reports[0] == reports[1]
+
+
+def test_replica_changes_must_name_a_deployment() -> None:
+    """A replica change for a workload that is missing or not a Deployment is a scenario error."""
+    data = serving_fleet("30s", [
+        {"at": "1m", "workload": "web/nobody", "replicas": 2},
+        {"at": "1m", "workload": "ml/a", "replicas": 2},
+    ])
+    data["objects"].append(queue("team-a", {"default": 1}, parent=None))
+    data["workloads"].append(job("a", "team-a", 1, arrival="0s", runtime="1m"))
+    with pytest.raises(ScenarioError) as caught:
+        scenario_from_data(data, source="s.yaml")
+    assert [
+        "s.yaml: replicaChanges[0].workload: workload web/nobody is not in the scenario",
+        "s.yaml: replicaChanges[1].workload: workload ml/a is not owned by a Deployment (apps/v1)",
+    ] == caught.value.messages
