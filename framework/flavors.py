@@ -109,9 +109,6 @@ class Assignment:
     def needs_preemption(self) -> bool:
         return self.mode in (NOCANDIDATES, PREEMPT, RECLAIM)
 
-    def counts(self) -> dict[str, int]:
-        return {ps.name: ps.count for ps in self.pod_sets}
-
     def node_targets(self) -> list[tuple[PodSet, int, str]]:
         """(podSet, count, flavor) of every podSet placed on a single flavor."""
         out = []
@@ -193,7 +190,7 @@ def evaluate_flavor(
     node_short = False
     placements = session.placements
     if placements is not None and placements.has_nodes(flavor_name):
-        node_short = not _pods_fit_nodes(session, flavor_name, pod_set, count)
+        node_short = not pods_fit(session, [(pod_set, count, flavor_name)])
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
@@ -231,22 +228,14 @@ def evaluate_flavor(
     )
 
 
-def _pods_fit_nodes(session: Session, flavor_name: str, pod_set: PodSet, count: int) -> bool:
-    placements = session.placements
-    assert placements is not None
-    flavor = session.snapshot.flavors[flavor_name]
-    selector, tolerations = pod_terms(flavor, pod_set)
-    return placements.can_place(flavor_name, pod_set.requests, count, selector, tolerations)
-
-
-def default_assign(session: Session, workload: Workload, leaf: QuotaNode, counts: Mapping[str, int] | None = None) -> Assignment:
+def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Assignment:
     """First flavor that fits; if none does, the first of the best mode that can preempt."""
     assignment = Assignment(workload, leaf)
     prior: dict[FR, int] = {}
     worst = FIT
     chosen: list[FlavorOption] = []
     for pod_set in workload.pod_sets:
-        count = pod_set.count if counts is None else counts[pod_set.name]
+        count = pod_set.count
         flavors: dict[str, str] = {}
         for group in leaf.spec.resource_groups:
             if not any(pod_set.requests.get(r, 0) for r in group.covered):

@@ -8,7 +8,7 @@ problems, not just the first.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -302,21 +302,18 @@ class Fields:
         return entries
 
     def duration(self, obj: Mapping[str, Any], key: str, at: str) -> int | None:
-        value = obj.get(key)
-        if value is None:
-            return None
-        try:
-            return parse_duration(value)
-        except QuantityError as exc:
-            self.report(child(at, key), str(exc))
-            return None
+        return self._parsed(obj, key, at, parse_duration)
 
     def timestamp(self, obj: Mapping[str, Any], key: str, at: str) -> int | None:
+        return self._parsed(obj, key, at, parse_timestamp)
+
+    def _parsed(self, obj: Mapping[str, Any], key: str, at: str, parse: Callable[[object], int]) -> int | None:
+        """``parse(obj[key])``; absent is ``None``, malformed is reported and ``None``."""
         value = obj.get(key)
         if value is None:
             return None
         try:
-            return parse_timestamp(value)
+            return parse(value)
         except QuantityError as exc:
             self.report(child(at, key), str(exc))
             return None

@@ -121,9 +121,6 @@ class Session:
     def leaf(self, name: str) -> QuotaNode | None:
         return self.snapshot.tree.leaves.get(name)
 
-    def usage_of(self, workload: Workload) -> dict[Any, int]:
-        return self.snapshot.usage.get(workload.key, {})
-
     # -- open / close ------------------------------------------------------
 
     def open(self) -> None:
