@@ -1,7 +1,9 @@
 """GPU node choice over 4,000 nodes × 8 GPUs with 30,000 pods.
 
-Target (this 2-core machine): ≤ 50 ms per preemptor replica. Prints figures;
-asserts nothing.
+Target (this 2-core machine): ≤ 50 ms per preemptor replica. Each repeat builds a
+fresh snapshot, as a daemon cycle does, so "first in a session" includes everything
+the search builds on first use (the snapshot's per-node Deployment pods, the unit
+of every pod it looks at). Prints figures; asserts nothing.
 
     python -m benchmarks.bench_nodes [--nodes 4000] [--pods 30000] [--gpus 1,4,8]
 """
@@ -99,18 +101,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     inv = build(args.nodes, args.pods, seed=1)
-    snapshot = Snapshot.build(inv, now=10**6)
     print(f"node choice: {len(inv.nodes)} nodes × 8 GPUs, {len(inv.pods)} pods, {len(inv.workloads)} deployments")
     gc.disable()
+    builds: list[float] = []
     for gpus in (int(g) for g in args.gpus.split(",")):
         preemptor = Workload(
             "serve", f"hi-{gpus}", "serve", (PodSet("main", 1, {GPU: gpus}),), priority=100, owner_kind="Deployment"
         )
-        leaf = snapshot.tree.leaves["serve"]
         cold: list[float] = []
         warm: list[float] = []
         victims = 0
         for _ in range(args.repeat):
+            # A fresh snapshot each time, as every daemon cycle has: the first search
+            # pays for whatever the snapshot builds on first use.
+            started = time.perf_counter()
+            snapshot = Snapshot.build(inv, now=10**6)
+            builds.append(time.perf_counter() - started)
+            leaf = snapshot.tree.leaves["serve"]
             registry = Registry([("priority", priority, None), ("gpu-victims", gpu_victims, None)])
             session = Session(snapshot, registry)
             session.open()
@@ -121,8 +128,9 @@ def main() -> None:
                 victims = len(assignment.victims)
         print(
             f"  {gpus}-GPU replica: {victims} victim(s); median nomination {statistics.median(cold) * 1000:7.1f} ms first"
-            f" in a session, {statistics.median(warm) * 1000:7.1f} ms after   (target ≤ 50 ms)"
+            f" in a session (fresh snapshot), {statistics.median(warm) * 1000:7.1f} ms after   (target ≤ 50 ms)"
         )
+    print(f"  (snapshot build, not counted above: median {statistics.median(builds) * 1000:.1f} ms)")
 
 
 if __name__ == "__main__":

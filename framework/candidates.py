@@ -26,6 +26,7 @@ __all__ = [
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_QUEUE",
     "Candidate",
+    "DeferredPods",
     "Scenario",
 ]
 
@@ -101,6 +102,22 @@ class Candidate:
     def __repr__(self) -> str:
         unit = "whole" if self.count is None else f"{self.count} pod(s)"
         return f"Candidate({self.key}, {unit}, {self.reason})"
+
+
+@dataclass(eq=False, slots=True, repr=False)
+class DeferredPods(Candidate):
+    """All the pod units of one running Deployment, not built yet.
+
+    ``candidate_units`` hands one out instead of the pods while a node-by-node victim
+    search collects candidates (SEMANTICS §6): with tens of thousands of pods, the
+    search builds the units of the pods on the nodes it looks at, not of every pod. A
+    plugin returns it as it is; it never reaches ``is_preemptible``, victim order keys
+    or scenario filters, which see the pod units it stands for. Its ``usage`` (one
+    replica's quota) and ``pod_set`` are filled in when it is first expanded.
+    """
+
+    def __repr__(self) -> str:
+        return f"DeferredPods({self.key}, {self.reason})"
 
 
 @dataclass(slots=True)

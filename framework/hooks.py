@@ -98,7 +98,9 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Ass
 
     Called once per victim search; lists are concatenated in plugin order
     (duplicates by key are dropped, the first one kept). A plugin that raises
-    contributes nothing.
+    contributes nothing. Build candidates with ``candidate_units``; for a Deployment
+    preemptor's node-by-node search it may return one ``DeferredPods`` for a
+    Deployment's pods, which the search expands node by node: return it as it is.
     """
 
 

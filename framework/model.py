@@ -173,10 +173,11 @@ class Workload:
     evicted: bool = False
     flavor_scan: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     source: str = ""
+    # "namespace/name", kept: sessions look workloads up by it all the time.
+    key: str = field(init=False, repr=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
 
     @property
     def tiebreak(self) -> tuple[str, str, str]:

@@ -9,7 +9,6 @@ choice stable while victims move through their lifecycle
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import lru_cache
 
 from .model import Pod
 
@@ -19,19 +18,45 @@ __all__ = [
     "NORMAL",
     "SURPLUS",
     "TERMINATING",
+    "Descending",
     "classify",
-    "descending",
 ]
 
 FORCE_DELETING, TERMINATING, SURPLUS, NORMAL = range(4)
 CLASS_NAMES = ("force-deleting", "terminating", "surplus", "normal")
 
 
-@lru_cache(maxsize=1 << 16)
-def descending(text: str) -> tuple[int, ...]:
-    """A key that sorts strings in *descending* lexical order (longer first on a shared prefix).
-    Cached: victim orders build it for the same pod names search after search."""
-    return (*(-ord(ch) for ch in text), 1)
+class Descending:
+    """A string that sorts in *descending* order: victim keys take "higher name first".
+
+    Building one costs next to nothing; a comparison reaches it only when every earlier
+    part of two keys ties, so the cost of comparing in Python is rarely paid."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __lt__(self, other: Descending) -> bool:
+        return self.text > other.text
+
+    def __le__(self, other: Descending) -> bool:
+        return self.text >= other.text
+
+    def __gt__(self, other: Descending) -> bool:
+        return self.text < other.text
+
+    def __ge__(self, other: Descending) -> bool:
+        return self.text <= other.text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Descending) and self.text == other.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"Descending({self.text!r})"
 
 
 def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
@@ -41,6 +66,11 @@ def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
     ReplicaSet removes first on a scale-down: lowest ``pod-deletion-cost``, then
     newest ``creationTimestamp``, then higher name.
     """
+    pods = list(pods)
+    if len(pods) <= committed and not any(pod.deleting for pod in pods):
+        # Nothing leaving, nothing beyond the committed count: every pod is normal.
+        pods.sort(key=_namespace_name)
+        return [(pod, NORMAL) for pod in pods]
     leaving: list[tuple[Pod, int]] = []
     live: list[Pod] = []
     for pod in pods:
@@ -55,6 +85,10 @@ def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
     classes = leaving + [(pod, SURPLUS) for pod in live[:extra]] + [(pod, NORMAL) for pod in live[extra:]]
     classes.sort(key=lambda pc: (pc[1], pc[0].namespace, pc[0].name))
     return classes
+
+
+def _namespace_name(pod: Pod) -> tuple[str, str]:
+    return (pod.namespace, pod.name)
 
 
 def _name(pod: Pod) -> str:

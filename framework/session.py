@@ -59,6 +59,7 @@ class Session:
         "actions",
         "cross_queue_enabled",
         "decisions",
+        "defer_pods",
         "in_queue_enabled",
         "now",
         "placements",
@@ -103,6 +104,9 @@ class Session:
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on.
         self.relied: set[tuple[object, ...]] = set()
+        # Set while a node-by-node search collects candidates: a Deployment's pods then
+        # come as one DeferredPods unit, built node by node as the search visits nodes.
+        self.defer_pods = False
         split = "reclaim" in self.actions
         self.in_queue_enabled = "preempt" in self.actions
         self.cross_queue_enabled = split or ("preempt" in self.actions)

@@ -7,15 +7,18 @@ building is the only cost proportional to the cluster's size.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 
 from .model import FR, Flavor, Pod, PodSet, PodSetAdmission, PriorityClass, Workload
 from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, Problem
+from .pods import classify
 from .quota import Accounting, QuotaNode, QuotaTree
 
-__all__ = ["Snapshot", "admitted_usage", "pod_set_usage", "wants_more"]
+__all__ = ["DeploymentPods", "Snapshot", "admitted_usage", "pod_set_usage", "wants_more"]
 
 
 def pod_set_usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
@@ -58,8 +61,7 @@ class Snapshot:
     """Flavors, the quota tree, workloads (pending and admitted), nodes and pods at ``now``."""
 
     __slots__ = (
-        "_name_ranks",
-        "_object_ranks",
+        "_deployment_pods",
         "accounting",
         "admitted",
         "admitted_by_queue",
@@ -101,8 +103,7 @@ class Snapshot:
         self.placements: Placements | None = None
         self.reserved_pods: list[PendingPlacement] = []
         self.reserved_by_workload: dict[str, list[PendingPlacement]] = {}
-        self._name_ranks: dict[str, int] | None = None
-        self._object_ranks: dict[int, int] | None = None
+        self._deployment_pods: DeploymentPods | None = None
 
     @classmethod
     def build(cls, inventory: Inventory, *, now: int) -> Snapshot:
@@ -210,32 +211,81 @@ class Snapshot:
             self.reserved_pods.append(placed)
             self.reserved_by_workload.setdefault(workload.key, []).append(placed)
 
-    def descending_rank(self, name: str) -> int:
-        """A pod's or workload's ``namespace/name`` as an integer that is smaller for a
-        higher name: victim orders that take "higher name first" compare ints, not
-        strings turned around character by character. Built once, on first use."""
-        return self._ranks().get(name, -1)
-
-    def descending_rank_of(self, obj: Pod | Workload) -> int:
-        """:meth:`descending_rank` of a pod or workload of this snapshot, without
-        building its ``namespace/name`` again."""
-        self._ranks()
-        assert self._object_ranks is not None
-        found = self._object_ranks.get(id(obj))
-        return found if found is not None else self.descending_rank(obj.key)
-
-    def _ranks(self) -> dict[str, int]:
-        ranks = self._name_ranks
-        if ranks is None:
-            names = sorted({*self.pods, *self.workloads}, reverse=True)
-            ranks = self._name_ranks = {n: i for i, n in enumerate(names)}
-            by_object = {id(pod): ranks[key] for key, pod in self.pods.items()}
-            by_object.update((id(w), ranks[key]) for key, w in self.workloads.items())
-            self._object_ranks = by_object
-        return ranks
+    def deployment_pods(self) -> DeploymentPods:
+        """The pods of running Deployments by node, with their lifecycle class. Built
+        once, the first time a node-by-node victim search needs it."""
+        found = self._deployment_pods
+        if found is None:
+            found = self._deployment_pods = DeploymentPods(self)
+        return found
 
     def leaf(self, name: str) -> QuotaNode | None:
         return self.tree.leaves.get(name)
+
+
+class DeploymentPods:
+    """Every bound pod of an admitted, not evicted Deployment, by node, as
+    ``(class, priority, pod, index)`` (SEMANTICS §6: pod classes; a pod's priority is
+    its own, else its workload's; ``index``: its place in its workload's ``classify``
+    order).
+
+    This is what the node-by-node victim search knows of a node before it builds the
+    node's victim units: any preemptor's candidates there are a subset of these pods
+    (plus units of other kinds), so bounds taken over all of them are lower bounds for
+    every preemptor. Per node, the pairs sorted and the rooms freed, largest first, are
+    worked out the first time they are asked for.
+    """
+
+    __slots__ = ("by_node", "low", "pairs", "sums")
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        by_node: dict[str, list[tuple[int, int, Pod, int]]] = {}
+        # The least (class, priority) on each node: a bound for a one-victim set there.
+        low: dict[str, tuple[int, int]] = {}
+        pods_by_workload = snapshot.pods_by_workload
+        for workload in snapshot.admitted:
+            if not workload.is_deployment or workload.evicted or workload.admission is None:
+                continue
+            pods = pods_by_workload.get(workload.key)
+            if not pods:
+                continue
+            default = workload.priority
+            for index, (pod, pod_class) in enumerate(classify(pods, workload.admission.pod_sets[0].count)):
+                node = pod.node_name
+                if not node:
+                    continue
+                priority = pod.priority
+                pair = (pod_class, default if priority is None else priority)
+                entry = (*pair, pod, index)
+                found = by_node.get(node)
+                if found is None:
+                    by_node[node] = [entry]
+                    low[node] = pair
+                else:
+                    found.append(entry)
+                    if pair < low[node]:
+                        low[node] = pair
+        self.by_node = by_node
+        self.low = low
+        self.pairs: dict[str, list[tuple[int, int]]] = {}
+        self.sums: dict[tuple[str, str], list[int]] = {}
+
+    def fewest(self, node: str, resource: str, short: int) -> int:
+        """The fewest of the node's pods whose requests of ``resource`` add up to
+        ``short``; 0 when even all of them do not."""
+        sums = self.sums.get((node, resource))
+        if sums is None:
+            rooms = sorted((pod.requests.get(resource, 0) for _, _, pod, _ in self.by_node.get(node, ())), reverse=True)
+            sums = self.sums[(node, resource)] = list(accumulate(rooms))
+        found = bisect_left(sums, short) + 1
+        return found if found <= len(sums) else 0
+
+    def pair(self, node: str, k: int) -> tuple[int, int]:
+        """The k-th least (class, priority) among the node's pods (k ≥ 1)."""
+        pairs = self.pairs.get(node)
+        if pairs is None:
+            pairs = self.pairs[node] = sorted((c, p) for c, p, _, _ in self.by_node.get(node, ()))
+        return pairs[k - 1]
 
 
 def wants_more(workload: Workload) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from preemptd.framework.candidates import Candidate, Scenario
 from preemptd.framework.hooks import hookimpl
 from preemptd.framework.model import Workload
-from preemptd.framework.pods import NORMAL
+from preemptd.framework.pods import NORMAL, Descending
 from preemptd.framework.session import Session
 
 
@@ -44,8 +44,6 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
                 session.registry.record_failure("gpu-victims", "placement_score", exc)
         return total
 
-    rank = session.snapshot.descending_rank_of
-
     def key(candidate: Candidate) -> Sequence[object]:
         pods = candidate.pods
         return (
@@ -53,7 +51,7 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
             candidate.priority,
             score(candidate) if scorers else 0.0,
             -candidate.created,
-            rank(pods[0] if pods else candidate.workload),
+            Descending(pods[0].key if pods else candidate.workload.key),
         )
 
     if not scorers:

@@ -114,14 +114,22 @@ def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[
 
 
 def replica_victims(
-    session: Session, preemptor: Workload, leaf: QuotaNode, spec: PodSet, flavor: str, replicas: int
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    spec: PodSet,
+    flavor: str,
+    replicas: int,
+    *,
+    defer_pods: bool = True,
 ) -> tuple[list[NodeChoice], frozenset[str], ReplicaSearch | None]:
     """Node and victims for up to ``replicas`` replicas, one at a time (SEMANTICS §6);
-    stops at the first replica for which no node has victims."""
+    stops at the first replica for which no node has victims. ``defer_pods=False``
+    builds every Deployment pod's unit up front (the same choice, only slower)."""
     flavors = {r: flavor for r in spec.requests}
     per_replica = pod_set_usage(spec, 1, flavors)
     request = VictimSearch(preemptor, leaf, dict(per_replica), frozenset(per_replica))
-    candidates = collect_candidates(session, preemptor, request, with_room=True)
+    candidates = collect_candidates(session, preemptor, request, with_room=True, defer_pods=defer_pods)
     if not candidates:
         return [], frozenset(), None
     vetoed: set[str] = set()

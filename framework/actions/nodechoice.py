@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
-from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
+from ..candidates import CLASS_SAME_QUEUE, Candidate, DeferredPods, Scenario
 from ..model import FR, PodSet, Workload
 from ..nodes import node_matches, pod_terms
 from ..quota import Accounting, QuotaNode
+from ..snapshot import DeploymentPods
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -44,17 +45,11 @@ class NodeChoice:
 class ReplicaSearch:
     """Places the missing replicas of one preemptor, one at a time."""
 
-    ONE: tuple[Any, ...] = ("one victim",)
-
     __slots__ = (
         "accept",
-        "by_node",
         "chosen",
-        "first",
-        "keys",
+        "index",
         "leaf",
-        "lows",
-        "maxroom",
         "nodes",
         "order",
         "per_replica",
@@ -62,7 +57,6 @@ class ReplicaSearch:
         "preemptor",
         "requests",
         "session",
-        "sums",
         "usage",
         "used",
     )
@@ -102,102 +96,110 @@ class ReplicaSearch:
         cache: dict[Any, _NodeIndex] | None = None
         signature: Any = None
         if getattr(order, "preemptor_independent", False):
-            # Preemptors that see the same candidates on the same nodes share the index:
-            # building it touches every candidate, using it touches a few nodes.
+            # Preemptors that see the same candidates on the same nodes share the index,
+            # and with it the units it built on the nodes earlier searches looked at.
             cache = session.state.setdefault("_node_index", {})
             signature = (flavor, members, wanted, tuple(map(id, candidates)))
             index = cache.get(signature)
         if index is None:
-            index = _NodeIndex(candidates, members, wanted, order)
+            index = _NodeIndex(session, candidates, members, wanted, order)
             if cache is not None:
                 cache[signature] = index
-        self.by_node = index.by_node
-        self.keys = index.keys
-        self.maxroom = index.maxroom
-        self.lows = index.lows
-        self.sums = index.sums
-        self.first = index.first
+        self.index = index
         self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
 
-    def _lows(self, node: str) -> tuple[list[Any], list[Any]]:
-        """The node's candidates' (class, priority) pairs and victim keys, each sorted."""
-        found = self.lows.get(node)
-        if found is None:
-            victims = self.by_node[node]
-            keys = self.keys
-            pairs = sorted((c.pod_class, c.priority) for c in victims)
-            ranks = sorted(keys[id(c)][2:] for c in victims)
-            found = self.lows[node] = (pairs, ranks)
-        return found
-
-    def _sums(self, node: str, resource: str) -> list[int]:
-        """Running totals of the room the node's candidates free, largest first."""
-        found = self.sums.get((node, resource))
-        if found is None:
-            rooms = sorted(
-                (
-                    sum(r.get(resource, 0) for where, r in c.room if where == node)
-                    for c in self.by_node[node]
-                ),
-                reverse=True,
-            )
-            found = self.sums[(node, resource)] = list(accumulate(rooms))
-        return found
-
-    def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
-        """A node needs at least k victims, k from its shortage and its largest
-        candidate; the worst of any k victims is no better than the k-th best
-        (class, priority) and key there. ``None``: the node can never fit."""
+    def _shortage(self, node: str) -> dict[str, int]:
+        """What the replica lacks on the node beyond its free room (and the room earlier
+        replicas of this preemptor took there)."""
         placements = self.session.placements
         assert placements is not None
         free = placements.free[node]
         used = self.used.get(node)
-        most = self.maxroom[node]
-        k = 0 if quota_ok else 1
+        short: dict[str, int] = {}
         for resource, amount in self.requests.items():
-            short = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
-            if short > 0:
-                if most.get(resource, 0) <= 0:
-                    return None
-                # The fewest candidates whose rooms, largest first, add up to the shortage.
-                sums = self._sums(node, resource)
-                fewest = bisect_left(sums, short) + 1
-                if fewest > len(sums):
-                    return None
-                k = max(k, fewest)
-        if k <= 0 or k > len(self.by_node[node]):
+            lacking = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
+            if lacking > 0:
+                short[resource] = lacking
+        return short
+
+    def _static_bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
+        """A bound from the node's Deployment pods before any unit is built: every
+        preemptor's candidates there are some of them, so the fewest of them that
+        free the shortage, and the k-th least (class, priority) among them, bound the
+        node's rank from below. ``None``: not even all of them make the replica fit."""
+        pods = self.index.pods
+        assert pods is not None
+        k = 0 if quota_ok else 1
+        for resource, short in self._shortage(node).items():
+            fewest = pods.fewest(node, resource, short)
+            if not fewest:
+                return None
+            k = max(k, fewest)
+        if k <= 0 or k > len(pods.by_node[node]):
             return None
-        if k == 1:
-            return self.ONE  # the one-victim bound it came with is already exact
-        pairs, ranks = self._lows(node)
+        return (pods.pair(node, k), k, (), node)
+
+    def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
+        """The same bound over the node's own candidates (built here): k from its
+        shortage and its candidates' largest rooms; the worst of any k victims is no
+        better than the k-th best (class, priority) and key there. ``None``: the node
+        can never fit."""
+        index = self.index
+        victims = index.candidates_on(node)
+        most = index.maxroom[node]
+        k = 0 if quota_ok else 1
+        for resource, short in self._shortage(node).items():
+            if most.get(resource, 0) <= 0:
+                return None
+            # The fewest candidates whose rooms, largest first, add up to the shortage.
+            sums = index.room_sums(node, resource)
+            fewest = bisect_left(sums, short) + 1
+            if fewest > len(sums):
+                return None
+            k = max(k, fewest)
+        if k <= 0 or k > len(victims):
+            return None
+        pairs, ranks = index.lows_of(node)
         return (pairs[k - 1], k, ranks[k - 1], node)
 
     def next_replica(self) -> NodeChoice | None:
         """The least intrusive node and victims for one more replica, or ``None``.
 
-        Nodes come off a heap by a lower bound of their rank: first the cheap
-        one-victim bound, refined on first pop to the bound for the number of victims
-        the node needs at least. The walk stops once the bound passes the best rank
-        found, so a single-GPU replica looks at a handful of nodes, not all of them.
+        Nodes come off a heap by a lower bound of their rank, sharpened in steps as a
+        node comes up: first the least (class, priority) there; then the bound for the
+        number of victims the node needs at least, from its Deployment pods alone; then
+        the same from the node's own candidates, which are built only now. The walk
+        stops once the bound passes the best rank found, so a replica builds the units
+        of a handful of nodes, not of every pod.
         """
         placements = self.session.placements
         assert placements is not None
+        index = self.index
         best: tuple[Any, ...] | None = None
         choice: NodeChoice | None = None
         taken = {id(c) for c in self.chosen}
         quota_ok = self._quota_fits([])
-        keys = self.keys
-        heap = list(self.first)
+        keys = index.keys
+        built = index.by_node
+        eager = index.eager
+        heap = list(index.first)
         while heap:
-            bound, node, refined = heapq.heappop(heap)
+            bound, node, stage = heapq.heappop(heap)
             if best is not None and bound >= best:
                 break
-            if not refined:
+            if stage == 0 and node not in built and node not in eager:
+                sharper = self._static_bound(node, quota_ok)
+                if sharper is None:
+                    continue
+                if sharper > bound:
+                    heapq.heappush(heap, (sharper, node, 1))
+                    continue
+            if stage < 2:
                 sharper = self._bound(node, quota_ok)
                 if sharper is None:
                     continue
-                if sharper is not self.ONE and sharper > bound:
-                    heapq.heappush(heap, (sharper, node, True))
+                if sharper > bound:
+                    heapq.heappush(heap, (sharper, node, 2))
                     continue
             free: Mapping[str, int] = placements.free[node]
             used = self.used.get(node)
@@ -228,7 +230,7 @@ class ReplicaSearch:
         victims: list[Candidate] = []
         freed: dict[str, int] = {}
         relied = self.session.relied
-        for candidate in self.by_node.get(node, ()):
+        for candidate in self.index.candidates_on(node):
             if id(candidate) in taken or candidate.unit in relied or not self.preemptible(candidate):
                 continue  # relied on: an earlier preemptor of this session has its room
             if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate, victims):
@@ -299,74 +301,165 @@ class ReplicaSearch:
 
 
 class _NodeIndex:
-    """A search's candidates by node, sorted by victim key, with what bounds them."""
+    """A search's candidates by node, sorted by victim key, with what bounds them.
 
-    __slots__ = ("by_node", "first", "keys", "lows", "maxroom", "sums")
+    Units that plugins handed over built (whole Jobs, elastic pods, ...) are placed on
+    their nodes at once. A Deployment offered as :class:`DeferredPods` is built only
+    when the search first looks at a node holding one of its pods; until then the
+    snapshot's :class:`DeploymentPods` bounds the node.
+    """
+
+    __slots__ = (
+        "by_node",
+        "deferred",
+        "eager",
+        "first",
+        "keys",
+        "lows",
+        "maxroom",
+        "order",
+        "pods",
+        "positions",
+        "session",
+        "sums",
+        "wanted",
+    )
 
     def __init__(
         self,
+        session: Session,
         candidates: Sequence[Candidate],
         members: frozenset[str],
         wanted: tuple[str, ...],
         order: Callable[[Candidate], tuple[Any, ...]],
     ) -> None:
-        # Per node: its candidates, and the largest room one of them frees per
-        # requested resource (it bounds how few victims the node can need, _bound).
-        by_node: dict[str, list[Candidate]] = {}
-        maxroom: dict[str, dict[str, int]] = {}
+        self.session = session
+        self.wanted = wanted
+        self.order = order
+        eager: dict[str, list[Candidate]] = {}
         keys: dict[int, tuple[Any, ...]] = {}
-        for candidate in candidates:
+        # Where each unit came in the plugins' lists: it breaks ties between equal keys.
+        positions: dict[int, tuple[int, int]] = {}
+        deferred: dict[str, tuple[int, DeferredPods]] = {}
+        for position, candidate in enumerate(candidates):
+            if isinstance(candidate, DeferredPods):
+                if candidate.key not in deferred:
+                    deferred[candidate.key] = (position, candidate)
+                continue
             placed = False
-            for node, requests in candidate.room:
+            for node, _ in candidate.room:
                 if node not in members:
                     continue
-                victims = by_node.get(node)
+                victims = eager.get(node)
                 if victims is None:
-                    victims = by_node[node] = []
-                    maxroom[node] = dict.fromkeys(wanted, 0)
+                    victims = eager[node] = []
                 if not victims or victims[-1] is not candidate:
                     victims.append(candidate)
-                most = maxroom[node]
-                for resource in wanted:
-                    amount = requests.get(resource, 0)
-                    if amount > most[resource]:
-                        most[resource] = amount
                 placed = True
             if placed:
                 keys[id(candidate)] = order(candidate)
-        # Sorting each node's few candidates costs far less than one sort of all of
-        # them; a stable sort keeps the plugins' order among equal keys.
-        for victims in by_node.values():
-            if len(victims) > 1:
-                victims.sort(key=lambda c: keys[id(c)])
-        self.by_node = by_node
+                positions[id(candidate)] = (position, 0)
+        self.eager = eager
+        self.deferred = deferred
         self.keys = keys
-        self.maxroom = maxroom
+        self.positions = positions
+        self.pods: DeploymentPods | None = session.snapshot.deployment_pods() if deferred else None
+        self.by_node: dict[str, list[Candidate]] = {}  # built nodes, sorted by victim key
+        self.maxroom: dict[str, dict[str, int]] = {}
         self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
         self.sums: dict[tuple[str, str], list[int]] = {}
-        self.first = self._first_bounds()
+        self.first = self._first_bounds(members)
 
-    def _first_bounds(self) -> list[tuple[tuple[Any, ...], str, bool]]:
-        """For every node, the bound of a one-victim set: the best (class, priority)
-        and key among its candidates. Cheap, and exact for single-victim replicas."""
+    def _first_bounds(self, members: frozenset[str]) -> list[tuple[tuple[Any, ...], str, int]]:
+        """For every node, a bound of a one-victim set: the least (class, priority)
+        there, with the least key among the built units (an empty key, below every
+        key, where Deployment pods may be among the candidates)."""
         keys = self.keys
-        out = []
-        for node, victims in self.by_node.items():
-            first, last = keys[id(victims[0])], keys[id(victims[-1])]
-            if first[:2] == last[:2]:
-                # One (evicted, group) part: the first candidate has the least key.
-                head = victims[0]
-                bound = ((head.pod_class, head.priority), 1, first[2:], node)
-            else:
-                bound = (
-                    min((c.pod_class, c.priority) for c in victims),
-                    1,
-                    min(keys[id(c)][2:] for c in victims),
-                    node,
-                )
-            out.append((bound, node, False))
+        out: list[tuple[tuple[Any, ...], str, int]] = []
+        low = self.pods.low if self.pods is not None else {}
+        eager = self.eager
+        for node, pair in low.items():
+            if node in members and node not in eager:
+                out.append(((pair, 1, (), node), node, 0))
+        for node, victims in eager.items():
+            bound: tuple[Any, ...] = (
+                min((c.pod_class, c.priority) for c in victims),
+                1,
+                min(keys[id(c)][2:] for c in victims),
+                node,
+            )
+            least = low.get(node)
+            if least is not None and (least, 1, (), node) < bound:
+                bound = (least, 1, (), node)
+            out.append((bound, node, 0))
         heapq.heapify(out)
         return out
+
+    def candidates_on(self, node: str) -> list[Candidate]:
+        """The node's candidates in victim order, built the first time they are asked for."""
+        found = self.by_node.get(node)
+        if found is not None:
+            return found
+        victims = list(self.eager.get(node, ()))
+        pods = self.pods
+        if pods is not None:
+            from .preempt import pod_unit
+
+            deferred = self.deferred
+            keys = self.keys
+            positions = self.positions
+            order = self.order
+            session = self.session
+            for pod_class, _, pod, index in pods.by_node.get(node, ()):
+                offered = deferred.get(pod.workload) if pod.workload is not None else None
+                if offered is None:
+                    continue
+                unit = pod_unit(session, offered[1], pod, pod_class, index)
+                if unit is None:
+                    continue  # an earlier preemptor of this session took it
+                keys[id(unit)] = order(unit)
+                positions[id(unit)] = (offered[0], index)
+                victims.append(unit)
+        keys = self.keys
+        positions = self.positions
+        if len(victims) > 1:
+            victims.sort(key=lambda c: (keys[id(c)], positions[id(c)]))
+        most = dict.fromkeys(self.wanted, 0)
+        for candidate in victims:
+            for where, requests in candidate.room:
+                if where == node:
+                    for resource in self.wanted:
+                        amount = requests.get(resource, 0)
+                        if amount > most[resource]:
+                            most[resource] = amount
+        self.maxroom[node] = most
+        self.by_node[node] = victims
+        return victims
+
+    def lows_of(self, node: str) -> tuple[list[Any], list[Any]]:
+        """The node's candidates' (class, priority) pairs and victim keys, each sorted."""
+        found = self.lows.get(node)
+        if found is None:
+            victims = self.candidates_on(node)
+            keys = self.keys
+            pairs = sorted((c.pod_class, c.priority) for c in victims)
+            ranks = sorted(keys[id(c)][2:] for c in victims)
+            found = self.lows[node] = (pairs, ranks)
+        return found
+
+    def room_sums(self, node: str, resource: str) -> list[int]:
+        """Running totals of the room the node's candidates free, largest first."""
+        found = self.sums.get((node, resource))
+        if found is None:
+            rooms = sorted(
+                (
+                    sum(r.get(resource, 0) for where, r in c.room if where == node)
+                    for c in self.candidates_on(node)
+                ),
+                reverse=True,
+            )
+            found = self.sums[(node, resource)] = list(accumulate(rooms))
+        return found
 
 
 def _add_room(freed: dict[str, int], candidate: Candidate, node: str) -> None:

@@ -10,7 +10,7 @@ every step is exact and undoable, and fills back to a minimal set.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -18,10 +18,11 @@ from ..candidates import (
     CLASS_HIERARCHICAL,
     CLASS_SAME_QUEUE,
     Candidate,
+    DeferredPods,
     Scenario,
 )
 from ..flavors import pods_fit
-from ..model import FR, PodSet, Workload
+from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, classify
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
@@ -30,7 +31,7 @@ from .nodechoice import lender_may_give
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["SearchResult", "VictimSearch", "candidate_units", "find_victims"]
+__all__ = ["SearchResult", "VictimSearch", "candidate_units", "find_victims", "pod_unit"]
 
 
 @dataclass(slots=True)
@@ -72,16 +73,53 @@ def candidate_units(
 
     Cached for the session per workload and class: a search over 10k candidates
     builds them once per session, not once per search. The allocate action drops a
-    workload's entry when the session takes something from it."""
+    workload's entry when the session takes something from it.
+
+    While a node-by-node search collects candidates (``session.defer_pods``), a
+    running Deployment's pods come as one :class:`DeferredPods` instead, which the
+    search expands only on the nodes it looks at."""
+    deferred = session.defer_pods and _gives_pods(session, workload)
+    return _cached_units(session, workload, leaf, reason, group, only_within_nominal, deferred)
+
+
+def _cached_units(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    deferred: bool,
+) -> list[Candidate]:
     key = workload.key
     cache = session.unit_cache.get(key)
     if cache is None:
         cache = session.unit_cache[key] = {}
-    cache_key = (leaf.index, reason, group, only_within_nominal)
+    cache_key = (leaf.index, reason, group, only_within_nominal, deferred)
     found = cache.get(cache_key)
     if found is None:
-        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
+        if deferred:
+            # Its usage (one replica's) and pod set are filled in when it is first expanded.
+            found = [
+                DeferredPods(
+                    workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
+                    workload.priority, (key, "pods"),
+                )
+            ]
+        else:
+            found = _units(session, workload, leaf, reason, group, only_within_nominal)
+        cache[cache_key] = found
     return found
+
+
+def _gives_pods(session: Session, workload: Workload) -> bool:
+    """A running Deployment whose units are its Pod objects (see ``_pod_units``)."""
+    if not workload.is_deployment or workload.evicted or workload.admission is None:
+        return False
+    taken = session.taken.get(workload.key)
+    if taken is not None and taken.whole:
+        return False
+    return bool(session.snapshot.pods_by_workload.get(workload.key))
 
 
 def _units(
@@ -90,11 +128,11 @@ def _units(
     key = workload.key
     taken = session.taken.get(key)
     evicted = workload.evicted or (taken is not None and taken.whole)
+    if workload.is_deployment and not evicted and workload.admission is not None:
+        return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
     usage = session.snapshot.usage.get(key, {})
     room = _room(session, workload) if session.placements is not None else ()
     priority = workload.priority
-    if workload.is_deployment and not evicted and workload.admission is not None:
-        return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
     elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
     if elastic is None:
         unit = Candidate(
@@ -154,41 +192,91 @@ def _pod_units(
     """A Deployment gives pods (SEMANTICS §6): each bound pod is a unit of its lifecycle
     class; only a normal pod carries a replica's quota (taking it lowers the committed
     count). Without Pod objects (no nodes) the committed replicas but one are units."""
-    assert workload.admission is not None
     key = workload.key
-    psa = workload.admission.pod_sets[0]
-    spec = next((ps for ps in workload.pod_sets if ps.name == psa.name), workload.pod_sets[0])
+    spec, psa = _replica_spec(workload)
     per_replica = pod_set_usage(spec, 1, psa.flavors)
     taken = session.taken.get(key)
     gone = set(taken.pod_names) if taken is not None else set()
     units: list[Candidate] = []
     pods = session.snapshot.pods_by_workload.get(key, ())
     if pods:
-        for pod, pod_class in classify(pods, psa.count):
-            if pod.key in gone:
+        admitted = workload.admitted_at if workload.admitted_at is not None else session.now
+        for i, (pod, pod_class) in enumerate(classify(pods, psa.count)):
+            if gone and pod.key in gone:
                 continue  # its room went to an earlier preemptor of this session
-            normal = pod_class == NORMAL
-            unit = Candidate(
-                workload, leaf, per_replica if normal else {}, reason, group, 1, spec.name, (pod,),
-                ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
-                not normal, True, pod.priority if pod.priority is not None else workload.priority,
-                (key, "pod", pod.name),
-            )
-            unit.pod_class = pod_class
-            units.append(unit)
-    else:
-        already = taken.pods if taken is not None else 0
-        for i in range(already, psa.count - 1):
             units.append(
-                Candidate(
-                    workload, leaf, per_replica, reason, group, 1, spec.name, (), (), only_within_nominal,
-                    False, True, workload.priority, (key, "replica", i),
+                _pod_unit(
+                    workload, leaf, reason, group, only_within_nominal, spec.name, per_replica, pod, pod_class, i,
+                    admitted,
                 )
             )
+        return units
+    already = taken.pods if taken is not None else 0
+    for i in range(already, psa.count - 1):
+        units.append(
+            Candidate(
+                workload, leaf, per_replica, reason, group, 1, spec.name, (), (), only_within_nominal,
+                False, True, workload.priority, (key, "replica", i),
+            )
+        )
     now = session.now
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return units
+
+
+def _pod_unit(
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    pod_set: str,
+    per_replica: Mapping[FR, int],
+    pod: Pod,
+    pod_class: int,
+    index: int,
+    admitted: int,
+) -> Candidate:
+    """One pod of a Deployment as a unit of its class: only a normal pod carries a
+    replica's quota. ``index``: its place in ``classify`` order, the last tie-break."""
+    normal = pod_class == NORMAL
+    priority = pod.priority if pod.priority is not None else workload.priority
+    unit = Candidate(
+        workload, leaf, per_replica if normal else {}, reason, group, 1, pod_set, (pod,),
+        ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
+        not normal, True, priority, (workload.key, "pod", pod.name),
+    )
+    unit.pod_class = pod_class
+    # _base_key of a single pod, written out.
+    unit.sort_key = (1 if normal else 0, group, priority, 0, -admitted, workload.tiebreak, index)
+    return unit
+
+
+def pod_unit(session: Session, deferred: DeferredPods, pod: Pod, pod_class: int, index: int) -> Candidate | None:
+    """The unit of one pod a :class:`DeferredPods` stands for, as ``_pod_units`` builds
+    it (``pod_class`` and ``index`` from ``classify``); ``None`` if this session already
+    took the pod."""
+    workload = deferred.workload
+    taken = session.taken.get(workload.key)
+    if taken is not None and pod.key in taken.pod_names:
+        return None
+    if deferred.pod_set is None:
+        spec, psa = _replica_spec(workload)
+        deferred.pod_set = spec.name
+        deferred.usage = pod_set_usage(spec, 1, psa.flavors)
+    admitted = workload.admitted_at if workload.admitted_at is not None else session.now
+    return _pod_unit(
+        workload, deferred.leaf, deferred.reason, deferred.group, deferred.only_within_nominal, deferred.pod_set,
+        deferred.usage, pod, pod_class, index, admitted,
+    )
+
+
+def _replica_spec(workload: Workload) -> tuple[PodSet, PodSetAdmission]:
+    """A Deployment's replica: its (first) admitted pod set and that pod set's spec."""
+    assert workload.admission is not None
+    psa = workload.admission.pod_sets[0]
+    return next((ps for ps in workload.pod_sets if ps.name == psa.name), workload.pod_sets[0]), psa
 
 
 def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
@@ -259,18 +347,23 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
 
 
 def collect_candidates(
-    session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool
+    session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool, defer_pods: bool = False
 ) -> list[Candidate]:
     """Every plugin's candidates that use a needed flavor-resource (or, when node room
-    is what is missing, that occupy room on a node)."""
+    is what is missing, that occupy room on a node). ``defer_pods``: running
+    Deployments' pods may come as :class:`DeferredPods` (node-by-node search only)."""
     raw: list[Candidate] = []
-    for _, found in session.registry.call_all(
-        "preemption_candidates", session=session, preemptor=preemptor, assignment=request
-    ):
-        raw.extend(found)
+    session.defer_pods = defer_pods
+    try:
+        for _, found in session.registry.call_all(
+            "preemption_candidates", session=session, preemptor=preemptor, assignment=request
+        ):
+            raw.extend(found)
+    finally:
+        session.defer_pods = False
     needed = request.needed
     if with_room:
-        return [c for c in raw if c.room or not needed.isdisjoint(c.usage)]
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
 
 

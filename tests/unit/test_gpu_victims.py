@@ -21,8 +21,8 @@ from preemptd.framework.pods import (
     NORMAL,
     SURPLUS,
     TERMINATING,
+    Descending,
     classify,
-    descending,
 )
 from preemptd.framework.quantity import parse_timestamp
 from preemptd.framework.registry import Registry
@@ -159,25 +159,25 @@ def test_surplus_count_is_live_pods_beyond_committed(
     assert len(surplus) == max(0, len(live) - committed)
 
     def removal(p: Pod) -> tuple[Any, ...]:
-        return (p.deletion_cost, -p.created, descending(p.name))
+        return (p.deletion_cost, -p.created, Descending(p.name))
 
     assert all(removal(s) < removal(n) for s in surplus for n in normal)
 
 
-# --- pods.descending ----------------------------------------------------------------------
+# --- pods.Descending ----------------------------------------------------------------------
 
 
 def test_descending_sorts_names_in_reverse_lexical_order() -> None:
     """Higher names first; on a shared prefix the longer name is the higher one."""
     names = ["ml/a", "ml/ab", "ml/b", "ml", "", "ns/a", "ml/a-10", "ml/a-9"]
-    assert sorted(names, key=descending) == sorted(names, reverse=True)
+    assert sorted(names, key=Descending) == sorted(names, reverse=True)
 
 
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.text(max_size=6)))
 def test_descending_matches_reverse_sort_for_any_strings(names: list[str]) -> None:
-    """For any strings, sorting by ``descending`` is sorting in reverse."""
-    assert sorted(names, key=descending) == sorted(names, reverse=True)
+    """For any strings, sorting by ``Descending`` is sorting in reverse."""
+    assert sorted(names, key=Descending) == sorted(names, reverse=True)
 
 
 # --- the plugin ---------------------------------------------------------------------------
