@@ -102,8 +102,9 @@ class Session:
         self.timings: dict[str, float] = {}
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
-        # Units (``Candidate.unit``) some preemptor of this session relies on.
-        self.relied: set[tuple[object, ...]] = set()
+        # Units (``Candidate.unit``) some preemptor of this session relies on, and the
+        # victims themselves.
+        self.relied: dict[tuple[object, ...], Candidate] = {}
         # Set while a node-by-node search collects candidates: a Deployment's pods then
         # come as one DeferredPods unit, built node by node as the search visits nodes.
         self.defer_pods = False

@@ -382,7 +382,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
         if victim.unit in chosen:
             continue
         chosen[victim.unit] = victim
-        session.relied.add(victim.unit)
+        session.relied[victim.unit] = victim
         books.evict(victim)
         if victim.pod_class != NORMAL:
             # A Deployment's pod already on its way out: its room goes to this

@@ -172,6 +172,20 @@ class ReplicaSearch:
         stops once the bound passes the best rank found, so a replica builds the units
         of a handful of nodes, not of every pod.
         """
+        statement = self.session.statement
+        mark = statement.checkpoint()
+        try:
+            # The victims earlier preemptors of this session rely on are not candidates
+            # here, and their quota is spoken for: the earlier preemptors' usage is
+            # already added. Counting it as still used would make this preemptor free
+            # the same quota a second time.
+            for victim in self.session.relied.values():
+                statement.evict(victim, nodes=False)
+            return self._next_replica()
+        finally:
+            statement.rollback(mark)
+
+    def _next_replica(self) -> NodeChoice | None:
         placements = self.session.placements
         assert placements is not None
         index = self.index
