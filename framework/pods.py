@@ -59,17 +59,20 @@ class Descending:
         return f"Descending({self.text!r})"
 
 
-def classify(pods: Iterable[Pod], committed: int) -> list[tuple[Pod, int]]:
-    """Each pod (bound and not finished) with its class, in a deterministic order.
+def classify(pods: Iterable[Pod], committed: int, *, ordered: bool = False) -> list[tuple[Pod, int]]:
+    """Each pod (bound and not finished) with its class, ordered by class, then
+    namespace/name.
 
     Surplus pods are the non-terminating ones beyond the committed count that the
     ReplicaSet removes first on a scale-down: lowest ``pod-deletion-cost``, then
-    newest ``creationTimestamp``, then higher name.
+    newest ``creationTimestamp``, then higher name. ``ordered``: the pods come in
+    namespace/name order already (a snapshot's ``pods_by_workload`` lists do).
     """
     pods = list(pods)
     if len(pods) <= committed and not any(pod.deleting for pod in pods):
         # Nothing leaving, nothing beyond the committed count: every pod is normal.
-        pods.sort(key=_namespace_name)
+        if not ordered:
+            pods.sort(key=_namespace_name)
         return [(pod, NORMAL) for pod in pods]
     leaving: list[tuple[Pod, int]] = []
     live: list[Pod] = []

@@ -62,6 +62,7 @@ class Snapshot:
 
     __slots__ = (
         "_deployment_pods",
+        "_pod_classes",
         "accounting",
         "admitted",
         "admitted_by_queue",
@@ -104,6 +105,7 @@ class Snapshot:
         self.reserved_pods: list[PendingPlacement] = []
         self.reserved_by_workload: dict[str, list[PendingPlacement]] = {}
         self._deployment_pods: DeploymentPods | None = None
+        self._pod_classes: dict[str, list[tuple[Pod, int]]] = {}
 
     @classmethod
     def build(cls, inventory: Inventory, *, now: int) -> Snapshot:
@@ -147,6 +149,7 @@ class Snapshot:
         return snap
 
     def _build_nodes(self, inventory: Inventory) -> None:
+        # In namespace/name order, and so is each pods_by_workload list (one namespace).
         self.pods = dict(sorted(inventory.pods.items()))
         for pod in self.pods.values():
             if pod.workload is not None and pod.holds_resources:
@@ -211,6 +214,16 @@ class Snapshot:
             self.reserved_pods.append(placed)
             self.reserved_by_workload.setdefault(workload.key, []).append(placed)
 
+    def pod_classes(self, workload: Workload) -> list[tuple[Pod, int]]:
+        """The workload's pods with their lifecycle class against its committed count
+        (SEMANTICS §6, :func:`~.pods.classify`), worked out once per snapshot."""
+        found = self._pod_classes.get(workload.key)
+        if found is None:
+            committed = workload.admission.pod_sets[0].count if workload.admission is not None else 0
+            pods = self.pods_by_workload.get(workload.key, ())
+            found = self._pod_classes[workload.key] = classify(pods, committed, ordered=True)
+        return found
+
     def deployment_pods(self) -> DeploymentPods:
         """The pods of running Deployments by node, with their lifecycle class. Built
         once, the first time a node-by-node victim search needs it."""
@@ -246,11 +259,10 @@ class DeploymentPods:
         for workload in snapshot.admitted:
             if not workload.is_deployment or workload.evicted or workload.admission is None:
                 continue
-            pods = pods_by_workload.get(workload.key)
-            if not pods:
+            if workload.key not in pods_by_workload:
                 continue
             default = workload.priority
-            for index, (pod, pod_class) in enumerate(classify(pods, workload.admission.pod_sets[0].count)):
+            for index, (pod, pod_class) in enumerate(snapshot.pod_classes(workload)):
                 node = pod.node_name
                 if not node:
                     continue

@@ -27,7 +27,7 @@ from ..flavors import (
     pods_fit,
 )
 from ..model import PodSet, Workload
-from ..pods import NORMAL, classify
+from ..pods import NORMAL
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
 from .nodechoice import NodeChoice, ReplicaSearch, scenario_accepts
@@ -42,9 +42,7 @@ __all__ = ["blocked_reason", "nominate_deployment"]
 def blocked_reason(session: Session, workload: Workload) -> str:
     """Why a Deployment may not grow in this session ("" if it may)."""
     if workload.admission is not None:
-        committed = workload.admission.pod_sets[0].count
-        pods = session.snapshot.pods_by_workload.get(workload.key, ())
-        leaving = sorted(pod.key for pod, cls in classify(pods, committed) if cls != NORMAL)
+        leaving = sorted(pod.key for pod, cls in session.snapshot.pod_classes(workload) if cls != NORMAL)
         if leaving:
             return "it still has pods on their way out: " + ", ".join(leaving)
     if workload.key in session.taken:

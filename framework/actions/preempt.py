@@ -23,7 +23,7 @@ from ..candidates import (
 )
 from ..flavors import pods_fit
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
-from ..pods import NORMAL, classify
+from ..pods import NORMAL
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
 from .nodechoice import lender_may_give
@@ -201,7 +201,7 @@ def _pod_units(
     pods = session.snapshot.pods_by_workload.get(key, ())
     if pods:
         admitted = workload.admitted_at if workload.admitted_at is not None else session.now
-        for i, (pod, pod_class) in enumerate(classify(pods, psa.count)):
+        for i, (pod, pod_class) in enumerate(session.snapshot.pod_classes(workload)):
             if gone and pod.key in gone:
                 continue  # its room went to an earlier preemptor of this session
             units.append(
