@@ -294,6 +294,8 @@ class DeploymentPods:
 
     def pair(self, node: str, k: int) -> tuple[int, int]:
         """The k-th least (class, priority) among the node's pods (k ≥ 1)."""
+        if k == 1:
+            return self.low[node]
         pairs = self.pairs.get(node)
         if pairs is None:
             pairs = self.pairs[node] = sorted((c, p) for c, p, _, _ in self.by_node.get(node, ()))

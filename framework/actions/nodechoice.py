@@ -22,7 +22,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from ..candidates import CLASS_SAME_QUEUE, Candidate, DeferredPods, Scenario
-from ..model import FR, PodSet, Workload
+from ..model import FR, Pod, PodSet, Workload
 from ..nodes import node_matches, pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import DeploymentPods
@@ -137,7 +137,11 @@ class ReplicaSearch:
             k = max(k, fewest)
         if k <= 0 or k > len(pods.by_node[node]):
             return None
-        return (pods.pair(node, k), k, (), node)
+        pair = pods.pair(node, k)
+        if k == 1:
+            least = self.index.least_single(node, pair)
+            return (pair, 1, least if least is not None else (), node)
+        return (pair, k, (), node)
 
     def _bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
         """The same bound over the node's own candidates (built here): k from its
@@ -336,6 +340,7 @@ class _NodeIndex:
         "positions",
         "session",
         "sums",
+        "units",
         "wanted",
     )
 
@@ -378,6 +383,7 @@ class _NodeIndex:
         self.keys = keys
         self.positions = positions
         self.pods: DeploymentPods | None = session.snapshot.deployment_pods() if deferred else None
+        self.units: dict[int, Candidate | None] = {}  # id(pod) -> its unit (None: taken)
         self.by_node: dict[str, list[Candidate]] = {}  # built nodes, sorted by victim key
         self.maxroom: dict[str, dict[str, int]] = {}
         self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
@@ -417,23 +423,13 @@ class _NodeIndex:
         victims = list(self.eager.get(node, ()))
         pods = self.pods
         if pods is not None:
-            from .preempt import pod_unit
-
             deferred = self.deferred
-            keys = self.keys
-            positions = self.positions
-            order = self.order
-            session = self.session
             for pod_class, _, pod, index in pods.by_node.get(node, ()):
                 offered = deferred.get(pod.workload) if pod.workload is not None else None
-                if offered is None:
-                    continue
-                unit = pod_unit(session, offered[1], pod, pod_class, index)
-                if unit is None:
-                    continue  # an earlier preemptor of this session took it
-                keys[id(unit)] = order(unit)
-                positions[id(unit)] = (offered[0], index)
-                victims.append(unit)
+                if offered is not None:
+                    unit = self._unit(offered, pod, pod_class, index)
+                    if unit is not None:  # None: an earlier preemptor of this session took it
+                        victims.append(unit)
         keys = self.keys
         positions = self.positions
         if len(victims) > 1:
@@ -449,6 +445,42 @@ class _NodeIndex:
         self.maxroom[node] = most
         self.by_node[node] = victims
         return victims
+
+    def _unit(self, offered: tuple[int, DeferredPods], pod: Pod, pod_class: int, index: int) -> Candidate | None:
+        """The unit of one pod of an offered Deployment, with its victim key (built once)."""
+        units = self.units
+        if id(pod) in units:
+            return units[id(pod)]
+        from .preempt import pod_unit
+
+        unit = units[id(pod)] = pod_unit(self.session, offered[1], pod, pod_class, index)
+        if unit is not None:
+            self.keys[id(unit)] = self.order(unit)
+            self.positions[id(unit)] = (offered[0], index)
+        return unit
+
+    def least_single(self, node: str, pair: tuple[int, int]) -> tuple[Any, ...] | None:
+        """The least victim key (past its first two parts) among the units of offered
+        Deployment pods on ``node`` whose (class, priority) is ``pair``: with ``pair``
+        the least there, ``(pair, 1, that key, node)`` bounds every one-victim set on
+        the node, and only those pods' units are built for it."""
+        pods = self.pods
+        assert pods is not None
+        deferred = self.deferred
+        keys = self.keys
+        least: tuple[Any, ...] | None = None
+        for pod_class, priority, pod, index in pods.by_node.get(node, ()):
+            if pod_class != pair[0] or priority != pair[1]:
+                continue
+            offered = deferred.get(pod.workload) if pod.workload is not None else None
+            if offered is None:
+                continue
+            unit = self._unit(offered, pod, pod_class, index)
+            if unit is not None:
+                tail = keys[id(unit)][2:]
+                if least is None or tail < least:
+                    least = tail
+        return least
 
     def lows_of(self, node: str) -> tuple[list[Any], list[Any]]:
         """The node's candidates' (class, priority) pairs and victim keys, each sorted."""
