@@ -8,14 +8,15 @@ building is the only cost proportional to the cluster's size.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
+from operator import itemgetter
 
 from .model import FR, Flavor, Pod, PodSet, PodSetAdmission, PriorityClass, Workload
 from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, Problem
-from .pods import classify
+from .pods import NORMAL, classify
 from .quota import Accounting, QuotaNode, QuotaTree
 
 __all__ = ["DeploymentPods", "Snapshot", "admitted_usage", "pod_set_usage", "wants_more"]
@@ -236,6 +237,9 @@ class Snapshot:
         return self.tree.leaves.get(name)
 
 
+_PAIR = itemgetter(0, 1)
+
+
 class DeploymentPods:
     """Every bound pod of an admitted, not evicted Deployment, by node, as
     ``(class, priority, pod, index)`` (SEMANTICS §6: pod classes; a pod's priority is
@@ -245,41 +249,38 @@ class DeploymentPods:
     This is what the node-by-node victim search knows of a node before it builds the
     node's victim units: any preemptor's candidates there are a subset of these pods
     (plus units of other kinds), so bounds taken over all of them are lower bounds for
-    every preemptor. Per node, the pairs sorted and the rooms freed, largest first, are
-    worked out the first time they are asked for.
+    every preemptor. Each node's pods are sorted by (class, priority); the rooms they
+    free, largest first, are added up per resource the first time they are asked for.
     """
 
-    __slots__ = ("by_node", "low", "pairs", "sums")
+    __slots__ = ("by_node", "sums")
 
     def __init__(self, snapshot: Snapshot) -> None:
         by_node: dict[str, list[tuple[int, int, Pod, int]]] = {}
-        # The least (class, priority) on each node: a bound for a one-victim set there.
-        low: dict[str, tuple[int, int]] = {}
         pods_by_workload = snapshot.pods_by_workload
         for workload in snapshot.admitted:
             if not workload.is_deployment or workload.evicted or workload.admission is None:
                 continue
-            if workload.key not in pods_by_workload:
+            pods = pods_by_workload.get(workload.key)
+            if not pods:
                 continue
             default = workload.priority
-            for index, (pod, pod_class) in enumerate(snapshot.pod_classes(workload)):
-                node = pod.node_name
-                if not node:
-                    continue
+            if len(pods) <= workload.admission.pod_sets[0].count and not any(pod.deleting for pod in pods):
+                # Every pod normal, in classify's order (the list's own): no need to classify.
+                classes: Iterable[tuple[Pod, int]] = zip(pods, repeat(NORMAL))
+            else:
+                classes = snapshot.pod_classes(workload)
+            for index, (pod, pod_class) in enumerate(classes):
                 priority = pod.priority
-                pair = (pod_class, default if priority is None else priority)
-                entry = (*pair, pod, index)
-                found = by_node.get(node)
+                entry = (pod_class, default if priority is None else priority, pod, index)
+                found = by_node.get(pod.node_name)  # type: ignore[arg-type]  # bound pods only
                 if found is None:
-                    by_node[node] = [entry]
-                    low[node] = pair
+                    by_node[pod.node_name] = [entry]  # type: ignore[index]
                 else:
                     found.append(entry)
-                    if pair < low[node]:
-                        low[node] = pair
+        for entries in by_node.values():
+            entries.sort(key=_PAIR)  # least (class, priority) first
         self.by_node = by_node
-        self.low = low
-        self.pairs: dict[str, list[tuple[int, int]]] = {}
         self.sums: dict[tuple[str, str], list[int]] = {}
 
     def fewest(self, node: str, resource: str, short: int) -> int:
@@ -287,19 +288,16 @@ class DeploymentPods:
         ``short``; 0 when even all of them do not."""
         sums = self.sums.get((node, resource))
         if sums is None:
-            rooms = sorted((pod.requests.get(resource, 0) for _, _, pod, _ in self.by_node.get(node, ())), reverse=True)
+            rooms = [entry[2].requests.get(resource, 0) for entry in self.by_node.get(node, ())]
+            rooms.sort(reverse=True)
             sums = self.sums[(node, resource)] = list(accumulate(rooms))
         found = bisect_left(sums, short) + 1
         return found if found <= len(sums) else 0
 
     def pair(self, node: str, k: int) -> tuple[int, int]:
-        """The k-th least (class, priority) among the node's pods (k ≥ 1)."""
-        if k == 1:
-            return self.low[node]
-        pairs = self.pairs.get(node)
-        if pairs is None:
-            pairs = self.pairs[node] = sorted((c, p) for c, p, _, _ in self.by_node.get(node, ()))
-        return pairs[k - 1]
+        """The k-th least (class, priority) among the node's pods (1 ≤ k ≤ their number)."""
+        entry = self.by_node[node][k - 1]
+        return (entry[0], entry[1])
 
 
 def wants_more(workload: Workload) -> bool:

@@ -396,11 +396,12 @@ class _NodeIndex:
         key, where Deployment pods may be among the candidates)."""
         keys = self.keys
         out: list[tuple[tuple[Any, ...], str, int]] = []
-        low = self.pods.low if self.pods is not None else {}
+        static = self.pods.by_node if self.pods is not None else {}
         eager = self.eager
-        for node, pair in low.items():
+        for node, entries in static.items():
             if node in members and node not in eager:
-                out.append(((pair, 1, (), node), node, 0))
+                least = entries[0]
+                out.append((((least[0], least[1]), 1, (), node), node, 0))
         for node, victims in eager.items():
             bound: tuple[Any, ...] = (
                 min((c.pod_class, c.priority) for c in victims),
@@ -408,9 +409,9 @@ class _NodeIndex:
                 min(keys[id(c)][2:] for c in victims),
                 node,
             )
-            least = low.get(node)
-            if least is not None and (least, 1, (), node) < bound:
-                bound = (least, 1, (), node)
+            pods_here = static.get(node)
+            if pods_here and ((pods_here[0][0], pods_here[0][1]), 1, (), node) < bound:
+                bound = ((pods_here[0][0], pods_here[0][1]), 1, (), node)
             out.append((bound, node, 0))
         heapq.heapify(out)
         return out
