@@ -281,16 +281,19 @@ class DeploymentPods:
         for entries in by_node.values():
             entries.sort(key=_PAIR)  # least (class, priority) first
         self.by_node = by_node
-        self.sums: dict[tuple[str, str], list[int]] = {}
+        self.sums: dict[str, dict[str, list[int]]] = {}  # resource -> node -> running totals
 
     def fewest(self, node: str, resource: str, short: int) -> int:
         """The fewest of the node's pods whose requests of ``resource`` add up to
         ``short``; 0 when even all of them do not."""
-        sums = self.sums.get((node, resource))
+        by_resource = self.sums.get(resource)
+        if by_resource is None:
+            by_resource = self.sums[resource] = {}
+        sums = by_resource.get(node)
         if sums is None:
             rooms = [entry[2].requests.get(resource, 0) for entry in self.by_node.get(node, ())]
             rooms.sort(reverse=True)
-            sums = self.sums[(node, resource)] = list(accumulate(rooms))
+            sums = by_resource[node] = list(accumulate(rooms))
         found = bisect_left(sums, short) + 1
         return found if found <= len(sums) else 0
 

@@ -129,12 +129,19 @@ class ReplicaSearch:
         node's rank from below. ``None``: not even all of them make the replica fit."""
         pods = self.index.pods
         assert pods is not None
+        placements = self.session.placements
+        assert placements is not None
+        free = placements.free[node]
+        used = self.used.get(node)
         k = 0 if quota_ok else 1
-        for resource, short in self._shortage(node).items():
-            fewest = pods.fewest(node, resource, short)
-            if not fewest:
-                return None
-            k = max(k, fewest)
+        for resource, amount in self.requests.items():
+            short = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
+            if short > 0:
+                fewest = pods.fewest(node, resource, short)
+                if not fewest:
+                    return None
+                if fewest > k:
+                    k = fewest
         if k <= 0 or k > len(pods.by_node[node]):
             return None
         pair = pods.pair(node, k)

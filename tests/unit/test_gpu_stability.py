@@ -21,7 +21,20 @@ promise: later sessions rely only on pods the preemptors relied on in session 1,
 nothing down for it, and admit it once its victims are gone. A lower preemptor is not
 held to it: room its victims already freed is plain free room in the next session, and
 the first preemptor (or its best-fit placement once admitted) may take it, which sends
-the lower one after new victims — SEMANTICS §6 does not keep that room for it.
+the lower one after new victims — SEMANTICS §6 does not keep that room for it, and the
+design's lifecycle says freed room goes to the highest-priority Deployment in the next
+cycle.
+
+Neither property starts from a cluster with force-deleting pods. One that no preemptor
+relies on leaves on its own, and a node whose set counted it may then need one victim
+fewer and win the node choice: the preemptor relies on a new pod (at most a force
+delete, as the new pod is on its way out as well). SEMANTICS §6 ranks nodes by their
+victims as they are now and keeps no memory of earlier choices, so that is what it says.
+
+When every preemptor wants one replica of the same size, the lower one loses nothing by
+that: the set the higher one leaves frees room for a replica of its size too, so the
+preemptors may trade sets between sessions but none needs a pod outside the union of
+session 1's sets. The second property holds every preemptor to that union.
 """
 
 from __future__ import annotations
@@ -107,11 +120,15 @@ def _pod(name: str, workload: str, node: str, gpus: int, minute: int, stage: str
     }
 
 
-def cluster(seed: int, preemptors: int) -> list[Doc]:
+def cluster(
+    seed: int, preemptors: int, *, size: int | None = None, force_deleting: bool = True
+) -> list[Doc]:
     """Nodes of 8 GPUs filled with pods of 2–4 Deployments (priority 10–40) placed
     consistently (a node never holds more than its GPUs), a few of them already surplus
     or on their way out, and ``preemptors`` Deployments of priority 60–100 that want
-    one replica each."""
+    one replica each. ``size`` gives every preemptor replica that many GPUs (else each
+    draws its own); without ``force_deleting``, pods drawn as force-deleting are
+    only terminating. Neither changes the random draws, so a seed keeps its layout."""
     rnd = random.Random(seed)
     docs: list[Doc] = [
         {
@@ -169,6 +186,8 @@ def cluster(seed: int, preemptors: int) -> list[Doc]:
                 if index == 1
                 else rnd.choices(["normal", "terminating", "force-deleting"], [12, 1, 1])[0]
             )
+            if stage == "force-deleting" and not force_deleting:
+                stage = "terminating"
             pods.append(_pod(f"{name}-{index}", name, node, gpus, rnd.randint(1, 20), stage))
             if stage == "normal":
                 live[name] += 1
@@ -180,9 +199,9 @@ def cluster(seed: int, preemptors: int) -> list[Doc]:
         committed = max(0, live[name] - (1 if live[name] > 1 and rnd.random() < 0.25 else 0))
         docs.append(_workload(name, priority, gpus, committed, committed, 0))
     for i in range(preemptors):
-        docs.append(
-            _workload(f"p{i}", rnd.choice([60, 80, 100]), rnd.choice([1, 2, 4, 8]), 1, 0, 30 + i)
-        )
+        priority = rnd.choice([60, 80, 100])
+        drawn = rnd.choice([1, 2, 4, 8])
+        docs.append(_workload(f"p{i}", priority, size or drawn, 1, 0, 30 + i))
     return docs + pods
 
 
@@ -367,8 +386,9 @@ def test_later_sessions_rely_only_on_the_first_sessions_victims(seed: int, preem
     """Stepping sessions on their own applied output with the lifecycle advanced, the
     first preemptor (processed before every other one in every session) never relies on
     a pod outside the first session's set, scales nothing down after session 1, and is
-    admitted once its victims are gone."""
-    docs = cluster(seed, preemptors)
+    admitted once its victims are gone. No pod is force-deleting when session 1 runs:
+    see the next test for why."""
+    docs = cluster(seed, preemptors, force_deleting=False)
     first = session(docs, 60)
     waiting = {p.workload for p in first.pending if p.reason == "PendingPreemption"}
     victims = relied_on(first, waiting)
@@ -389,6 +409,62 @@ def test_later_sessions_rely_only_on_the_first_sessions_victims(seed: int, preem
         assert not [e for e in decisions.preempted if e.preemptor == top], step
         docs = advance(docs, apply_decisions(docs, decisions), decisions, minute)
     assert admitted_count(docs, top) >= 1, [d.to_json() for d in history]
+
+
+def preemptor_keys(docs: list[Doc]) -> set[str]:
+    """The preemptor Deployments ``cluster`` adds (``p0``, ``p1``, …)."""
+    return {
+        _key(d) for d in docs if d["kind"] == "Workload" and d["metadata"]["name"].startswith("p")
+    }
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.integers(min_value=0, max_value=1_000_000),
+    st.integers(min_value=2, max_value=3),
+    st.sampled_from([1, 2, 4, 8]),
+)
+def test_preemptors_of_one_replica_size_rely_only_on_the_first_sessions_victims(
+    seed: int, preemptors: int, size: int
+) -> None:
+    """Two or three preemptors that each want one replica of the same number of GPUs
+    (any priorities), in a cluster where no pod is force-deleting when session 1 runs.
+    Stepping sessions on their own applied output with the lifecycle advanced, no
+    session after the first relies on a pod (scale-down, force-delete or wait) outside
+    the union of the pods all preemptors relied on in session 1, none scales anything
+    down, and every preemptor pending preemption in session 1 is admitted once its
+    victims are gone. Which preemptor relies on which of those pods may change from one
+    session to the next (a higher one moves onto room a lower one's victims freed, and
+    the lower one takes the set it left); only the union is pinned.
+
+    Pods already force-deleting are left out because one that no preemptor relies on
+    leaves the cluster on its own two sessions in: a node whose victim set counted it
+    then needs one victim fewer and can win the "fewer victims" comparison against the
+    node chosen in session 1, whatever the preemptors' shapes. Preemptors of different
+    sizes, or wanting several replicas, are not held to the union: the set a higher
+    preemptor leaves need not fit a larger lower one, and replicas admitted in place or
+    left without victims in session 1 are new demand later."""
+    docs = cluster(seed, preemptors, size=size, force_deleting=False)
+    keys = preemptor_keys(docs)
+    first = session(docs, 60)
+    waiting = {p.workload for p in first.pending if p.reason == "PendingPreemption"}
+    victims = relied_on(first, keys)
+    assert bool(victims) == bool(waiting)
+    if not waiting:
+        return
+    history = [first]
+    docs = advance(docs, apply_decisions(docs, first), first, 60)
+    for step in range(1, SESSIONS):
+        if all(admitted_count(docs, key) >= 1 for key in waiting):
+            break
+        minute = 60 + step
+        decisions = session(docs, minute)
+        history.append(decisions)
+        later = relied_on(decisions, keys)
+        assert later <= victims, (step, sorted(later - victims), sorted(victims))
+        assert not [e for e in decisions.preempted if e.preemptor in keys], step
+        docs = advance(docs, apply_decisions(docs, decisions), decisions, minute)
+    assert all(admitted_count(docs, key) >= 1 for key in waiting), [d.to_json() for d in history]
 
 
 def test_the_lifecycle_takes_a_scaled_down_pod_through_every_class() -> None:
