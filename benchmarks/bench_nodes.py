@@ -113,12 +113,13 @@ def main() -> None:
         preemptor = Workload(
             "serve", f"hi-{gpus}", "serve", (PodSet("main", 1, {GPU: gpus}),), priority=100, owner_kind="Deployment"
         )
+        index: list[float] = []
         cold: list[float] = []
         warm: list[float] = []
         victims = 0
         for _ in range(args.repeat):
             # A fresh snapshot each time, as every daemon cycle has: the first search
-            # pays for whatever the snapshot builds on first use.
+            # pays for what the snapshot builds on first use (timed apart, then added).
             started = time.perf_counter()
             snapshot = Snapshot.build(inv, now=10**6)
             builds.append(time.perf_counter() - started)
@@ -126,14 +127,19 @@ def main() -> None:
             registry = Registry([("priority", priority, None), ("gpu-victims", gpu_victims, None)])
             session = Session(snapshot, registry)
             session.open()
+            started = time.perf_counter()
+            snapshot.deployment_pods()
+            index.append(time.perf_counter() - started)
             for times in (cold, warm):
                 started = time.perf_counter()
                 assignment = nominate(session, leaf, preemptor)
                 times.append(time.perf_counter() - started)
                 victims = len(assignment.victims)
+        first = (statistics.median(index) + statistics.median(cold)) * 1000
         print(
-            f"  {gpus}-GPU replica: {victims} victim(s); median nomination {statistics.median(cold) * 1000:7.1f} ms first"
-            f" in a session (fresh snapshot), {statistics.median(warm) * 1000:7.1f} ms after   (target ≤ 50 ms)"
+            f"  {gpus}-GPU replica: {victims} victim(s); first in a session {first:5.1f} ms"
+            f" ({statistics.median(index) * 1000:.1f} ms of it the snapshot's Deployment pods index),"
+            f" later {statistics.median(warm) * 1000:5.1f} ms   (target ≤ 50 ms)"
         )
     print(f"  (snapshot build, not counted above: median {statistics.median(builds) * 1000:.1f} ms)")
     if args.wave:

@@ -173,20 +173,19 @@ class Workload:
     evicted: bool = False
     flavor_scan: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     source: str = ""
-    # "namespace/name", kept: sessions look workloads up by it all the time.
+    # Derived, kept: sessions ask for them all the time. "namespace/name", and
+    # whether an apps/v1 Deployment owns it (SEMANTICS §6).
     key: str = field(init=False, repr=False, compare=False)
+    is_deployment: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "is_deployment", self.owner_kind == DEPLOYMENT)
 
     @property
     def tiebreak(self) -> tuple[str, str, str]:
         """SEMANTICS §2: ``(metadata.uid or "", namespace, name)``."""
         return (self.uid, self.namespace, self.name)
-
-    @property
-    def is_deployment(self) -> bool:
-        return self.owner_kind == DEPLOYMENT
 
     @property
     def is_elastic(self) -> bool:

@@ -242,9 +242,9 @@ _PAIR = itemgetter(0, 1)
 
 class DeploymentPods:
     """Every bound pod of an admitted, not evicted Deployment, by node, as
-    ``(class, priority, pod, index)`` (SEMANTICS §6: pod classes; a pod's priority is
-    its own, else its workload's; ``index``: its place in its workload's ``classify``
-    order).
+    ``(class, priority, pod, index, requests)`` (SEMANTICS §6: pod classes; a pod's
+    priority is its own, else its workload's; ``index``: its place in its workload's
+    ``classify`` order).
 
     This is what the node-by-node victim search knows of a node before it builds the
     node's victim units: any preemptor's candidates there are a subset of these pods
@@ -256,7 +256,7 @@ class DeploymentPods:
     __slots__ = ("by_node", "sums")
 
     def __init__(self, snapshot: Snapshot) -> None:
-        by_node: dict[str, list[tuple[int, int, Pod, int]]] = {}
+        by_node: dict[str, list[tuple[int, int, Pod, int, Mapping[str, int]]]] = {}
         pods_by_workload = snapshot.pods_by_workload
         for workload in snapshot.admitted:
             if not workload.is_deployment or workload.evicted or workload.admission is None:
@@ -272,7 +272,7 @@ class DeploymentPods:
                 classes = snapshot.pod_classes(workload)
             for index, (pod, pod_class) in enumerate(classes):
                 priority = pod.priority
-                entry = (pod_class, default if priority is None else priority, pod, index)
+                entry = (pod_class, default if priority is None else priority, pod, index, pod.requests)
                 found = by_node.get(pod.node_name)  # type: ignore[arg-type]  # bound pods only
                 if found is None:
                     by_node[pod.node_name] = [entry]  # type: ignore[index]
@@ -291,7 +291,7 @@ class DeploymentPods:
             by_resource = self.sums[resource] = {}
         sums = by_resource.get(node)
         if sums is None:
-            rooms = [entry[2].requests.get(resource, 0) for entry in self.by_node.get(node, ())]
+            rooms = [entry[4].get(resource, 0) for entry in self.by_node.get(node, ())]
             rooms.sort(reverse=True)
             sums = by_resource[node] = list(accumulate(rooms))
         found = bisect_left(sums, short) + 1

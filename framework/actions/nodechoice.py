@@ -432,7 +432,7 @@ class _NodeIndex:
         pods = self.pods
         if pods is not None:
             deferred = self.deferred
-            for pod_class, _, pod, index in pods.by_node.get(node, ()):
+            for pod_class, _, pod, index, _ in pods.by_node.get(node, ()):
                 offered = deferred.get(pod.workload) if pod.workload is not None else None
                 if offered is not None:
                     unit = self._unit(offered, pod, pod_class, index)
@@ -477,7 +477,7 @@ class _NodeIndex:
         deferred = self.deferred
         keys = self.keys
         least: tuple[Any, ...] | None = None
-        for pod_class, priority, pod, index in pods.by_node.get(node, ()):
+        for pod_class, priority, pod, index, _ in pods.by_node.get(node, ()):
             if pod_class != pair[0] or priority != pair[1]:
                 continue
             offered = deferred.get(pod.workload) if pod.workload is not None else None
