@@ -122,11 +122,12 @@ class ReplicaSearch:
                 short[resource] = lacking
         return short
 
-    def _static_bound(self, node: str, quota_ok: bool) -> tuple[Any, ...] | None:
+    def _static_bound(self, node: str, quota_ok: bool, *, single: bool = True) -> tuple[Any, ...] | None:
         """A bound from the node's Deployment pods before any unit is built: every
         preemptor's candidates there are some of them, so the fewest of them that
         free the shortage, and the k-th least (class, priority) among them, bound the
-        node's rank from below. ``None``: not even all of them make the replica fit."""
+        node's rank from below. ``None``: not even all of them make the replica fit.
+        With ``single``, a one-victim bound also reads the key of the node's least pods."""
         pods = self.index.pods
         assert pods is not None
         placements = self.session.placements
@@ -145,7 +146,7 @@ class ReplicaSearch:
         if k <= 0 or k > len(pods.by_node[node]):
             return None
         pair = pods.pair(node, k)
-        if k == 1:
+        if k == 1 and single:
             least = self.index.least_single(node, pair)
             return (pair, 1, least if least is not None else (), node)
         return (pair, k, (), node)
@@ -208,6 +209,11 @@ class ReplicaSearch:
         built = index.by_node
         eager = index.eager
         heap = list(index.first)
+        # Once a quarter of the nodes needed several victims each (a multi-GPU replica
+        # in a full cluster), most of the rest will too: they are sharpened all at once,
+        # which saves each of them a round trip through the heap.
+        sharpen_all_after = max(64, len(heap) // 4)
+        sharpened = 0
         while heap:
             bound, node, stage = heapq.heappop(heap)
             if best is not None and bound >= best:
@@ -216,6 +222,12 @@ class ReplicaSearch:
                 sharper = self._static_bound(node, quota_ok)
                 if sharper is None:
                     continue
+                if sharper[1] > 1:
+                    sharpened += 1
+                    if sharpened == sharpen_all_after:
+                        heap.append((sharper, node, 1))
+                        heap = self._sharpen_all(heap, quota_ok)
+                        continue
                 if sharper > bound:
                     heapq.heappush(heap, (sharper, node, 1))
                     continue
@@ -244,6 +256,28 @@ class ReplicaSearch:
             for resource, amount in choice.from_free.items():
                 used[resource] = used.get(resource, 0) + amount
         return choice
+
+    def _sharpen_all(
+        self, heap: list[tuple[tuple[Any, ...], str, int]], quota_ok: bool
+    ) -> list[tuple[tuple[Any, ...], str, int]]:
+        """Every node still at its first bound, bounded from its Deployment pods."""
+        built = self.index.by_node
+        eager = self.index.eager
+        out: list[tuple[tuple[Any, ...], str, int]] = []
+        for entry in heap:
+            bound, node, stage = entry
+            if stage != 0 or node in built or node in eager:
+                out.append(entry)
+                continue
+            sharper = self._static_bound(node, quota_ok, single=False)
+            if sharper is None:
+                continue
+            if sharper[1] == 1:
+                out.append(entry)  # a one-victim bound is sharpened on its own, when it comes up
+            else:
+                out.append((sharper if sharper > bound else bound, node, 1))
+        heapq.heapify(out)
+        return out
 
     def _victims_on(
         self, node: str, free: Mapping[str, int], taken: set[int], quota_ok: bool

@@ -135,6 +135,19 @@ def test_deferred_pods_choose_the_same_nodes_and_victims(
     assert outcome(snapshot, wanted, replicas, defer=True) == outcome(snapshot, wanted, replicas, defer=False)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 10**6), st.integers(90, 160), st.sampled_from([4, 8]), st.integers(1, 3))
+def test_large_multi_gpu_searches_sharpen_every_node_at_once_to_the_same_choice(
+    seed: int, nodes: int, gpus: int, replicas: int
+) -> None:
+    """With more than 64 nodes that each need several victims, the search bounds the
+    remaining nodes all at once; the choice is still the one of the full search."""
+    snapshot = Snapshot.build(cluster(seed, nodes), now=10**6)
+    wanted = preemptor(gpus, replicas, 7)
+    deferred = outcome(snapshot, wanted, replicas, defer=True)
+    assert deferred == outcome(snapshot, wanted, replicas, defer=False)
+
+
 def test_deferred_search_finds_victims_where_the_full_one_does() -> None:
     """A fixed cluster where the search succeeds: both ways pick the same, non-empty victims."""
     snapshot = Snapshot.build(cluster(7, 10), now=10**6)
