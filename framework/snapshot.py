@@ -8,10 +8,10 @@ building is the only cost proportional to the cluster's size.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from itertools import accumulate, repeat
-from operator import itemgetter
+from itertools import accumulate
+from operator import attrgetter, itemgetter
 
 from .model import FR, Flavor, Pod, PodSet, PodSetAdmission, PriorityClass, Workload
 from .nodes import NodePool, Placements, pod_terms
@@ -238,6 +238,7 @@ class Snapshot:
 
 
 _PAIR = itemgetter(0, 1)
+_DELETING = attrgetter("deleting")
 
 
 class DeploymentPods:
@@ -256,7 +257,9 @@ class DeploymentPods:
     __slots__ = ("by_node", "sums")
 
     def __init__(self, snapshot: Snapshot) -> None:
-        by_node: dict[str, list[tuple[int, int, Pod, int, Mapping[str, int]]]] = {}
+        # Keyed by node name; Optional only because Pod.node_name is: these pods are bound.
+        by_node: dict[str | None, list[tuple[int, int, Pod, int, Mapping[str, int]]]] = {}
+        lookup = by_node.get
         pods_by_workload = snapshot.pods_by_workload
         for workload in snapshot.admitted:
             if not workload.is_deployment or workload.evicted or workload.admission is None:
@@ -265,22 +268,28 @@ class DeploymentPods:
             if not pods:
                 continue
             default = workload.priority
-            if len(pods) <= workload.admission.pod_sets[0].count and not any(pod.deleting for pod in pods):
-                # Every pod normal, in classify's order (the list's own): no need to classify.
-                classes: Iterable[tuple[Pod, int]] = zip(pods, repeat(NORMAL))
-            else:
-                classes = snapshot.pod_classes(workload)
-            for index, (pod, pod_class) in enumerate(classes):
+            classes: list[int] | None = None  # None: every pod normal, in classify's order
+            if len(pods) > workload.admission.pod_sets[0].count or any(map(_DELETING, pods)):
+                classified = snapshot.pod_classes(workload)
+                pods = [pod for pod, _ in classified]
+                classes = [pod_class for _, pod_class in classified]
+            for index, pod in enumerate(pods):
                 priority = pod.priority
-                entry = (pod_class, default if priority is None else priority, pod, index, pod.requests)
-                found = by_node.get(pod.node_name)  # type: ignore[arg-type]  # bound pods only
+                entry = (
+                    NORMAL if classes is None else classes[index],
+                    default if priority is None else priority,
+                    pod,
+                    index,
+                    pod.requests,
+                )
+                found = lookup(pod.node_name)
                 if found is None:
-                    by_node[pod.node_name] = [entry]  # type: ignore[index]
+                    by_node[pod.node_name] = [entry]
                 else:
                     found.append(entry)
         for entries in by_node.values():
             entries.sort(key=_PAIR)  # least (class, priority) first
-        self.by_node = by_node
+        self.by_node: dict[str, list[tuple[int, int, Pod, int, Mapping[str, int]]]] = by_node  # type: ignore[assignment]
         self.sums: dict[str, dict[str, list[int]]] = {}  # resource -> node -> running totals
 
     def fewest(self, node: str, resource: str, short: int) -> int:
