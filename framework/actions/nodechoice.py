@@ -93,18 +93,24 @@ class ReplicaSearch:
         members = frozenset(self.nodes)
         wanted = tuple(self.requests)
         index: _NodeIndex | None = None
-        cache: dict[Any, _NodeIndex] | None = None
-        signature: Any = None
+        cache: dict[Any, tuple[tuple[int, ...], _NodeIndex, Sequence[Candidate]]] | None = None
+        where: Any = None
+        ids = tuple(map(id, candidates))
         if getattr(order, "preemptor_independent", False):
             # Preemptors that see the same candidates on the same nodes share the index,
             # and with it the units it built on the nodes earlier searches looked at.
+            # Once a preemptor takes victims, the candidates change for good: only the
+            # latest index of a node set is kept (with its candidates, so that no id in
+            # the signature can be reused by another object while it is kept).
             cache = session.state.setdefault("_node_index", {})
-            signature = (flavor, members, wanted, tuple(map(id, candidates)))
-            index = cache.get(signature)
+            where = (flavor, members, wanted)
+            found = cache.get(where)
+            if found is not None and found[0] == ids:
+                index = found[1]
         if index is None:
             index = _NodeIndex(session, candidates, members, wanted, order)
             if cache is not None:
-                cache[signature] = index
+                cache[where] = (ids, index, candidates)
         self.index = index
         self.used: dict[str, dict[str, int]] = {}  # free room taken by earlier replicas
 
