@@ -254,7 +254,7 @@ class DeploymentPods:
     free, largest first, are added up per resource the first time they are asked for.
     """
 
-    __slots__ = ("by_node", "sums")
+    __slots__ = ("bounds", "by_node", "sums")
 
     def __init__(self, snapshot: Snapshot) -> None:
         # Keyed by node name; Optional only because Pod.node_name is: these pods are bound.
@@ -291,6 +291,20 @@ class DeploymentPods:
             entries.sort(key=_PAIR)  # least (class, priority) first
         self.by_node: dict[str, list[tuple[int, int, Pod, int, Mapping[str, int]]]] = by_node  # type: ignore[assignment]
         self.sums: dict[str, dict[str, list[int]]] = {}  # resource -> node -> running totals
+        self.bounds: dict[frozenset[str], list[tuple[tuple[object, ...], str, int]]] = {}
+
+    def first_bounds(self, members: frozenset[str]) -> list[tuple[tuple[object, ...], str, int]]:
+        """For every node of ``members`` with such pods, ``((least pair, 1, (), node),
+        node, 0)``: the coarsest bound of a one-victim set there, as a node search's heap
+        starts from it. Kept per node set (a fresh list each time)."""
+        found = self.bounds.get(members)
+        if found is None:
+            found = self.bounds[members] = [
+                (((entries[0][0], entries[0][1]), 1, (), node), node, 0)
+                for node, entries in self.by_node.items()
+                if node in members
+            ]
+        return list(found)
 
     def fewest(self, node: str, resource: str, short: int) -> int:
         """The fewest of the node's pods whose requests of ``resource`` add up to

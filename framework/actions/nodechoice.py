@@ -442,13 +442,13 @@ class _NodeIndex:
         there, with the least key among the built units (an empty key, below every
         key, where Deployment pods may be among the candidates)."""
         keys = self.keys
+        eager = self.eager
         out: list[tuple[tuple[Any, ...], str, int]] = []
         static = self.pods.by_node if self.pods is not None else {}
-        eager = self.eager
-        for node, entries in static.items():
-            if node in members and node not in eager:
-                least = entries[0]
-                out.append((((least[0], least[1]), 1, (), node), node, 0))
+        if self.pods is not None:
+            out = self.pods.first_bounds(members)
+            if eager:
+                out = [entry for entry in out if entry[1] not in eager]
         for node, victims in eager.items():
             bound: tuple[Any, ...] = (
                 min((c.pod_class, c.priority) for c in victims),

@@ -78,8 +78,34 @@ def candidate_units(
     While a node-by-node search collects candidates (``session.defer_pods``), a
     running Deployment's pods come as one :class:`DeferredPods` instead, which the
     search expands only on the nodes it looks at."""
-    deferred = session.defer_pods and _gives_pods(session, workload)
-    return _cached_units(session, workload, leaf, reason, group, only_within_nominal, deferred)
+    if session.defer_pods and workload.is_deployment:
+        return _deferred_units(session, workload, leaf, reason, group, only_within_nominal)
+    return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
+
+
+def _deferred_units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
+    """``[DeferredPods]`` for a running Deployment with Pod objects, else its units."""
+    key = workload.key
+    cache = session.unit_cache.get(key)
+    cache_key = (leaf.index, reason, group, only_within_nominal, True)
+    if cache is not None:
+        found = cache.get(cache_key)
+        if found is not None:
+            return found
+    if not _gives_pods(session, workload):
+        return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
+    if cache is None:
+        cache = session.unit_cache[key] = {}
+    # Its usage (one replica's) and pod set are filled in when it is first expanded.
+    found = cache[cache_key] = [
+        DeferredPods(
+            workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
+            workload.priority, (key, "pods"),
+        )
+    ]
+    return found
 
 
 def _cached_units(
@@ -89,26 +115,15 @@ def _cached_units(
     reason: str,
     group: int,
     only_within_nominal: bool,
-    deferred: bool,
 ) -> list[Candidate]:
     key = workload.key
     cache = session.unit_cache.get(key)
     if cache is None:
         cache = session.unit_cache[key] = {}
-    cache_key = (leaf.index, reason, group, only_within_nominal, deferred)
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
-        if deferred:
-            # Its usage (one replica's) and pod set are filled in when it is first expanded.
-            found = [
-                DeferredPods(
-                    workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
-                    workload.priority, (key, "pods"),
-                )
-            ]
-        else:
-            found = _units(session, workload, leaf, reason, group, only_within_nominal)
-        cache[cache_key] = found
+        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
     return found
 
 
