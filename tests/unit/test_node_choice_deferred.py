@@ -32,20 +32,32 @@ from preemptd.framework.objects import Inventory
 from preemptd.framework.registry import Registry
 from preemptd.framework.session import Session
 from preemptd.framework.snapshot import Snapshot
-from preemptd.plugins import gpu_victims, priority
+from preemptd.plugins import cohort_reclaim, gpu_victims, priority
 
 GPU = "nvidia.com/gpu"
 Outcome = tuple[list[tuple[str, list[tuple[object, ...]], dict[str, int]]], list[str]]
 
 
-def cluster(seed: int, nodes: int) -> Inventory:
+def cluster(seed: int, nodes: int, *, cohort: bool = False) -> Inventory:
     """8-GPU nodes filled with Deployment pods of random shape, priority and lifecycle
-    stage, plus a few Jobs whose pods share the nodes (units built up front either way)."""
+    stage, plus a few Jobs whose pods share the nodes (units built up front either way).
+    With ``cohort``, the workloads are spread over the preemptor's queue ``q`` and a
+    queue ``r`` of the same cohort that borrows (so its pods are reclaim candidates)."""
     rnd = random.Random(seed)
     inv = Inventory()
     inv.flavors["gpu"] = Flavor("gpu", {"pool": "gpu"})
-    group = ResourceGroup((GPU,), (FlavorQuotas("gpu", {GPU: ResourceQuota(nodes * 8)}),))
-    inv.queues["q"] = QueueSpec("q", None, (group,), preemption=PreemptionPolicy("LowerPriority"))
+
+    def gpus_quota(amount: int) -> tuple[ResourceGroup, ...]:
+        return (ResourceGroup((GPU,), (FlavorQuotas("gpu", {GPU: ResourceQuota(amount)}),)),)
+
+    if cohort:
+        policy = PreemptionPolicy("LowerPriority", "Any")
+        inv.queues["q"] = QueueSpec("q", "c", gpus_quota(nodes * 6), preemption=policy)
+        inv.queues["r"] = QueueSpec("r", "c", gpus_quota(nodes * 2))
+        inv.queues["c"] = QueueSpec("c", None, defined=False)
+    else:
+        inv.queues["q"] = QueueSpec("q", None, gpus_quota(nodes * 8), preemption=PreemptionPolicy("LowerPriority"))
+    queues = ["q", "r"] if cohort else ["q"]
     for n in range(nodes):
         name = f"n{n:03d}"
         inv.nodes[name] = Node(name, {"pool": "gpu"}, {GPU: 8})
@@ -85,11 +97,12 @@ def cluster(seed: int, nodes: int) -> Inventory:
             continue
         live = sum(1 for p in pods if not p.deleting)
         committed = max(1, live - rnd.choice([0, 0, 1]))
-        admission = Admission("q", (PodSetAdmission("main", committed if deployment else len(pods), {GPU: "gpu"}),))
+        queue = rnd.choice(queues)
+        admission = Admission(queue, (PodSetAdmission("main", committed if deployment else len(pods), {GPU: "gpu"}),))
         inv.workloads[f"ml/{name}"] = Workload(
             "ml",
             name,
-            "q",
+            queue,
             (PodSet("main", committed if deployment else len(pods), {GPU: gpus}),),
             priority=rnd.randrange(6),
             created=rnd.randrange(1000) * 1000,
@@ -101,7 +114,9 @@ def cluster(seed: int, nodes: int) -> Inventory:
 
 
 def outcome(snapshot: Snapshot, preemptor: Workload, replicas: int, *, defer: bool) -> Outcome:
-    registry = Registry([("priority", priority, None), ("gpu-victims", gpu_victims, None)])
+    registry = Registry(
+        [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None), ("gpu-victims", gpu_victims, None)]
+    )
     session = Session(snapshot, registry)
     session.open()
     leaf = snapshot.tree.leaves["q"]
@@ -124,13 +139,15 @@ def preemptor(gpus: int, replicas: int, prio: int) -> Workload:
     st.sampled_from([1, 2, 3, 4, 8]),
     st.integers(1, 3),
     st.integers(1, 7),
+    st.booleans(),
 )
 def test_deferred_pods_choose_the_same_nodes_and_victims(
-    seed: int, nodes: int, gpus: int, replicas: int, prio: int
+    seed: int, nodes: int, gpus: int, replicas: int, prio: int, cohort: bool
 ) -> None:
-    """Whatever the cluster, building Deployment pod units node by node gives the same
-    replicas, nodes, victims (in order) and free room taken as building them all first."""
-    snapshot = Snapshot.build(cluster(seed, nodes), now=10**6)
+    """Whatever the cluster, in one queue or reclaiming from a borrowing queue of its
+    cohort, building Deployment pod units node by node gives the same replicas, nodes,
+    victims (in order) and free room taken as building them all first."""
+    snapshot = Snapshot.build(cluster(seed, nodes, cohort=cohort), now=10**6)
     wanted = preemptor(gpus, replicas, prio)
     assert outcome(snapshot, wanted, replicas, defer=True) == outcome(snapshot, wanted, replicas, defer=False)
 
