@@ -2,7 +2,9 @@
 
 Built once from an :class:`~.objects.Inventory`; every session makes its own
 mutable copies of the two things it changes (quota usage and node room), so
-building is the only cost proportional to the cluster's size.
+building is the only cost proportional to the cluster's size, besides indexes a
+snapshot builds the first time they are needed (the pod classes of a Deployment, the
+Deployment pods by node of :class:`DeploymentPods`) and then keeps.
 """
 
 from __future__ import annotations
