@@ -21,7 +21,7 @@ from .objects import Inventory, Problem
 from .pods import NORMAL, classify
 from .quota import Accounting, QuotaNode, QuotaTree
 
-__all__ = ["DeploymentPods", "Snapshot", "admitted_usage", "pod_set_usage", "wants_more"]
+__all__ = ["DeploymentPods", "Snapshot", "admitted_usage", "fewest_to_cover", "pod_set_usage", "wants_more"]
 
 
 def pod_set_usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
@@ -319,13 +319,19 @@ class DeploymentPods:
             rooms = [entry[4].get(resource, 0) for entry in self.by_node.get(node, ())]
             rooms.sort(reverse=True)
             sums = by_resource[node] = list(accumulate(rooms))
-        found = bisect_left(sums, short) + 1
-        return found if found <= len(sums) else 0
+        return fewest_to_cover(sums, short)
 
     def pair(self, node: str, k: int) -> tuple[int, int]:
         """The k-th least (class, priority) among the node's pods (1 ≤ k ≤ their number)."""
         entry = self.by_node[node][k - 1]
         return (entry[0], entry[1])
+
+
+def fewest_to_cover(sums: list[int], short: int) -> int:
+    """Given the running totals of rooms, largest first, the fewest of them that add up
+    to ``short``; 0 when even all of them do not."""
+    found = bisect_left(sums, short) + 1
+    return found if found <= len(sums) else 0
 
 
 def wants_more(workload: Workload) -> bool:

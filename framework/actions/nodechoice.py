@@ -15,7 +15,6 @@ frees beyond one replica's needs stays unusable for the rest of the session.
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
@@ -25,7 +24,7 @@ from ..candidates import CLASS_SAME_QUEUE, Candidate, DeferredPods, Scenario
 from ..model import FR, Pod, PodSet, Workload
 from ..nodes import node_matches, pod_terms
 from ..quota import Accounting, QuotaNode
-from ..snapshot import DeploymentPods
+from ..snapshot import DeploymentPods, fewest_to_cover
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -91,7 +90,6 @@ class ReplicaSearch:
             name for name in pool.by_flavor.get(flavor, ()) if node_matches(pool.nodes[name], selector, tolerations)
         ]
         members = frozenset(self.nodes)
-        wanted = tuple(self.requests)
         index: _NodeIndex | None = None
         cache: dict[Any, tuple[tuple[int, ...], _NodeIndex, Sequence[Candidate]]] | None = None
         where: Any = None
@@ -103,12 +101,12 @@ class ReplicaSearch:
             # latest index of a node set is kept (with its candidates, so that no id in
             # the signature can be reused by another object while it is kept).
             cache = session.state.setdefault("_node_index", {})
-            where = (flavor, members, wanted)
+            where = (flavor, members)
             found = cache.get(where)
             if found is not None and found[0] == ids:
                 index = found[1]
         if index is None:
-            index = _NodeIndex(session, candidates, members, wanted, order)
+            index = _NodeIndex(session, candidates, members, order)
             if cache is not None:
                 cache[where] = (ids, index, candidates)
         self.index = index
@@ -141,6 +139,7 @@ class ReplicaSearch:
         free = placements.free[node]
         used = self.used.get(node)
         k = 0 if quota_ok else 1
+        # _shortage without building its map: this runs for nearly every node.
         for resource, amount in self.requests.items():
             short = amount - free.get(resource, 0) + (used.get(resource, 0) if used else 0)
             if short > 0:
@@ -164,15 +163,10 @@ class ReplicaSearch:
         can never fit."""
         index = self.index
         victims = index.candidates_on(node)
-        most = index.maxroom[node]
         k = 0 if quota_ok else 1
         for resource, short in self._shortage(node).items():
-            if most.get(resource, 0) <= 0:
-                return None
-            # The fewest candidates whose rooms, largest first, add up to the shortage.
-            sums = index.room_sums(node, resource)
-            fewest = bisect_left(sums, short) + 1
-            if fewest > len(sums):
+            fewest = fewest_to_cover(index.room_sums(node, resource), short)
+            if not fewest:
                 return None
             k = max(k, fewest)
         if k <= 0 or k > len(victims):
@@ -244,11 +238,7 @@ class ReplicaSearch:
                 if sharper > bound:
                     heapq.heappush(heap, (sharper, node, 2))
                     continue
-            free: Mapping[str, int] = placements.free[node]
-            used = self.used.get(node)
-            if used:
-                free = {r: free.get(r, 0) - used.get(r, 0) for r in self.requests}
-            victims = self._victims_on(node, free, taken, quota_ok)
+            victims = self._victims_on(node, self._shortage(node), taken, quota_ok)
             if not victims:
                 continue
             worst = max(victims, key=lambda c: keys[id(c)][2:])
@@ -286,10 +276,8 @@ class ReplicaSearch:
         return out
 
     def _victims_on(
-        self, node: str, free: Mapping[str, int], taken: set[int], quota_ok: bool
+        self, node: str, short: Mapping[str, int], taken: set[int], quota_ok: bool
     ) -> list[Candidate]:
-        requests = self.requests
-        short = {r: a - free.get(r, 0) for r, a in requests.items() if a > free.get(r, 0)}
         if not short and quota_ok:
             return []  # fits without victims: the nomination would have admitted it
         victims: list[Candidate] = []
@@ -311,8 +299,9 @@ class ReplicaSearch:
                 return self._fill_back(victims, node, short, quota_ok)
         return []
 
-    def _lender_may_give(self, candidate: Candidate, victims: list[Candidate]) -> bool:
-        """SEMANTICS §4: a lender is never pushed below its nominal, here either."""
+    def _without(self, victims: list[Candidate], check: Callable[[], bool]) -> bool:
+        """``check()`` on the quota with this preemptor's earlier replicas' victims and
+        ``victims`` gone (undone afterwards)."""
         statement = self.session.statement
         checkpoint = statement.checkpoint()
         try:
@@ -320,9 +309,15 @@ class ReplicaSearch:
                 statement.evict(victim, nodes=False)
             for victim in victims:
                 statement.evict(victim, nodes=False)
-            return lender_may_give(self.session.accounting, self.leaf, candidate, frozenset(self.per_replica))
+            return check()
         finally:
             statement.rollback(checkpoint)
+
+    def _lender_may_give(self, candidate: Candidate, victims: list[Candidate]) -> bool:
+        """SEMANTICS §4: a lender is never pushed below its nominal, here either."""
+        accounting = self.session.accounting
+        needed = frozenset(self.per_replica)
+        return self._without(victims, lambda: lender_may_give(accounting, self.leaf, candidate, needed))
 
     def _from_free(self, node: str, victims: list[Candidate]) -> dict[str, int]:
         """What the replica needs beyond its victims' room: that much free room is taken,
@@ -349,19 +344,12 @@ class ReplicaSearch:
         return victims
 
     def _quota_fits(self, victims: list[Candidate]) -> bool:
-        session = self.session
-        statement = session.statement
-        accounting = session.accounting
-        checkpoint = statement.checkpoint()
-        try:
-            for candidate in self.chosen:
-                statement.evict(candidate, nodes=False)
-            for candidate in victims:
-                statement.evict(candidate, nodes=False)
-            leaf = self.leaf
-            return all(amount <= accounting.available(leaf, fr) for fr, amount in self.usage.items())
-        finally:
-            statement.rollback(checkpoint)
+        accounting = self.session.accounting
+        leaf = self.leaf
+        usage = self.usage
+        return self._without(
+            victims, lambda: all(amount <= accounting.available(leaf, fr) for fr, amount in usage.items())
+        )
 
 
 
@@ -381,14 +369,12 @@ class _NodeIndex:
         "first",
         "keys",
         "lows",
-        "maxroom",
         "order",
         "pods",
         "positions",
         "session",
         "sums",
         "units",
-        "wanted",
     )
 
     def __init__(
@@ -396,11 +382,9 @@ class _NodeIndex:
         session: Session,
         candidates: Sequence[Candidate],
         members: frozenset[str],
-        wanted: tuple[str, ...],
         order: Callable[[Candidate], tuple[Any, ...]],
     ) -> None:
         self.session = session
-        self.wanted = wanted
         self.order = order
         eager: dict[str, list[Candidate]] = {}
         keys: dict[int, tuple[Any, ...]] = {}
@@ -432,7 +416,6 @@ class _NodeIndex:
         self.pods: DeploymentPods | None = session.snapshot.deployment_pods() if deferred else None
         self.units: dict[int, Candidate | None] = {}  # id(pod) -> its unit (None: taken)
         self.by_node: dict[str, list[Candidate]] = {}  # built nodes, sorted by victim key
-        self.maxroom: dict[str, dict[str, int]] = {}
         self.lows: dict[str, tuple[list[Any], list[Any]]] = {}
         self.sums: dict[tuple[str, str], list[int]] = {}
         self.first = self._first_bounds(members)
@@ -482,15 +465,6 @@ class _NodeIndex:
         positions = self.positions
         if len(victims) > 1:
             victims.sort(key=lambda c: (keys[id(c)], positions[id(c)]))
-        most = dict.fromkeys(self.wanted, 0)
-        for candidate in victims:
-            for where, requests in candidate.room:
-                if where == node:
-                    for resource in self.wanted:
-                        amount = requests.get(resource, 0)
-                        if amount > most[resource]:
-                            most[resource] = amount
-        self.maxroom[node] = most
         self.by_node[node] = victims
         return victims
 
