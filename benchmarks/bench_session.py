@@ -57,8 +57,8 @@ def _timed(function: Callable[[], T], repeats: int) -> tuple[T, list[float]]:
 def measure(size: str, seed: int = 1, repeats: int | None = None) -> dict[str, Any]:
     """Every figure of one size, as a JSON-able dict."""
     from preemptd.framework.objects import parse_objects
-    from preemptd.framework.registry import Registry
-    from preemptd.framework.session import run_session
+    from preemptd.framework.run import run_session
+    from preemptd.framework.session import Registry
     from preemptd.framework.snapshot import Snapshot
     from preemptd.plugins import priority
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.objects import Inventory, parse_objects
 from preemptd.framework.quantity import QuantityError, parse_timestamp
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 from rich.console import Console
 

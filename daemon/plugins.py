@@ -23,8 +23,7 @@ from importlib import metadata
 from typing import Any, Protocol
 
 import pluggy
-from preemptd.framework import hooks
-from preemptd.framework.registry import Registry
+from preemptd.framework.session import Registry, hooks
 
 from .config import Config, ConfigProblem, check_table, describe
 

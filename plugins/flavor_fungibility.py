@@ -82,29 +82,27 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from preemptd.framework.flavors import (
+from preemptd.framework import (
+    FR,
     MODE_NAMES,
     NOCANDIDATES,
     NOFIT,
     PREEMPT,
     RECLAIM,
     Assignment,
+    FlavorFungibility,
     FlavorOption,
+    PodSet,
     PodSetAssignment,
+    QueueSpec,
+    QuotaNode,
+    ResourceGroup,
+    Session,
+    Workload,
     evaluate_flavor,
     finish_assignment,
+    hookimpl,
 )
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import (
-    FR,
-    FlavorFungibility,
-    PodSet,
-    QueueSpec,
-    ResourceGroup,
-    Workload,
-)
-from preemptd.framework.quota import QuotaNode
-from preemptd.framework.session import Session
 
 __all__ = [
     "BORROWING_OVER_PREEMPTION",

@@ -15,11 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from preemptd.framework.candidates import Candidate, Scenario
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import Workload
-from preemptd.framework.pods import NORMAL, Descending
-from preemptd.framework.session import Session
+from preemptd.framework import NORMAL, Candidate, Descending, Scenario, Session, Workload, hookimpl
 
 
 @hookimpl

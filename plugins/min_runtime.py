@@ -34,19 +34,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from preemptd.framework.hooks import ScenarioFilter, hookimpl
-from preemptd.framework.quantity import (
+from preemptd.framework import (
     QuantityError,
+    ScenarioFilter,
     format_duration,
     format_timestamp,
+    hookimpl,
     parse_duration,
 )
 
 if TYPE_CHECKING:
-    from preemptd.framework.candidates import Candidate, Scenario
-    from preemptd.framework.model import Workload
-    from preemptd.framework.quota import QuotaNode
-    from preemptd.framework.session import Session
+    from preemptd.framework import Candidate, QuotaNode, Scenario, Session, Workload
 
 __all__ = [
     "METHODS",

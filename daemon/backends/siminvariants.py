@@ -31,7 +31,7 @@ from typing import Any
 from preemptd.framework.decisions import Admitted, Decisions
 from preemptd.framework.quantity import format_timestamp
 from preemptd.framework.quota import QuotaNode
-from preemptd.framework.registry import Registry
+from preemptd.framework.session import Registry
 from preemptd.plugins import min_runtime
 
 from .simcluster import ClusterModel

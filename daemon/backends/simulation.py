@@ -49,8 +49,8 @@ from typing import Any
 from preemptd.framework.decisions import Admitted, Decisions, Preempted
 from preemptd.framework.model import FR, GPU_RESOURCES, Admission, PodSetAdmission, Workload
 from preemptd.framework.quantity import format_timestamp
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry
 from preemptd.framework.snapshot import Snapshot
 
 from ..scenario import Scenario

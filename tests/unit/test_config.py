@@ -18,7 +18,7 @@ from preemptd.daemon.config import (
     read_config,
 )
 from preemptd.daemon.plugins import BUILTINS, PluginInfo, resolve_plugins
-from preemptd.framework.hooks import hookimpl
+from preemptd.framework.session import hookimpl
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,15 +6,6 @@ import zlib
 from dataclasses import replace
 
 import pytest
-from preemptd.framework.flavors import (
-    FIT,
-    NOCANDIDATES,
-    NOFIT,
-    PREEMPT,
-    RECLAIM,
-    Assignment,
-    FlavorOption,
-)
 from preemptd.framework.model import (
     Admission,
     Flavor,
@@ -30,8 +21,18 @@ from preemptd.framework.model import (
     Workload,
 )
 from preemptd.framework.objects import Inventory, parse_objects
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session, run_session
+from preemptd.framework.run import run_session
+from preemptd.framework.session import (
+    FIT,
+    NOCANDIDATES,
+    NOFIT,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    FlavorOption,
+    Registry,
+    Session,
+)
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import cohort_reclaim, priority
 from preemptd.plugins import flavor_fungibility as ff

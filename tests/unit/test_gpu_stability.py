@@ -52,7 +52,7 @@ from preemptd.daemon.plugins import resolve_plugins
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.quantity import format_timestamp, parse_timestamp
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 
 GPU = "nvidia.com/gpu"

@@ -10,9 +10,6 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.actions.preempt import candidate_units
-from preemptd.framework.candidates import CLASS_SAME_QUEUE, IN_QUEUE, Candidate, Scenario
-from preemptd.framework.hooks import hookimpl
 from preemptd.framework.model import Pod, Workload
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.pods import (
@@ -24,9 +21,18 @@ from preemptd.framework.pods import (
     Descending,
     classify,
 )
+from preemptd.framework.preemption import candidate_units
 from preemptd.framework.quantity import parse_timestamp
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session, Taken
+from preemptd.framework.session import (
+    CLASS_SAME_QUEUE,
+    IN_QUEUE,
+    Candidate,
+    Registry,
+    Scenario,
+    Session,
+    Taken,
+    hookimpl,
+)
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import gpu_victims
 

@@ -6,25 +6,26 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from builders import cohort, inventory, queue, workload
 from preemptd.daemon.config import parse_config
 from preemptd.daemon.plugins import resolve_plugins
-from preemptd.framework.actions.preempt import candidate_units
-from preemptd.framework.candidates import (
+from preemptd.framework.model import PreemptionPolicy, QueueSpec, Workload
+from preemptd.framework.preemption import candidate_units
+from preemptd.framework.quantity import parse_timestamp
+from preemptd.framework.quota import QuotaNode, QuotaTree
+from preemptd.framework.run import run_session
+from preemptd.framework.session import (
     CLASS_HIERARCHICAL,
     CLASS_SAME_QUEUE,
     IN_COHORT_RECLAIM,
     IN_QUEUE,
     Candidate,
+    Registry,
     Scenario,
+    Session,
+    hookimpl,
 )
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import PreemptionPolicy, QueueSpec, Workload
-from preemptd.framework.quantity import parse_timestamp
-from preemptd.framework.quota import QuotaNode, QuotaTree
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session, run_session
 from preemptd.framework.snapshot import Snapshot
+from preemptd.framework.testing import cohort, inventory, queue, workload
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
 from preemptd.plugins.min_runtime import (
     PREEMPT,

@@ -13,7 +13,6 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.actions.deployments import replica_victims
 from preemptd.framework.model import (
     Admission,
     Flavor,
@@ -29,8 +28,8 @@ from preemptd.framework.model import (
     Workload,
 )
 from preemptd.framework.objects import Inventory
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session
+from preemptd.framework.preemption.replicas import replica_victims
+from preemptd.framework.session import Registry, Session
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import cohort_reclaim, gpu_victims, priority
 

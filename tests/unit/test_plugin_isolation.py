@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from builders import cohort, inventory, queue, workload
-from preemptd.framework.hooks import hookimpl
 from preemptd.framework.model import PreemptionPolicy
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry, hookimpl
 from preemptd.framework.snapshot import Snapshot
+from preemptd.framework.testing import cohort, inventory, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
 
 IN_QUEUE = PreemptionPolicy(within_queue="LowerPriority")

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import random
 
-from builders import cohort, inventory, queue, workload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.quota import Accounting, QuotaTree
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry, Statement
 from preemptd.framework.snapshot import Snapshot, admitted_usage
-from preemptd.framework.statement import Statement
+from preemptd.framework.testing import cohort, inventory, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
 
 CPU = ("default", "cpu")

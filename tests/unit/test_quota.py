@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from builders import cohort, queue
 from preemptd.framework.quota import Accounting, QuotaTree
+from preemptd.framework.testing import cohort, queue
 
 CPU = ("default", "cpu")
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from builders import cohort, queue
 from preemptd.framework.model import Flavor, Node
 from preemptd.framework.nodes import NodePool, Placements
 from preemptd.framework.quota import Accounting, QuotaTree
-from preemptd.framework.statement import Statement
+from preemptd.framework.session import Statement
+from preemptd.framework.testing import cohort, queue
 
 CPU = ("default", "cpu")
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.model import WORKLOAD_LABEL, Flavor
 from preemptd.framework.quantity import format_quantity
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config

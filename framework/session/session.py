@@ -1,4 +1,4 @@
-"""A session: open, actions, close — one pass over one snapshot.
+"""A session: one pass over one snapshot, and every plugin answer combined once.
 
 The session owns everything mutable of a pass: the quota accounting, the node
 room, the statement that changes both, the decisions and the victims chosen
@@ -12,26 +12,46 @@ that does not fit look for victims (in its own queue and across the cohort);
 a deployment may list ``reclaim`` (cross-queue only) and ``preempt``
 separately, in which case ``preempt`` means in-queue only. The victim search
 is part of each round's nominations, so its time is reported under the name
-of the preemption action, and the rest of the rounds under ``allocate``.
+of the preemption action, and the rest of the rounds under ``allocate``. The
+session only holds the switches (``KNOWN_ACTIONS``); ``run.py`` runs the actions.
+
+Every place where the answers of several plugins meet is here: the workload
+order, the victim order (:func:`order_for`), ``is_preemptible``, the scenario
+filters (:meth:`Session.scenario_filters`, :meth:`Session.scenario_rejects`,
+:func:`scenario_accepts`) with the "(vetoed by …)" wording (:func:`with_vetoes`),
+and the candidates of a victim search (:func:`collect_candidates`).
 """
 
 from __future__ import annotations
 
-import gc
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .candidates import Candidate
-from .decisions import Decisions, Pending
-from .model import Workload
-from .quota import Accounting, QuotaNode
+from ..decisions import Decisions, Pending
+from ..model import PodSet, Workload
+from ..nodes import pod_terms
+from ..quota import Accounting, QuotaNode
+from ..snapshot import Snapshot
+from .assignment import VictimSearch
+from .candidates import Candidate, DeferredPods
 from .registry import Impl, Registry
-from .snapshot import Snapshot
 from .statement import Statement
 
-__all__ = ["KNOWN_ACTIONS", "Session", "Taken", "run_session"]
+__all__ = [
+    "KNOWN_ACTIONS",
+    "Scenario",
+    "ScenarioFilters",
+    "Session",
+    "Taken",
+    "collect_candidates",
+    "order_for",
+    "scenario_accepts",
+    "with_vetoes",
+]
+
+ScenarioFilters = list[tuple[str, Callable[["Scenario"], bool]]]
+"""The scenario filters of one search, each with the name of its plugin."""
 
 KNOWN_ACTIONS = ("allocate", "preempt", "reclaim")
 
@@ -196,6 +216,75 @@ class Session:
                 return impl.plugin
         return None
 
+    def scenario_filters(self, preemptor: Workload) -> ScenarioFilters:
+        """Every plugin's scenario filters for one search, in plugin order.
+
+        ``get_accumulated_scenario_filters`` is always asked with ``action="preempt"``:
+        one search mixes in-queue and cross-queue victims, so a filter judges each
+        victim by its own leaf (see the hook's documentation)."""
+        filters: ScenarioFilters = []
+        for name, found in self.registry.call_all(
+            "get_accumulated_scenario_filters", session=self, action="preempt", preemptor=preemptor
+        ):
+            filters.extend((name, f) for f in found)
+        return filters
+
+    def scenario_rejects(
+        self, preemptor: Workload, filters: ScenarioFilters, victims: list[Candidate], *, veto: bool = True
+    ) -> str | None:
+        """The first plugin whose filter rejects ``victims`` (``None``: all accept).
+
+        The list is handed over as it is: filters read it and must not keep or change
+        it. A filter that raises rejects (fail safe) and is counted as failed; with
+        ``veto`` a rejection is also counted as the plugin's veto."""
+        if not filters:
+            return None
+        scenario = Scenario(self, preemptor, victims, "preempt")
+        for plugin, accept in filters:
+            try:
+                ok = accept(scenario)
+            except Exception as exc:
+                self.registry.record_failure(plugin, "scenario_filter", exc)
+                ok = False
+            if not ok:
+                if veto:
+                    self.registry.vetoes[plugin] += 1
+                return plugin
+        return None
+
+    def pods_fit(
+        self,
+        targets: list[tuple[PodSet, int, str]],
+        *,
+        statement: Statement | None = None,
+    ) -> bool:
+        """Whether every pod of ``targets`` can be placed on its flavor's nodes right now
+        (on the placements of ``statement``, the session's by default)."""
+        statement = statement if statement is not None else self.statement
+        placements = statement.placements
+        if placements is None:
+            return True
+        targets = [t for t in targets if placements.has_nodes(t[2])]
+        if not targets:
+            return True
+        checkpoint = statement.checkpoint()
+        try:
+            last = len(targets) - 1
+            for i, (spec, count, flavor_name) in enumerate(targets):
+                flavor = self.snapshot.flavors[flavor_name]
+                selector, tolerations = pod_terms(flavor, spec)
+                if i == last:
+                    return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
+                # Earlier podSets take their room so the later ones see it gone.
+                placed = placements.place_pods(
+                    flavor_name, spec.requests, count, selector, tolerations, statement.take_room
+                )
+                if len(placed) < count:
+                    return False
+            return True
+        finally:
+            statement.rollback(checkpoint)
+
     def veto_reason(self, plugin: str) -> str | None:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
         return self._veto_reasons.get(plugin)
@@ -220,41 +309,96 @@ class Session:
         self.registry.call_all("on_evict", session=self, workload=workload, count=count)
 
 
-def run_session(
-    snapshot: Snapshot,
-    registry: Registry,
-    *,
-    actions: Sequence[str] = ("allocate", "preempt"),
-    timings: dict[str, float] | None = None,
-) -> Decisions:
-    """Open a session over ``snapshot``, run the actions, close it and return its decisions.
+def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:
+    """The victim order of one search: already evicted first, then by class; plugin
+    keys (``victim_order``) decide within a class before the base order."""
+    keys = session.registry.call_all("victim_order", session=session, preemptor=preemptor)
+    if not keys:
+        # Units are cached per session, so are their keys: no tuple is built per search.
+        return _sort_key
 
-    ``timings``, when given, receives seconds per phase: each action by name and
-    ``session`` (open to close).
-    """
-    from .actions.allocate import run_rounds
+    def key(c: Candidate) -> tuple[Any, ...]:
+        parts: list[Any] = [0 if c.evicted else 1, c.group]
+        for name, extra in keys:
+            # A key that raises leaves the candidate to the base order, after the
+            # candidates the plugin could rank: (0, *key) sorts before (1,).
+            try:
+                parts.append((0, *extra(c)))
+            except Exception as exc:
+                session.registry.record_failure(name, "victim_order", exc)
+                parts.append((1,))
+        parts.extend(c.sort_key[2:])  # the base order and the unit's index, computed once
+        return tuple(parts)
 
-    started = time.perf_counter()
-    # A session allocates many short-lived objects over a large, long-lived
-    # snapshot; the cyclic collector would re-scan the snapshot again and again
-    # for garbage it cannot find (nothing a session makes is cyclic). It runs
-    # again, as before, once the session is over.
-    collecting = gc.isenabled()
-    gc.disable()
+    if not all(getattr(extra, "preemptor_independent", False) for _, extra in keys):
+        return key
+
+    def kept(c: Candidate) -> tuple[Any, ...]:
+        found = c.order_key
+        if found is None:
+            found = c.order_key = key(c)
+        return found
+
+    kept.preemptor_independent = True  # type: ignore[attr-defined]
+    return kept
+
+
+def collect_candidates(
+    session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool, defer_pods: bool = False
+) -> list[Candidate]:
+    """Every plugin's candidates that use a needed flavor-resource (or, when node room
+    is what is missing, that occupy room on a node). ``defer_pods``: running
+    Deployments' pods may come as :class:`DeferredPods` (node-by-node search only)."""
+    raw: list[Candidate] = []
+    session.defer_pods = defer_pods
     try:
-        session = Session(snapshot, registry, actions=actions)
-        session.open()
-        if "allocate" in session.actions:
-            run_rounds(session)
-        decisions = session.close()
-        # Plugins keep per-session state that points back at the session; dropping
-        # it here frees the session by reference counting, not a later GC pass.
-        session.state.clear()
-        session.unit_cache.clear()
+        for _, found in session.registry.call_all(
+            "preemption_candidates", session=session, preemptor=preemptor, assignment=request
+        ):
+            raw.extend(found)
     finally:
-        if collecting:
-            gc.enable()
-    if timings is not None:
-        timings.update(session.timings)
-        timings["session"] = time.perf_counter() - started
-    return decisions
+        session.defer_pods = False
+    needed = request.needed
+    if with_room:
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
+    return [c for c in raw if not needed.isdisjoint(c.usage)]
+
+
+def _sort_key(c: Candidate) -> tuple[Any, ...]:
+    return c.sort_key
+
+
+_sort_key.preemptor_independent = True  # type: ignore[attr-defined]
+
+
+def scenario_accepts(
+    session: Session, preemptor: Workload, filters: ScenarioFilters
+) -> Callable[[list[Candidate]], bool]:
+    """One callable over the accumulated victims that every scenario filter must accept."""
+
+    def accept(victims: list[Candidate]) -> bool:
+        if not filters:
+            return True
+        return session.scenario_rejects(preemptor, filters, list(victims)) is None
+
+    return accept
+
+
+@dataclass(slots=True)
+class Scenario:
+    """The victims accumulated so far in one search, as scenario filters see them.
+
+    ``victims`` is the search's own list, not a copy: read it, do not keep or change it.
+    """
+
+    session: Session
+    preemptor: Workload
+    victims: list[Candidate]
+    action: str
+
+
+def with_vetoes(message: str, vetoed: Iterable[str]) -> str:
+    """``message`` naming the plugins that vetoed candidates, as every pending message
+    of a search without victims does."""
+    names = sorted(vetoed)
+    return message + " (vetoed by " + ", ".join(names) + ")" if names else message

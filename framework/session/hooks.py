@@ -20,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+from ..model import Workload
+from .assignment import Assignment, VictimSearch
+from .candidates import Candidate
+
 if TYPE_CHECKING:
-    from .candidates import Candidate, Scenario
-    from .flavors import Assignment
-    from .model import Workload
-    from .session import Session
+    # The one reference up inside the session floor: hooks name the session and
+    # the scenario their implementations receive (as pytest's hookspec does).
+    from .session import Scenario, Session
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -89,12 +92,21 @@ def get_accumulated_scenario_filters(session: Session, action: str, preemptor: W
     Each filter receives a :class:`Scenario` and returns whether it is
     acceptable; a scenario is valid only if every filter accepts it. A filter
     that raises rejects the scenario.
+
+    ``action`` is always ``"preempt"``: one search mixes victims of the
+    preemptor's own queue and of other queues of its cohort, so a filter judges
+    each victim by its own leaf (``candidate.leaf is preemptor's leaf`` for an
+    in-queue victim), as ``min-runtime`` does. ``Scenario.action`` is the same.
     """
 
 
 @hookspec
-def preemption_candidates(session: Session, preemptor: Workload, assignment: Assignment) -> list[Candidate] | None:
+def preemption_candidates(session: Session, preemptor: Workload, assignment: VictimSearch) -> list[Candidate] | None:
     """Candidates a preemptor may take victims from.
+
+    ``assignment`` is the :class:`VictimSearch` of this search (the argument keeps
+    its historical name): the preemptor's leaf, the usage it asks for and the
+    flavor-resources it lacks (``needed``).
 
     Called once per victim search; lists are concatenated in plugin order
     (duplicates by key are dropped, the first one kept). A plugin that raises

@@ -1,4 +1,4 @@
-"""Victim candidates and the scenarios that scenario filters judge.
+"""Victim candidates: the units a preemptor may take.
 
 A :class:`Candidate` is one *unit* that can be taken from a running
 workload: the whole workload, one pod of an elastic workload above its
@@ -10,13 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .model import FR, Pod, Workload
-
-if TYPE_CHECKING:
-    from .quota import QuotaNode
-    from .session import Session
+from ..model import FR, Pod, Workload
+from ..quota import QuotaNode
 
 __all__ = [
     "CLASS_HIERARCHICAL",
@@ -27,7 +24,6 @@ __all__ = [
     "IN_QUEUE",
     "Candidate",
     "DeferredPods",
-    "Scenario",
 ]
 
 IN_QUEUE = "InQueue"
@@ -120,14 +116,3 @@ class DeferredPods(Candidate):
         return f"DeferredPods({self.key}, {self.reason})"
 
 
-@dataclass(slots=True)
-class Scenario:
-    """The victims accumulated so far in one search, as scenario filters see them.
-
-    ``victims`` is the search's own list, not a copy: read it, do not keep or change it.
-    """
-
-    session: Session
-    preemptor: Workload
-    victims: list[Candidate]
-    action: str

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
-from .objects_fields import Catalog, Entry, Parsed, Problem, at_index, child, describe
-from .objects_nodes import parse_flavor, parse_node, parse_pod
-from .objects_queues import build_queue_tree, parse_queue
-from .objects_workloads import parse_priority_class, parse_workload
+from ..model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
+from .fields import Catalog, Entry, Parsed, Problem, at_index, child, describe
+from .nodes import parse_flavor, parse_node, parse_pod
+from .queues import build_queue_tree, parse_queue
+from .workloads import parse_priority_class, parse_workload
 
 __all__ = ["Inventory", "Problem", "parse_objects"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .model import (
+from ..model import (
     DELETION_COST_ANNOTATION,
     FORCE_DELETE_ANNOTATION,
     WORKLOAD_LABEL,
@@ -10,7 +10,7 @@ from .model import (
     Node,
     Pod,
 )
-from .objects_fields import Entry, Fields, Problem, at_key, child
+from .fields import Entry, Fields, Problem, at_key, child
 
 __all__ = ["parse_flavor", "parse_node", "parse_pod"]
 

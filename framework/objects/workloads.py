@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .model import DEPLOYMENT, Admission, PodSet, PodSetAdmission, PriorityClass, Workload
-from .objects_fields import Catalog, Entry, Fields, Problem, at_key, child
+from ..model import DEPLOYMENT, Admission, PodSet, PodSetAdmission, PriorityClass, Workload
+from .fields import Catalog, Entry, Fields, Problem, at_key, child
 
 __all__ = ["parse_priority_class", "parse_workload"]
 

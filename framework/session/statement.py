@@ -9,14 +9,11 @@ operations undone, and a rollback restores the accounting bit for bit.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
 
-from .model import FR, Workload
-from .nodes import Placements
-from .quota import Accounting, QuotaNode
-
-if TYPE_CHECKING:
-    from .candidates import Candidate
+from ..model import FR, Workload
+from ..nodes import Placements
+from ..quota import Accounting, QuotaNode
+from .candidates import Candidate
 
 __all__ = ["Statement"]
 

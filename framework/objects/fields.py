@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .model import Flavor, PriorityClass, Taint, Toleration
-from .quantity import QuantityError, parse_duration, parse_quantity, parse_timestamp
+from ..model import Flavor, PriorityClass, Taint, Toleration
+from ..quantity import QuantityError, parse_duration, parse_quantity, parse_timestamp
 
 __all__ = [
     "Catalog",

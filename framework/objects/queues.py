@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .model import (
+from ..model import (
     BorrowWithinCohort,
     FlavorFungibility,
     FlavorQuotas,
@@ -25,8 +25,8 @@ from .model import (
     WhenCan,
     WithinQueue,
 )
-from .objects_fields import Catalog, Entry, Fields, Parsed, Problem, child, describe
-from .quantity import format_quantity
+from ..quantity import format_quantity
+from .fields import Catalog, Entry, Fields, Parsed, Problem, child, describe
 
 __all__ = ["QueueTree", "build_queue_tree", "parse_queue"]
 
