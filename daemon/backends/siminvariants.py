@@ -32,7 +32,7 @@ from preemptd.framework.decisions import Admitted, Decisions
 from preemptd.framework.quantity import format_timestamp
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.session import Registry
-from preemptd.plugins import min_runtime
+from preemptd.plugins.min_runtime import resolve as min_runtime
 
 from .simcluster import ClusterModel
 
