@@ -24,9 +24,8 @@ from rich.console import Console
 from preemptd import __version__
 
 from . import report
-from .backends.files import apply_decisions, write_documents
+from .backends.files import Document, LoadError, apply_decisions, load_files, write_documents
 from .config import Config, ConfigError, ConfigProblem, read_config
-from .files import Document, LoadError, load_files
 from .plugins import Plugins, resolve_plugins
 
 __all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_OK", "main"]
@@ -296,7 +295,8 @@ def _daemon(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulate import run_command  # the simulator's modules load only for this command
+    # The simulator's modules load only for this command.
+    from .simulation.command import run_command
 
     return run_command(
         args.scenario,

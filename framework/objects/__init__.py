@@ -9,8 +9,8 @@ The result does not depend on the order of the documents: objects referred
 to by name (flavors, priority classes, queues) are resolved before the
 objects referring to them, duplicates invalidate every copy instead of
 letting one win, and every collection is built in sorted order. The field
-readers live in ``objects_fields``; one module per family of kinds does the
-rest (``objects_nodes``, ``objects_queues``, ``objects_workloads``).
+readers live in ``fields``; one module per family of kinds does the
+rest (``nodes``, ``queues``, ``workloads``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Snapshot files in (daemon/files.py) and committed objects out (daemon/backends/files.py)."""
+"""The files backend: snapshot files in and committed objects out (daemon/backends/files.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from preemptd.daemon.backends.files import apply_decisions, dump_documents, write_documents
-from preemptd.daemon.files import LoadError, load_files, parse_text
+from preemptd.daemon.backends.files import (
+    LoadError,
+    apply_decisions,
+    dump_documents,
+    load_files,
+    parse_text,
+    write_documents,
+)
 from preemptd.framework.decisions import (
     Admitted,
     AdmittedPodSet,

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from preemptd.daemon.backends import simulation
-from preemptd.daemon.backends.simulation import simulate
 from preemptd.daemon.cli import main
-from preemptd.daemon.scenario import ScenarioError, load_scenario, scenario_from_data
-from preemptd.daemon.simulate import setup, to_toml
+from preemptd.daemon.simulation import engine as simulation
+from preemptd.daemon.simulation.command import setup, to_toml
+from preemptd.daemon.simulation.engine import simulate
+from preemptd.daemon.simulation.scenario import ScenarioError, load_scenario, scenario_from_data
 from preemptd.framework.decisions import Admitted, AdmittedPodSet, Decisions
 
 REPO = Path(__file__).resolve().parent.parent.parent

@@ -1,5 +1,9 @@
 """Leader election on a ``coordination.k8s.io/v1`` Lease: one replica commits.
 
+:class:`Elector` is the Kubernetes side of the
+:class:`~preemptd.daemon.loop.Leadership` protocol the scheduler cycles under
+(``AlwaysLeader``, its other side, needs no cluster and lives with the loop).
+
 Design note — the same protocol as client-go's ``leaderelection``, and why
 each rule is there.
 
@@ -47,10 +51,10 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from .backends.kubernetes.client import LEASES, ApiError, Resource
-from .clock import Clock, first_of
+from ...clock import Clock, first_of
+from .client import LEASES, ApiError, Resource
 
-__all__ = ["AlwaysLeader", "Elector", "Leadership", "LeaseApi", "identity"]
+__all__ = ["Elector", "LeaseApi", "identity"]
 
 log = logging.getLogger("preemptd.leader")
 
@@ -67,40 +71,6 @@ class LeaseApi(Protocol):
     async def replace(
         self, resource: Resource, name: str, body: Mapping[str, Any], namespace: str | None = None
     ) -> Obj: ...
-
-
-class Leadership(Protocol):
-    """What the scheduler and the writers need to know about leading."""
-
-    @property
-    def leading(self) -> bool: ...
-
-    @property
-    def elected(self) -> asyncio.Event: ...
-
-    @property
-    def deposed(self) -> asyncio.Event: ...
-
-
-class AlwaysLeader:
-    """Leader election switched off (or a dry run): this replica leads alone."""
-
-    def __init__(self) -> None:
-        self._elected = asyncio.Event()
-        self._elected.set()
-        self._deposed = asyncio.Event()
-
-    @property
-    def leading(self) -> bool:
-        return True
-
-    @property
-    def elected(self) -> asyncio.Event:
-        return self._elected
-
-    @property
-    def deposed(self) -> asyncio.Event:
-        return self._deposed
 
 
 def identity(environ: Mapping[str, str] | None = None) -> str:

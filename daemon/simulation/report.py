@@ -4,7 +4,7 @@
 configuration and seed give a byte-identical file; wall-clock figures go to
 stderr. Its shape: ``scenario`` (what was simulated) and ``runs`` (one per
 configuration, in the order given; two with ``--compare``), each run holding
-the figures of :meth:`~.backends.simmetrics.Recorder.figures`. The terminal
+the figures of :meth:`~.metrics.Recorder.figures`. The terminal
 and the HTML page are renderings of that same dict and never see anything else.
 """
 
@@ -20,9 +20,9 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from . import simhtml
-from .backends.simmetrics import resource_unit
-from .backends.simulation import Outcome, report_resource
+from . import html as simhtml
+from .engine import Outcome, report_resource
+from .metrics import resource_unit
 from .scenario import Scenario
 
 __all__ = ["build_report", "print_report", "sparkline", "write_report"]

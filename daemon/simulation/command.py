@@ -26,10 +26,10 @@ from preemptd.framework.quantity import format_duration
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from . import simreport
-from .backends.simulation import Outcome, simulate
-from .config import Config, ConfigError, ConfigProblem, parse_config, read_config
-from .plugins import Plugins, resolve_plugins
+from ..config import Config, ConfigError, ConfigProblem, parse_config, read_config
+from ..plugins import Plugins, resolve_plugins
+from . import report as simreport
+from .engine import Outcome, simulate
 from .scenario import Scenario, load_scenario
 
 __all__ = ["Setup", "run_command", "setup", "to_toml"]

@@ -35,8 +35,8 @@ from preemptd.framework.quantity import (
     parse_duration,
 )
 
-from .files import Document, LoadError, load_files, parse_text
-from .scenario_entries import Reader, ReplicaChange, arrivals, node_groups, replica_changes
+from ..backends.files import Document, LoadError, load_files, parse_text
+from .entries import Reader, ReplicaChange, arrivals, node_groups, replica_changes
 
 __all__ = [
     "DEFAULT_START",

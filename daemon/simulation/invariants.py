@@ -34,7 +34,7 @@ from preemptd.framework.quota import QuotaNode
 from preemptd.framework.session import Registry
 from preemptd.plugins.min_runtime import resolve as min_runtime
 
-from .simcluster import ClusterModel
+from .cluster import ClusterModel
 
 __all__ = ["LISTED", "Invariants"]
 

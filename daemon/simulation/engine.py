@@ -32,7 +32,8 @@ and terminates the surplus pods, as a user's scale-down would. Growth is
 committed before scale-downs, as the files backend does when one session both
 grows a Deployment and takes replicas from it.
 
-Invariants are checked on every session (:mod:`.siminvariants`); a
+What a session's decisions do to the cluster is :mod:`.commit`. Invariants are
+checked on every session (:mod:`.invariants`); a
 violation is recorded with its details, never raised, so one report shows all.
 """
 
@@ -46,27 +47,35 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from preemptd.framework.decisions import Admitted, Decisions, Preempted
-from preemptd.framework.model import FR, GPU_RESOURCES, Admission, PodSetAdmission, Workload
+from preemptd.framework.decisions import Decisions
+from preemptd.framework.model import GPU_RESOURCES, Workload
 from preemptd.framework.quantity import format_timestamp
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
 from preemptd.framework.snapshot import Snapshot
 
-from ..scenario import Scenario
-from .simcluster import ClusterModel
-from .siminvariants import Invariants
-from .simmetrics import Recorder, leaf_changes
+from .cluster import ClusterModel
+from .commit import (
+    _ARRIVE,
+    _DONE,
+    _EVICTING,
+    _FINISH,
+    _FUTURE,
+    _GONE,
+    _PENDING,
+    _POD_GONE,
+    _RUNNING,
+    _SCALE,
+    Commits,
+    Job,
+    SimulationError,
+    usage_difference,
+)
+from .invariants import Invariants
+from .metrics import Recorder, leaf_changes
+from .scenario import Scenario
 
 __all__ = ["Outcome", "SimulationError", "report_resource", "simulate"]
-
-_FINISH, _GONE, _POD_GONE, _ARRIVE, _SCALE = range(5)
-_FUTURE, _PENDING, _RUNNING, _EVICTING, _DONE = range(5)
-
-
-class SimulationError(Exception):
-    """The simulator's model disagreed with ``Snapshot.build`` (``verify`` mode only)."""
-
 
 @dataclass(slots=True)
 class Outcome:
@@ -77,18 +86,6 @@ class Outcome:
     admissions: int
     violations: int
     timings: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class _Job:
-    key: str
-    queue: str
-    runtime: int | None
-    state: int = _FUTURE
-    pending_since: int = 0
-    generation: int = 0  # bumped on every admission and eviction: stale events are ignored
-    reason: str = ""  # the last pending reason a session gave
-    replicas: int | None = None  # a Deployment's desired count set by replicaChanges
 
 
 def report_resource(scenario: Scenario) -> str:
@@ -125,7 +122,7 @@ def simulate(
     return _Engine(scenario, registry, actions, cycle_interval, progress, verify).run()
 
 
-class _Engine:
+class _Engine(Commits):
     def __init__(
         self,
         scenario: Scenario,
@@ -162,7 +159,7 @@ class _Engine:
             leaving=self._leaving,
             reason_of=lambda key: self.jobs[key].reason if key in self.jobs else "",
         )
-        self.jobs: dict[str, _Job] = {}
+        self.jobs: dict[str, Job] = {}
         self.events: list[tuple[int, int, int, str, int]] = []
         self.sequence = 0
         self.expiries: list[int] = []
@@ -193,7 +190,7 @@ class _Engine:
         initial = [inventory.workloads[key] for key in sorted(inventory.workloads)]
         self.cluster.add(initial, now=self.start)
         for workload in initial:
-            job = self.jobs[workload.key] = _Job(
+            job = self.jobs[workload.key] = Job(
                 workload.key, workload.queue, self.scenario.runtimes.get(workload.key), _PENDING
             )
             leaf = self.cluster.leaf_of(workload.key)
@@ -211,7 +208,7 @@ class _Engine:
                     self._push(max(0, admitted_at + job.runtime), _FINISH, job)
                 self._expiries(admitted_at)
         for arrival in self.scenario.arrivals:
-            job = self.jobs[arrival.key] = _Job(
+            job = self.jobs[arrival.key] = Job(
                 arrival.key, arrival.workload.queue if arrival.workload else "", arrival.runtime
             )
             self._push(arrival.at, _ARRIVE, job)
@@ -219,13 +216,6 @@ class _Engine:
             self.sequence += 1
             heapq.heappush(self.events, (change.at, _SCALE, self.sequence, change.workload, index))
 
-    def _push(self, at: int, kind: int, job: _Job) -> None:
-        self.sequence += 1
-        heapq.heappush(self.events, (at, kind, self.sequence, job.key, job.generation))
-
-    def _expiries(self, admitted_at: int) -> None:
-        for window in self.windows:
-            heapq.heappush(self.expiries, admitted_at + window)
 
     # -- the clock ------------------------------------------------------------------------
 
@@ -305,7 +295,7 @@ class _Engine:
                 job.state = _PENDING
                 job.pending_since = at
 
-    def _arrive(self, at: int, job: _Job) -> None:
+    def _arrive(self, at: int, job: Job) -> None:
         arrival = self.arrivals[job.key]
         job.state = _PENDING
         job.pending_since = at
@@ -332,17 +322,12 @@ class _Engine:
         before = dict(self.cluster.usage.get(key, {}))
         leaving = self.cluster.set_replicas(key, replicas)
         leaf = self.cluster.leaf_of(key)
-        changes = _difference(before, self.cluster.usage.get(key, {}), self.resource)
+        changes = usage_difference(before, self.cluster.usage.get(key, {}), self.resource)
         if leaf is not None and changes:
             self.recorder.usage(at, leaf.name, changes)
         for pod in leaving:
             self._terminate(at, pod.key)
 
-    def _terminate(self, at: int, pod_key: str) -> None:
-        """A pod got its deletionTimestamp at ``at``: it is gone after the grace."""
-        self.sequence += 1
-        self.terminating[pod_key] = self.sequence
-        heapq.heappush(self.events, (at + self.grace, _POD_GONE, self.sequence, pod_key, self.sequence))
 
     def _leaving(self, key: str) -> bool:
         """A victim a preemptor waits for is still there: an evicted workload, or a pod
@@ -352,7 +337,7 @@ class _Engine:
         job = self.jobs.get(key)
         return job is not None and job.state == _EVICTING
 
-    def _leave(self, at: int, job: _Job) -> Workload:
+    def _leave(self, at: int, job: Job) -> Workload:
         leaf = self.cluster.leaf_of(job.key)
         usage = self.cluster.usage.get(job.key, {})
         if leaf is not None:
@@ -385,112 +370,6 @@ class _Engine:
                 f"Snapshot.build:\n--- simulator\n{decisions.to_json()}--- Snapshot.build\n{expected.to_json()}"
             )
 
-    def _timed(self, phase: str, started: float) -> None:
-        self.timings[phase] = self.timings.get(phase, 0.0) + time.perf_counter() - started
-
-    def _commit(self, t: int, decisions: Decisions) -> bool:
-        started = time.perf_counter()
-        now = self.start + t
-        self.invariants.before_commit(t, decisions)
-        admitted = sorted(decisions.admitted, key=lambda a: a.workload)
-        # A Deployment may grow and then lose replicas to a later preemptor of the same
-        # session: like the files backend, raise its committed count first, then lower it.
-        grown = [a for a in admitted if self._grows(a.workload)]
-        for entry in grown:
-            self._admit(t, entry, decisions)
-        for preempted in sorted(decisions.preempted, key=lambda p: p.workload):
-            self._preempt(t, preempted)
-        for action in sorted(decisions.pod_actions, key=lambda a: a.pod):
-            if action.action == "ForceDelete":
-                # A force delete removes the pod object at once.
-                self.terminating.pop(action.pod, None)
-                self.cluster.remove_pod(action.pod)
-        for entry in admitted:
-            if entry not in grown:
-                self._admit(t, entry, decisions)
-        self.cluster.place_admitted([a.workload for a in admitted], now=now)
-        changed = bool(admitted or decisions.preempted or decisions.pod_actions)
-        for key, scan in sorted(decisions.flavor_scans.items()):
-            workload = self.cluster.workloads.get(key)
-            if workload is None or dict(workload.flavor_scan) == scan:
-                continue
-            self.cluster.replace(dataclasses.replace(workload, flavor_scan={ps: dict(r) for ps, r in scan.items()}))
-            changed = True
-        for pending in decisions.pending:
-            job = self.jobs.get(pending.workload)
-            if job is not None:
-                job.reason = pending.reason
-        self.invariants.after_commit(t, decisions, admitted)
-        self._timed("commit", started)
-        return changed
-
-    def _preempt(self, t: int, preempted: Preempted) -> None:
-        job = self.jobs[preempted.workload]
-        workload = self.cluster.workloads[preempted.workload]
-        leaf = self.cluster.leaf_of(job.key)
-        preemptor = self.jobs.get(preempted.preemptor)
-        preemptor_queue = preemptor.queue if preemptor is not None else ""
-        victim_queue = leaf.name if leaf is not None else job.queue
-        ran = t + self.start - (workload.admitted_at if workload.admitted_at is not None else self.start + t)
-        if preempted.count is None:
-            self.cluster.replace(dataclasses.replace(workload, evicted=True))
-            job.state = _EVICTING
-            job.generation += 1
-            self._push(t + self.grace, _GONE, job)
-            amount = sum(a for (_, r), a in self.cluster.usage.get(job.key, {}).items() if r == self.resource)
-            self.recorder.preempted(
-                victim=job.key, victim_queue=victim_queue, preemptor_queue=preemptor_queue,
-                reason=preempted.reason, whole=True, lost=amount * ran, ran=ran,
-            )
-            return
-        before = self.cluster.usage.get(job.key, {})
-        if workload.is_deployment:
-            for pod in self.cluster.scale_down(job.key, preempted.count, preempted.pods):
-                self._terminate(t, pod.key)
-        else:
-            self.cluster.shrink(job.key, preempted.pod_set, preempted.count, preempted.pods)
-        after = self.cluster.usage.get(job.key, {})
-        changes = _difference(before, after, self.resource)
-        self.recorder.usage(t, victim_queue, changes)
-        self.recorder.preempted(
-            victim=job.key, victim_queue=victim_queue, preemptor_queue=preemptor_queue,
-            reason=preempted.reason, whole=False, lost=0, ran=0,
-        )
-
-    def _grows(self, key: str) -> bool:
-        """An admission of ``key`` now would grow a running Deployment in place."""
-        workload = self.cluster.workloads.get(key)
-        return (
-            self.jobs[key].state in (_RUNNING, _EVICTING) and workload is not None
-            and workload.is_deployment and workload.admission is not None
-        )
-
-    def _admit(self, t: int, entry: Admitted, decisions: Decisions) -> None:
-        job = self.jobs[entry.workload]
-        workload = self.cluster.workloads[entry.workload]
-        if self._grows(entry.workload):
-            # Grown in place: the committed count is raised, its run goes on.
-            before = self.cluster.usage[job.key]
-            scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)
-            self.cluster.recount(job.key, {ps.name: ps.count for ps in entry.pod_sets}, scan=scan)
-            changes = _difference(before, self.cluster.usage[job.key], self.resource)
-            self.recorder.usage(t, entry.queue, changes)
-            return
-        if job.state != _PENDING:
-            raise SimulationError(f"{entry.workload} was admitted while not pending")
-        admission = Admission(
-            entry.queue, tuple(PodSetAdmission(ps.name, ps.count, dict(ps.flavors)) for ps in entry.pod_sets)
-        )
-        scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)
-        self.cluster.admit(entry.workload, admission, now=self.start + t, scan=scan)
-        job.state = _RUNNING
-        job.generation += 1
-        job.reason = ""
-        self.recorder.admitted(entry.queue, t - job.pending_since)
-        self.recorder.usage(t, entry.queue, leaf_changes(self.cluster.usage[job.key], self.resource, 1))
-        if job.runtime is not None:
-            self._push(t + job.runtime, _FINISH, job)
-        self._expiries(t)
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -524,12 +403,3 @@ class _Engine:
         )
 
 
-def _difference(before: dict[FR, int], after: dict[FR, int], resource: str) -> dict[str, int]:
-    changes: Counter[str] = Counter()
-    for (flavor, res), amount in after.items():
-        if res == resource:
-            changes[flavor] += amount
-    for (flavor, res), amount in before.items():
-        if res == resource:
-            changes[flavor] -= amount
-    return {flavor: amount for flavor, amount in changes.items() if amount}
