@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from preemptd.framework.model import FR, Admission, Pod, PodSetAdmission, Workload
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
@@ -375,17 +375,25 @@ class ClusterModel:
             if flavor is None or not placements.has_nodes(flavor_name):
                 continue
             selector, tolerations = pod_terms(flavor, spec)
-            for _ in range(psa.count - covered):
-                node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
-                if node is None:
-                    complete = False
-                    break
-                pod = self._new_pod(workload, spec.name, node, now)
-                bound.append(pod)
-                self._bind(pod)
+            wanted = psa.count - covered
+            bind = self._binder(workload, spec.name, now, bound)
+            if len(placements.place_pods(flavor_name, spec.requests, wanted, selector, tolerations, bind)) < wanted:
+                complete = False
         if not bound:
             del self.pods_by_workload[workload.key]
         return complete
+
+    def _binder(
+        self, workload: Workload, pod_set: str, now: int, bound: list[Pod]
+    ) -> Callable[[str, Mapping[str, int]], None]:
+        """Binds a new pod of ``pod_set`` to the node the placement chose."""
+
+        def bind(node: str, _requests: Mapping[str, int]) -> None:
+            pod = self._new_pod(workload, pod_set, node, now)
+            bound.append(pod)
+            self._bind(pod)
+
+        return bind
 
     def _new_pod(self, workload: Workload, pod_set: str, node: str, now: int) -> Pod:
         index = len(self.pods_by_workload.get(workload.key, ()))

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from preemptd.framework.objects.fields import Fields, Problem
 from preemptd.framework.quantity import (
     QuantityError,
     format_timestamp,
@@ -30,14 +31,29 @@ _NODE_GROUP_KEYS = ("name", "count", "labels", "allocatable", "taints", "unsched
 
 
 class Reader:
-    """Checks fields and collects ``SOURCE: path: message`` lines; never raises."""
+    """Checks fields and collects ``SOURCE: path: message`` problems; never raises.
+
+    The problems are the framework's located :class:`Problem` records, kept by its
+    field reader (:meth:`Fields.of_file`); the checks below are the scenario format's
+    own (durations that must be positive, defaults for absent keys)."""
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.problems: list[str] = []
+        self.fields = Fields.of_file(source)
+
+    @property
+    def problems(self) -> list[Problem]:
+        return self.fields.problems
 
     def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"{self.source}: {path}: {message}")
+        self.fields.report(path, message)
+
+    def line(self, text: str) -> None:
+        """A problem already written out (``FILE: ...``), e.g. by the file loader."""
+        self.fields.problems.append(Problem("", "", "", text))
+
+    def messages(self) -> list[str]:
+        return [str(problem) for problem in self.fields.problems]
 
     def duration(
         self, obj: Mapping[str, Any], key: str, *, at: str = "", required: bool = False, positive: bool = False

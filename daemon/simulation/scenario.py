@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from preemptd.framework.model import Workload
-from preemptd.framework.objects import Inventory, parse_objects
+from preemptd.framework.objects import Inventory, Problem, parse_objects
 from preemptd.framework.quantity import (
     QuantityError,
     parse_duration,
@@ -148,14 +148,15 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
         try:
             documents += load_files([(base or Path(".")) / name])
         except LoadError as exc:
-            reader.problems += exc.messages
+            for message in exc.messages:
+                reader.line(message)
     documents += [(f"{source}: nodeGroups[{i}]", node) for i, node in node_groups(reader, data)]
     for index, obj in enumerate(reader.sequence(data, "objects")):
         documents.append((f"{source}: objects[{index}]", obj))
     entries = arrivals(reader, data, random.Random(f"preemptd-simulate/{seed}"), start)
     changes = replica_changes(reader, data)
     if reader.problems:
-        raise ScenarioError(reader.problems)
+        raise ScenarioError(reader.messages())
     assert duration is not None
 
     templates = [(f"{source}: workloads[{entry.index}].object", entry.document) for entry in entries]
@@ -185,7 +186,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     _check_changes(reader, changes, inventory, expanded)
     runtimes = _initial_runtimes(reader, documents, inventory)
     if reader.problems:
-        raise ScenarioError(reader.problems)
+        raise ScenarioError(reader.messages())
     expanded.sort(key=lambda a: (a.at, a.key))
     return Scenario(
         source=source,
@@ -249,7 +250,9 @@ def _initial_runtimes(
             try:
                 runtimes[key] = parse_duration(value)
             except QuantityError as exc:
-                reader.problems.append(f"{file}: Workload/{key}: metadata.annotations[{RUNTIME_ANNOTATION}]: {exc}")
+                reader.fields.problems.append(
+                    Problem(file, f"Workload/{key}", f"metadata.annotations[{RUNTIME_ANNOTATION}]", str(exc))
+                )
     return {key: ms for key, ms in runtimes.items() if key in inventory.workloads}
 
 

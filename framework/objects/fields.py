@@ -1,4 +1,8 @@
-"""Reading the fields of one object, with their paths (private to :mod:`objects`).
+"""Reading the fields of one object, with their paths: the one located-field reader.
+
+Objects are read here (the rest of :mod:`objects`); the simulator's scenario
+entries record their problems through :meth:`Fields.of_file` as well, so every
+``file: object: path: message`` line of the product comes from :class:`Problem`.
 
 Every reader records what is wrong as a :class:`Problem` and returns a usable
 fallback instead of raising, so one pass over an object reports all of its
@@ -125,6 +129,16 @@ class Fields:
         self.file = entry.file
         self.label = entry.label
         self.problems: list[Problem] = []
+
+    @classmethod
+    def of_file(cls, file: str) -> Fields:
+        """The fields of a file that is not one object (a scenario file): its problems
+        name the file and the path only."""
+        fields = cls.__new__(cls)
+        fields.file = file
+        fields.label = ""
+        fields.problems = []
+        return fields
 
     def report(self, path: str, message: str) -> None:
         self.problems.append(Problem(self.file, self.label, path, message))
