@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "plugins" / "preemptd-example-plugin"
 DISTRIBUTION = "preemptd-example-plugin"
 PLUGIN = "protect-namespace"
