@@ -146,8 +146,8 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
 
 
 def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
-    found = session.registry.call_first("assign_flavors", session=session, workload=workload)
-    if isinstance(found, Assignment):
+    found = session.plugin_assignment(workload)
+    if found is not None:
         return found
     return default_assign(session, workload, leaf)
 

@@ -16,7 +16,7 @@ of the preemption action, and the rest of the rounds under ``allocate``. The
 session only holds the switches (``KNOWN_ACTIONS``); ``run.py`` runs the actions.
 
 Every place where the answers of several plugins meet is here: the workload
-order, the victim order (:func:`order_for`), ``is_preemptible``, the scenario
+order, the victim order (:func:`order_for`), ``is_preemptible``, ``assign_flavors``, the scenario
 filters (:meth:`Session.scenario_filters`, :meth:`Session.scenario_rejects`,
 :func:`scenario_accepts`) with the "(vetoed by …)" wording (:func:`with_vetoes`),
 and the candidates of a victim search (:func:`collect_candidates`).
@@ -33,7 +33,7 @@ from ..model import PodSet, Workload
 from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
-from .assignment import VictimSearch
+from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, DeferredPods
 from .registry import Impl, Registry
 from .statement import Statement
@@ -215,6 +215,12 @@ class Session:
                 self.registry.vetoes[impl.plugin] += 1
                 return impl.plugin
         return None
+
+    def plugin_assignment(self, workload: Workload) -> Assignment | None:
+        """The first plugin's answer to ``assign_flavors`` (``None``: the framework's
+        default assigner decides); an answer that is not an Assignment is no answer."""
+        found = self.registry.call_first("assign_flavors", session=self, workload=workload)
+        return found if isinstance(found, Assignment) else None
 
     def scenario_filters(self, preemptor: Workload) -> ScenarioFilters:
         """Every plugin's scenario filters for one search, in plugin order.
