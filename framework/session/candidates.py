@@ -68,7 +68,7 @@ class Candidate:
     unit: tuple[object, ...] = ()
     # The victim order when no plugin adds a key (set when the unit is made).
     sort_key: tuple[Any, ...] = ()
-    # Pods of Deployments (SEMANTICS §6): lifecycle class (see :mod:`.pods`); every
+    # Pods of Deployments (SEMANTICS §6): lifecycle class (see :mod:`..pods`); every
     # other unit is of class normal (3).
     pod_class: int = 3
     # The composed victim order key, kept for the session when every plugin key

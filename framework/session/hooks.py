@@ -8,7 +8,7 @@ Hooks that sit on a hot path (``is_preemptible``, the scenario filters, the
 order keys) are not called through pluggy once per element: the session takes
 each plugin's implementation once at ``session_open`` and calls it directly,
 wrapping it so that a raising plugin fails safe instead of stopping the
-session (see :mod:`registry`). A plugin must never mutate the snapshot or the
+session (see :mod:`.registry`). A plugin must never mutate the snapshot or the
 workloads it is handed; per-session state belongs on the plugin's own objects
 or in ``session.state[plugin_name]``.
 """
