@@ -42,8 +42,9 @@ class Reader:
         self.fields = Fields.of_file(source)
 
     @property
-    def problems(self) -> list[Problem]:
-        return self.fields.problems
+    def problems(self) -> list[str]:
+        """Every problem so far, one ``SOURCE: path: message`` line each."""
+        return [str(problem) for problem in self.fields.problems]
 
     def problem(self, path: str, message: str) -> None:
         self.fields.report(path, message)
@@ -51,9 +52,6 @@ class Reader:
     def line(self, text: str) -> None:
         """A problem already written out (``FILE: ...``), e.g. by the file loader."""
         self.fields.problems.append(Problem("", "", "", text))
-
-    def messages(self) -> list[str]:
-        return [str(problem) for problem in self.fields.problems]
 
     def duration(
         self, obj: Mapping[str, Any], key: str, *, at: str = "", required: bool = False, positive: bool = False

@@ -156,7 +156,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     entries = arrivals(reader, data, random.Random(f"preemptd-simulate/{seed}"), start)
     changes = replica_changes(reader, data)
     if reader.problems:
-        raise ScenarioError(reader.messages())
+        raise ScenarioError(reader.problems)
     assert duration is not None
 
     templates = [(f"{source}: workloads[{entry.index}].object", entry.document) for entry in entries]
@@ -186,7 +186,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     _check_changes(reader, changes, inventory, expanded)
     runtimes = _initial_runtimes(reader, documents, inventory)
     if reader.problems:
-        raise ScenarioError(reader.messages())
+        raise ScenarioError(reader.problems)
     expanded.sort(key=lambda a: (a.at, a.key))
     return Scenario(
         source=source,
