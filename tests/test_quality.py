@@ -84,6 +84,20 @@ def test_mypy_strict_passes_on_framework_and_plugins(tmp_path: Path) -> None:
     )
 
 
+MAX_LINES = 450
+
+
+@pytest.mark.parametrize("folder", ["framework", "plugins"])
+def test_no_module_is_over_the_line_limit(folder: str) -> None:
+    """No file of framework/ or plugins/ is over 450 lines: a longer one is split by concept."""
+    long = {
+        str(file.relative_to(REPO)): count
+        for file in sorted((REPO / folder).rglob("*.py"))
+        if (count := len(file.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert {} == long
+
+
 # --- the layer rule -------------------------------------------------------------------
 #
 # Each contract below is named for why it exists (kopf's .importlinter does the same).

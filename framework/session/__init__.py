@@ -31,6 +31,7 @@ from .candidates import (
     IN_QUEUE,
     Candidate,
     DeferredPods,
+    Taken,
 )
 from .hooks import ScenarioFilter, hookimpl
 from .registry import Impl, PluginError, Registry
@@ -39,7 +40,6 @@ from .session import (
     Scenario,
     ScenarioFilters,
     Session,
-    Taken,
     collect_candidates,
     order_for,
     scenario_accepts,

@@ -1,4 +1,4 @@
-"""Victim candidates: the units a preemptor may take.
+"""Victim candidates: the units a preemptor may take, and what a session took.
 
 A :class:`Candidate` is one *unit* that can be taken from a running
 workload: the whole workload, one pod of an elastic workload above its
@@ -9,7 +9,7 @@ workload: the whole workload, one pod of an elastic workload above its
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import FR, Pod, Workload
@@ -24,6 +24,7 @@ __all__ = [
     "IN_QUEUE",
     "Candidate",
     "DeferredPods",
+    "Taken",
 ]
 
 IN_QUEUE = "InQueue"
@@ -116,3 +117,14 @@ class DeferredPods(Candidate):
         return f"DeferredPods({self.key}, {self.reason})"
 
 
+@dataclass(slots=True)
+class Taken:
+    """What this session (or an eviction already under way) takes from one workload."""
+
+    whole: bool = False
+    pods: int = 0  # single pods of an elastic workload
+    pod_names: list[str] = field(default_factory=list)  # every pod taken, whatever its class
+    scaled: list[str] = field(default_factory=list)  # normal pods: the scale-down's victims
+    preemptor: str = ""
+    reason: str = ""
+    pod_set: str | None = None

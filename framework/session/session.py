@@ -25,7 +25,7 @@ and the candidates of a victim search (:func:`collect_candidates`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..decisions import Decisions, Pending
@@ -34,7 +34,7 @@ from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods
+from .candidates import Candidate, DeferredPods, Taken
 from .registry import Impl, Registry
 from .statement import Statement
 
@@ -43,7 +43,6 @@ __all__ = [
     "Scenario",
     "ScenarioFilters",
     "Session",
-    "Taken",
     "collect_candidates",
     "order_for",
     "scenario_accepts",
@@ -54,19 +53,6 @@ ScenarioFilters = list[tuple[str, Callable[["Scenario"], bool]]]
 """The scenario filters of one search, each with the name of its plugin."""
 
 KNOWN_ACTIONS = ("allocate", "preempt", "reclaim")
-
-
-@dataclass(slots=True)
-class Taken:
-    """What this session (or an eviction already under way) takes from one workload."""
-
-    whole: bool = False
-    pods: int = 0  # single pods of an elastic workload
-    pod_names: list[str] = field(default_factory=list)  # every pod taken, whatever its class
-    scaled: list[str] = field(default_factory=list)  # normal pods: the scale-down's victims
-    preemptor: str = ""
-    reason: str = ""
-    pod_set: str | None = None
 
 
 class Session:
