@@ -20,12 +20,22 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
-from .objects_fields import Catalog, Entry, Parsed, Problem, at_index, child, describe
+from .objects_fields import (
+    Catalog,
+    Entry,
+    Parsed,
+    Problem,
+    at_index,
+    child,
+    describe,
+    escape,
+    shown,
+)
 from .objects_nodes import parse_flavor, parse_node, parse_pod
 from .objects_queues import build_queue_tree, parse_queue
 from .objects_workloads import parse_priority_class, parse_workload
 
-__all__ = ["Inventory", "Problem", "parse_objects"]
+__all__ = ["Inventory", "Problem", "StrayDocument", "escape", "parse_objects"]
 
 T = TypeVar("T")
 
@@ -39,6 +49,19 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Pod": ("", True),
     "PriorityClass": ("scheduling.k8s.io", False),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class StrayDocument:
+    """A document of a file that is not an object or a list (a plain line, a number).
+
+    The reader passes it on instead of rejecting the file: it is one bad
+    document, reported with its ``index`` (1-based, in the file) and skipped.
+    ``value`` is kept so that writing the documents back changes nothing.
+    """
+
+    index: int
+    value: Any
 
 
 @dataclass(slots=True)
@@ -191,6 +214,18 @@ class _Intake:
     def document(self, file: str, document: Any) -> None:
         if document is None:
             return  # an empty YAML document, e.g. after a trailing ---
+        if isinstance(document, StrayDocument):
+            value = document.value
+            kind = "plain text" if isinstance(value, str) else type(value).__name__
+            self.problems.append(
+                Problem(
+                    file,
+                    "",
+                    f"document {document.index}",
+                    f"expected an object (a mapping) or a list of objects, got {kind}; skipped",
+                )
+            )
+            return
         if isinstance(document, list):  # a JSON file holding a list of objects
             for index, item in enumerate(document):
                 self.object(file, item, at_index("", index))
@@ -206,7 +241,7 @@ class _Intake:
         kind = obj.get("kind")
         if not isinstance(kind, str) or not kind:
             message = (
-                "required field is missing" if kind is None else f"expected a kind, got {kind!r}"
+                "required field is missing" if kind is None else f"expected a kind, got {shown(kind)}"
             )
             self.problems.append(Problem(file, "", child(at, "kind"), message))
             return
@@ -218,7 +253,7 @@ class _Intake:
             metadata = {}
         elif not isinstance(metadata, dict):
             self.problems.append(
-                Problem(file, kind, child(at, "metadata"), f"expected a mapping, got {metadata!r}")
+                Problem(file, kind, child(at, "metadata"), f"expected a mapping, got {shown(metadata)}")
             )
             return
         name = metadata.get("name")
@@ -232,13 +267,13 @@ class _Intake:
                     file,
                     label,
                     child(at, "kind" if expected is None else "apiVersion"),
-                    f"unknown kind {kind!r} (apiVersion {api_version!r}); skipped",
+                    f"unknown kind {kind!r} (apiVersion {shown(api_version)}); skipped",
                 )
             )
             return
         if not isinstance(name, str) or not name:
             message = (
-                "required field is missing" if name is None else f"expected a name, got {name!r}"
+                "required field is missing" if name is None else f"expected a name, got {shown(name)}"
             )
             self.problems.append(Problem(file, kind, child(at, "metadata.name"), message))
             return
@@ -252,7 +287,7 @@ class _Intake:
                     file,
                     f"{kind}/{name}",
                     child(at, "metadata.namespace"),
-                    f"expected a string, got {namespace!r}",
+                    f"expected a string, got {shown(namespace)}",
                 )
             )
             return
@@ -264,7 +299,7 @@ class _Intake:
             return
         path = child(at, "items")
         if not isinstance(items, list):
-            self.problems.append(Problem(file, kind, path, f"expected a list, got {items!r}"))
+            self.problems.append(Problem(file, kind, path, f"expected a list, got {shown(items)}"))
             return
         for index, item in enumerate(items):
             if item is None:

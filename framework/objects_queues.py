@@ -25,7 +25,7 @@ from .model import (
     WhenCan,
     WithinQueue,
 )
-from .objects_fields import Catalog, Entry, Fields, Parsed, Problem, child, describe
+from .objects_fields import Catalog, Entry, Fields, Parsed, Problem, child, describe, shown
 from .quantity import format_quantity
 
 __all__ = ["QueueTree", "build_queue_tree", "parse_queue"]
@@ -100,7 +100,7 @@ def _resource_groups(
         covered: list[str] = []
         for path, resource in fields.items(group, "coveredResources", group_path, non_empty=True):
             if not isinstance(resource, str) or not resource:
-                fields.report(path, f"expected a resource name, got {resource!r}")
+                fields.report(path, f"expected a resource name, got {shown(resource)}")
                 continue
             if resource in covered:
                 fields.report(path, f"resource {resource!r} is listed twice in coveredResources")

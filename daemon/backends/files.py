@@ -31,6 +31,7 @@ from preemptd.framework.model import (
     DEPLOYMENT,
     FORCE_DELETE_ANNOTATION,
 )
+from preemptd.framework.objects import StrayDocument
 from preemptd.framework.quantity import format_timestamp
 
 __all__ = ["apply_decisions", "dump_documents", "write_documents"]
@@ -220,7 +221,7 @@ _SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 def dump_documents(documents: Iterable[Any]) -> str:
     """One YAML stream, a ``---`` before each document, keys in their original order."""
     return yaml.dump_all(
-        list(documents),
+        [document.value if isinstance(document, StrayDocument) else document for document in documents],
         Dumper=_SafeDumper,
         explicit_start=True,
         sort_keys=False,
