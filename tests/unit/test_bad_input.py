@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from preemptd.daemon.cli import main
 from preemptd.daemon.files import load_files
+from preemptd.daemon.scenario_entries import MAX_COPIES, Reader, node_groups
 from preemptd.framework.objects import StrayDocument, parse_objects
 from preemptd.framework.quantity import QuantityError, parse_duration, parse_quantity
 
@@ -256,3 +257,64 @@ def test_a_name_with_a_newline_cannot_forge_a_problem_line(tmp_path: Path, capsy
     assert 2 == len(lines)  # queueName missing, bad request
     assert all(line.startswith(f"{snapshot}: Workload/ns\\r/x\\nother.yaml") for line in lines)
     assert "\x1b" not in err and "\r" not in err
+
+
+# --- scenarios -------------------------------------------------------------------------
+
+
+def scenario_yaml(duration: str = "10m", node_cpu: str = '"8"', request: str = '"1"') -> str:
+    return f"""duration: {duration}
+nodeGroups:
+- {{name: n, count: 2, labels: {{flavor: od}}, allocatable: {{cpu: "8"}}}}
+- {{name: odd, count: 1, allocatable: {{cpu: {node_cpu}}}}}
+objects:
+- {{apiVersion: preemptd.io/v1alpha1, kind: ResourceFlavor, metadata: {{name: od}}, spec: {{nodeLabels: {{flavor: od}}}}}}
+- apiVersion: preemptd.io/v1alpha1
+  kind: Queue
+  metadata: {{name: qa}}
+  spec:
+    resourceGroups:
+    - coveredResources: [cpu]
+      flavors: [{{name: od, resources: [{{name: cpu, nominalQuota: "8"}}]}}]
+workloads:
+- arrival: 1m
+  runtime: 2m
+  object: {{apiVersion: preemptd.io/v1alpha1, kind: Workload, metadata: {{name: good, namespace: ns}},
+           spec: {{queueName: qa, podSets: [{{name: main, count: 1, requests: {{cpu: "1"}}}}]}}}}
+- arrival: 1m
+  runtime: 2m
+  object: {{apiVersion: preemptd.io/v1alpha1, kind: Workload, metadata: {{name: bad, namespace: ns}},
+           spec: {{queueName: qa, podSets: [{{name: main, count: 1, requests: {{cpu: {request}}}}}]}}}}
+"""
+
+
+@pytest.mark.parametrize("value", BAD_QUANTITIES, ids=lambda value: value[:30])
+def test_a_scenario_with_bad_quantities_is_simulated_with_those_objects_isolated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(scenario_yaml(node_cpu=value, request=value), encoding="utf-8")
+    report = tmp_path / "report"
+    assert 0 == main(["simulate", str(scenario), "--report", str(report)])
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"{scenario}: nodeGroups[1]: Node/odd-000: status.allocatable[cpu]: ")
+    assert err[1].startswith(f"{scenario}: workloads[1].object: Workload/ns/bad: spec.podSets[0].requests[cpu]: ")
+    run = json.loads((report / "report.json").read_text(encoding="utf-8"))["runs"][0]
+    assert 1 == run["queues"]["qa"]["admissions"]
+
+
+def test_a_scenario_duration_beyond_a_year_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(scenario_yaml(duration="999999999999h"), encoding="utf-8")
+    assert 2 == main(["simulate", str(scenario)])
+    assert f"{scenario}: duration: must be at most 8784h, got 999999999999h\n" == capsys.readouterr().err
+
+
+def test_a_node_group_or_repeat_count_beyond_the_limit_is_an_error() -> None:
+    """A count of 10^12 would build 10^12 objects; past MAX_COPIES it is a located error."""
+    reader = Reader("s.yaml")
+    groups = node_groups(reader, {"nodeGroups": [{"name": "n", "count": MAX_COPIES + 1}]})
+    assert ([], [f"s.yaml: nodeGroups[0].count: expected an integer from 1 to {MAX_COPIES}, got {MAX_COPIES + 1}"]) == (
+        groups,
+        reader.problems,
+    )
