@@ -92,10 +92,8 @@ class Reader:
     ) -> int:
         value = obj.get(key, default)
         if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
-            self.problem(
-                f"{at}.{key}" if at else key,
-                f"expected an integer from {minimum} to {maximum}, got {shown(value)}",
-            )
+            wanted = f">= {minimum}" if maximum == MAX_AMOUNT else f"from {minimum} to {maximum}"
+            self.problem(f"{at}.{key}" if at else key, f"expected an integer {wanted}, got {shown(value)}")
             return default
         return value
 

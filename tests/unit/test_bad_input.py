@@ -318,3 +318,10 @@ def test_a_node_group_or_repeat_count_beyond_the_limit_is_an_error() -> None:
         groups,
         reader.problems,
     )
+
+
+def test_a_moment_past_year_9999_is_written_as_the_last_one_not_raised() -> None:
+    """admittedAt plus a very long min-runtime lands past what RFC 3339 can write: shown capped."""
+    from preemptd.framework.quantity import format_timestamp
+
+    assert ("9999-12-31T23:59:59.999Z", "1970-01-01T00:00:00Z") == (format_timestamp(2**62), format_timestamp(0))
