@@ -13,7 +13,9 @@ unchanged. Whether an object is a valid Workload or Queue is not decided here
 (see :mod:`preemptd.framework.objects`). A document that is neither an object
 nor a list (a stray plain line, a number) is passed on as a
 :class:`~preemptd.framework.objects.StrayDocument`: one bad document, reported
-with its index and skipped, while the rest of the file is used.
+with its index and skipped, while the rest of the file is used. A file holding
+nothing but such documents (notes passed by mistake) is not a snapshot: it is
+rejected whole, as a file that is not YAML.
 
 An integer too long for Python to convert (more than 4,300 digits) is kept as
 its text, so the field holding it is reported as an error of that one object

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from preemptd.framework.objects_fields import shown
+from preemptd.framework.objects_fields import escape, shown
 from preemptd.framework.quantity import (
     MAX_AMOUNT,
     QuantityError,
@@ -43,7 +43,8 @@ class Reader:
         self.problems: list[str] = []
 
     def problem(self, path: str, message: str) -> None:
-        self.problems.append(f"{self.source}: {path}: {message}")
+        # One line each: keys and values quoted from the scenario may hold newlines.
+        self.problems.append(escape(f"{self.source}: {path}: {message}"))
 
     def duration(
         self,

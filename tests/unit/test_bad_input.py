@@ -325,3 +325,9 @@ def test_a_moment_past_year_9999_is_written_as_the_last_one_not_raised() -> None
     from preemptd.framework.quantity import format_timestamp
 
     assert ("9999-12-31T23:59:59.999Z", "1970-01-01T00:00:00Z") == (format_timestamp(2**62), format_timestamp(0))
+
+
+def test_a_scenario_key_with_a_newline_stays_on_its_problem_line() -> None:
+    reader = Reader("s.yaml")
+    reader.problem("colour\ns.yaml: duration", "unknown key")
+    assert ["s.yaml: colour\\ns.yaml: duration: unknown key"] == reader.problems
