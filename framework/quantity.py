@@ -71,6 +71,11 @@ def parse_quantity(value: object, resource: str = "") -> int:
     factor = 1  # a binary suffix's power of two
     if isinstance(value, bool):
         raise QuantityError(f"expected a quantity, got {_shown(value)}")
+    milli = resource in MILLI_RESOURCES
+    if type(value) is int and 0 <= value <= MAX_AMOUNT:  # the common case, in integers
+        plain: int = value * 1000 if milli else value
+        if plain <= MAX_AMOUNT:
+            return plain
     if isinstance(value, int):
         number = Decimal(value)
     elif isinstance(value, float):
@@ -84,27 +89,47 @@ def parse_quantity(value: object, resource: str = "") -> int:
         match = _QUANTITY.match(text)
         if match is None:
             raise QuantityError(f"malformed quantity {_shown(value)}")
-        number = Decimal(match["num"])
         if match["bin"]:
             factor = _BINARY[match["bin"]]
         elif match["exp"]:
             exponent = _exponent(match["exp"][1:])
         else:
             exponent = _DECIMAL[match["dec"] or ""]
+        digits = match["num"].lstrip("+")
+        if digits.isdigit() and len(digits) <= 20 and -30 < exponent < 30:
+            # The common case ("2", "500m", "16Gi"), exactly in integers.
+            whole = _integer_amount(int(digits), exponent + 3 if milli else exponent, factor)
+            if whole <= MAX_AMOUNT:
+                return whole
+            raise _too_large(value, milli)
+        number = Decimal(match["num"])
     else:
         raise QuantityError(f"expected a quantity, got {type(value).__name__}")
     if number < 0:
         raise QuantityError(f"negative quantity {_shown(value)}")
-    if resource in MILLI_RESOURCES:
+    if milli:
         exponent += 3
     amount = _bounded_integer(number, exponent, factor)
     if amount is None:
-        unit = "milli-units" if resource in MILLI_RESOURCES else "units"
-        raise QuantityError(
-            f"quantity {_shown(value)} is too large: at most {MAX_AMOUNT} {unit} "
-            "(a signed 64-bit integer, as Kubernetes counts)"
-        )
+        raise _too_large(value, milli)
     return amount
+
+
+def _too_large(value: object, milli: bool) -> QuantityError:
+    unit = "milli-units" if milli else "units"
+    return QuantityError(
+        f"quantity {_shown(value)} is too large: at most {MAX_AMOUNT} {unit} "
+        "(a signed 64-bit integer, as Kubernetes counts)"
+    )
+
+
+def _integer_amount(number: int, exponent: int, factor: int) -> int:
+    """``ceil(number * factor * 10**exponent)`` in integers, for a small ``exponent``."""
+    scaled = number * factor
+    power: int = 10 ** abs(exponent)  # pow's type depends on the exponent's sign
+    if exponent >= 0:
+        return scaled * power
+    return -(-scaled // power)
 
 
 def _exponent(digits: str) -> int:
