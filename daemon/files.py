@@ -148,6 +148,8 @@ def parse_text(text: str, *, json_only: bool = False) -> list[Document]:
             if json_only:
                 raise ValueError(f":{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
             documents = _yaml_documents(text)  # "[a, b]" or "{a: 1}" is YAML, not JSON
+        except RecursionError:  # the YAML reader has its own limit; json's is the stack's
+            raise ValueError(": not valid JSON: nested too deeply") from None
     else:
         documents = _yaml_documents(text)
     found: list[Document] = []

@@ -331,3 +331,10 @@ def test_a_scenario_key_with_a_newline_stays_on_its_problem_line() -> None:
     reader = Reader("s.yaml")
     reader.problem("colour\ns.yaml: duration", "unknown key")
     assert ["s.yaml: colour\\ns.yaml: duration: unknown key"] == reader.problems
+
+
+def test_json_nested_too_deeply_is_an_error_of_its_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"kind": ' + "[" * 100_000 + "]" * 100_000 + "}", encoding="utf-8")
+    assert 2 == main(["validate", str(deep)])
+    assert f"{deep}: not valid JSON: nested too deeply\n" == capsys.readouterr().err
