@@ -17,8 +17,10 @@ what the Kubernetes backend writes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
+import re
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +33,7 @@ from preemptd.framework.model import (
     DEPLOYMENT,
     FORCE_DELETE_ANNOTATION,
 )
+from preemptd.framework.objects import StrayDocument
 from preemptd.framework.quantity import format_timestamp
 
 __all__ = ["apply_decisions", "dump_documents", "write_documents"]
@@ -220,7 +223,7 @@ _SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 def dump_documents(documents: Iterable[Any]) -> str:
     """One YAML stream, a ``---`` before each document, keys in their original order."""
     return yaml.dump_all(
-        list(documents),
+        [document.value if isinstance(document, StrayDocument) else document for document in documents],
         Dumper=_SafeDumper,
         explicit_start=True,
         sort_keys=False,
@@ -230,9 +233,18 @@ def dump_documents(documents: Iterable[Any]) -> str:
 
 
 def write_documents(path: str | Path, documents: Iterable[Any]) -> None:
-    """Write the stream to ``path`` whole or not at all (a temporary file, then a rename)."""
+    """Write the stream to ``path`` whole or not at all (a temporary file, then a rename).
+
+    The temporary file is ``.OUT.XXXXXXXX.tmp`` next to OUT; one left by a run that
+    was killed mid-write is removed here, so they never accumulate.
+    """
     text = dump_documents(documents)
     target = Path(path)
+    leftover = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    with contextlib.suppress(OSError):  # a folder that cannot be listed is no reason to fail
+        for entry in target.parent.iterdir():
+            if leftover.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink():
+                entry.unlink(missing_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
