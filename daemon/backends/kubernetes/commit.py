@@ -39,6 +39,10 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    the scale-down (a crash, or a 409 on the Workload) is harmless: the next
    session chooses again, and the Deployment's sync removes marks that no
    pending scale-down explains.
+7. **A waiting workload's status changes with its meaning only.** Its
+   ``QuotaReserved`` condition (and the Event that goes with it) is rewritten
+   when the reason or the set of victims it waits for changes, not when only
+   the wording of the message would: the message already written is kept.
 """
 
 from __future__ import annotations
@@ -372,7 +376,7 @@ class Committer:
         self, pending: Pending, scan: Mapping[str, Mapping[str, int]] | None, seen: Mapping[str, Obj], now: int
     ) -> bool:
         workload = seen[pending.workload]
-        patch = pending_patch(workload, pending.reason, pending.message, scan, now)
+        patch = pending_patch(workload, pending.reason, _message_of_meaning(workload, pending), scan, now)
         if patch is None:
             return True
         written = await self._write_status(pending.workload, patch)
@@ -380,6 +384,35 @@ class Committer:
             kind = "Warning" if pending.reason == "Inadmissible" else "Normal"
             self.events.record(written, kind, pending.reason, pending.message)
         return written is not None
+
+
+def _message_of_meaning(workload: Obj, pending: Pending) -> str:
+    """The message to write for ``pending``: the one already there when it means the same.
+
+    A waiting workload's meaning is its reason and the set of victims it waits for, not
+    the words of its message (which may name them in another order, or carry figures that
+    move at every cycle); so a status is rewritten, and an Event asked for, only when the
+    reason or the victims change (design note, point 7).
+    """
+    status = workload.get("status") or {}
+    current = next(
+        (c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "QuotaReserved"),
+        None,
+    )
+    if current is None or current.get("status") != "False" or current.get("reason") != pending.reason:
+        return pending.message
+    text = current.get("message")
+    if not isinstance(text, str) or _victims_named(text) != frozenset(pending.waiting_for):
+        return pending.message
+    return text
+
+
+def _victims_named(message: str) -> frozenset[str]:
+    """The victims a "preempting a, b; admitted once ..." message names (none for any other)."""
+    if not message.startswith("preempting "):
+        return frozenset()
+    named = message.removeprefix("preempting ").partition(";")[0]
+    return frozenset(name.strip() for name in named.split(",") if name.strip())
 
 
 def seen_workloads(decisions: Decisions, store: Mapping[str, Obj]) -> dict[str, Obj]:
