@@ -26,7 +26,16 @@ from preemptd.daemon.notify import Notifier
 from preemptd.daemon.plugins import resolve_plugins
 from preemptd.daemon.service import Daemon
 from preemptd.framework.hooks import hookimpl
-from running import LEASE, Running, add_jobs, admissions_written, cluster, config, lease_holder, running_jobs
+from running import (
+    LEASE,
+    Running,
+    add_jobs,
+    admissions_written,
+    cluster,
+    config,
+    lease_holder,
+    running_jobs,
+)
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("no_leaked_tasks")]
 

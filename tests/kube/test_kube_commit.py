@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 
 from .apiserver import ApiServer, Request
-from .cluster import Controllers, conditions, events_for, flavor, job, node, priority_class, queue, step
+from .cluster import (
+    Controllers,
+    conditions,
+    events_for,
+    flavor,
+    job,
+    node,
+    priority_class,
+    queue,
+    step,
+)
 from .conftest import NOW_MS
 
 pytestmark = pytest.mark.asyncio
