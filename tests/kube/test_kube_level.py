@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from preemptd.daemon.backends.kubernetes.backend import KubernetesBackend
-from preemptd.daemon.backends.kubernetes.client import JOBS, Resource
+from preemptd.daemon.backends.kubernetes.client import JOBS, PODS, Resource
 from preemptd.daemon.config import BackendConfig, Config
 from preemptd.daemon.loop import Scheduler
 from preemptd.daemon.plugins import resolve_plugins
@@ -131,3 +131,22 @@ async def test_a_failed_job_unsuspend_is_retried_with_a_growing_backoff_not_ever
     for gap, backoff in zip(gaps, (0.2, 0.4, 0.8), strict=True):
         assert backoff <= gap < backoff + 0.3, gaps
     assert {("Job", "default/train")} & set(backend.owners.failures) == set()  # converged: forgotten
+
+
+async def test_the_pod_index_forgets_a_workload_once_its_last_pod_is_gone(server, backends) -> None:
+    """Churn leaves nothing behind in the pods-by-Workload index: 50 Workloads' pods come and go,
+    and no entry (not even an empty one) stays for them."""
+    _cluster(server)
+    backend = await backends(settle_owners=False)
+    for number in range(50):
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"p-{number}", "namespace": "default",
+                            "labels": {"preemptd.io/workload": f"job-gone-{number}"}},
+               "spec": {"containers": [{"name": "c", "image": "x"}]}, "status": {"phase": "Running"}}
+        server.put("", "pods", pod)
+    await until(lambda: len(backend.informers[PODS].store) == 50, what="the pods to be seen")
+    assert 50 == len(backend._pods_by_workload)
+    for number in range(50):
+        server.remove("", "pods", f"p-{number}", "default")
+    await until(lambda: not backend.informers[PODS].store, what="the pods to be gone")
+    assert {} == backend._pods_by_workload

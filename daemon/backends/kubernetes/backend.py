@@ -260,11 +260,12 @@ class KubernetesBackend:
             if not label:
                 continue
             workload_key = f"{metadata.get('namespace') or 'default'}/{label}"
-            pods = self._pods_by_workload.setdefault(workload_key, set())
             if add:
-                pods.add(object_key(pod))
-            else:
+                self._pods_by_workload.setdefault(workload_key, set()).add(object_key(pod))
+            elif (pods := self._pods_by_workload.get(workload_key)) is not None:
                 pods.discard(object_key(pod))
+                if not pods:  # forgotten with its last pod: churn leaves no empty entries behind
+                    del self._pods_by_workload[workload_key]
             workload = self.informers[WORKLOADS].store.get(workload_key)
             if workload is not None:
                 self._mark_owner(workload)
