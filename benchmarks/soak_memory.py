@@ -22,12 +22,12 @@ import tracemalloc
 from pathlib import Path
 
 from kubernetes_asyncio.client import Configuration
-
 from preemptd.daemon.backends.kubernetes.backend import KubernetesBackend
 from preemptd.daemon.backends.kubernetes.client import Kube
 from preemptd.daemon.config import BackendConfig, Config
 from preemptd.daemon.loop import Scheduler
 from preemptd.daemon.plugins import resolve_plugins
+
 from tests.kube.apiserver import ApiServer
 from tests.kube.cluster import flavor, install_crds, job, queue
 
