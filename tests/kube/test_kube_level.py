@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 from preemptd.daemon.backends.kubernetes.backend import KubernetesBackend
-from preemptd.daemon.backends.kubernetes.client import JOBS, PODS, Resource
+from preemptd.daemon.backends.kubernetes.client import JOBS, PODS, WORKLOADS, Resource
 from preemptd.daemon.config import BackendConfig, Config
 from preemptd.daemon.loop import Scheduler
 from preemptd.daemon.plugins import resolve_plugins
@@ -150,3 +150,64 @@ async def test_the_pod_index_forgets_a_workload_once_its_last_pod_is_gone(server
         server.remove("", "pods", f"p-{number}", "default")
     await until(lambda: not backend.informers[PODS].store, what="the pods to be gone")
     assert {} == backend._pods_by_workload
+
+
+class SlowWrites:
+    """Every Workload create and Job patch of the backend takes ``seconds``; counts those in flight."""
+
+    def __init__(self, backend: KubernetesBackend, seconds: float) -> None:
+        self.kube = backend.writer.kube
+        self.seconds = seconds
+        self.in_flight = 0
+        self.most = 0
+        backend.writer.kube = self  # type: ignore[assignment]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.kube, name)
+
+    async def _slowly(self) -> None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(self.seconds)
+        finally:
+            self.in_flight -= 1
+
+    async def create(self, resource: Resource, body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if resource.kind == "Workload":
+            await self._slowly()
+        return await self.kube.create(resource, body, *args, **kwargs)
+
+    async def patch(self, resource: Resource, name: str, body: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        if resource is JOBS:
+            await self._slowly()
+        return await self.kube.patch(resource, name, body, *args, **kwargs)
+
+
+async def test_workloads_are_created_from_the_watch_outside_the_cycle_and_nothing_is_admitted_twice(
+    server, backends
+) -> None:
+    """New Jobs' Workloads are created by the owner reconciler (two at a time here), not by a
+    cycle: a cycle while they are being created takes no time. Once they exist one cycle admits
+    them all; the next cycle, run while their Jobs are still being unsuspended, sees them
+    admitted and decides nothing again."""
+    _cluster(server)
+    backend = await backends(settle_owners=False, concurrency=4)  # owners get half the write slots
+    slow = SlowWrites(backend, seconds=0.3)
+    names = [f"job-{number}" for number in range(6)]
+    for name in names:
+        server.put("batch", "jobs", job(name, "team-a", {"cpu": "0.5"}))
+    await until(lambda: len(backend.informers[JOBS].store) == 6 and slow.in_flight > 0, what="creations to begin")
+    began = time.monotonic()
+    report = await backend.cycle()
+    assert time.monotonic() - began < 0.2
+    assert [] == report.decisions.admitted
+    await until(lambda: len(server.list("preemptd.io", "workloads")) == 6, what="the Workloads")
+    assert 2 == slow.most
+    await until(lambda: len(backend.informers[WORKLOADS].store) == 6, what="the Workloads in the cache")
+    report = await backend.cycle()
+    assert 6 == len(report.decisions.admitted)
+    assert slow.in_flight > 0  # the Jobs are still being unsuspended
+    again = await backend.cycle()
+    assert ([], []) == (again.decisions.admitted, again.decisions.preempted)
+    await until(lambda: all(_running(server, name) for name in names), what="every Job to run")

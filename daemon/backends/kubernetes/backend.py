@@ -136,8 +136,11 @@ class KubernetesBackend:
         self.inventory = ClusterInventory()
         self.settle_owners = settle_owners
         first_retry, max_retry = owner_retry
+        # Owner syncs take at most half the write slots: a burst of new Jobs never leaves the
+        # commit of decisions waiting behind it.
         self.owners = OwnerReconciler(
-            self._sync_owner, concurrency=concurrency, gate=gate, first_retry=first_retry, max_retry=max_retry
+            self._sync_owner, concurrency=max(1, concurrency // 2), gate=gate,
+            first_retry=first_retry, max_retry=max_retry,
         )
         self.sessions_discarded = 0  # sessions that ended after their cycle was abandoned
         self._session_ended: asyncio.Future[None] | None = None
