@@ -130,7 +130,7 @@ class Daemon:
         self.metrics.leader.set(1 if self.elector is None else 0)
         self.backend = KubernetesBackend(
             kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
-            settle_owners=False,
+            settle_owners=config.daemon.owner_settle / 1000,
         )
         daemon = config.daemon
         self.scheduler = Scheduler(
@@ -235,6 +235,7 @@ class Daemon:
         self.config = config
         self.backend.config = config
         self.backend.plugins = plugins
+        self.backend.settle_owners = config.daemon.owner_settle / 1000
         daemon = config.daemon
         self.scheduler.reconfigure(
             interval=config.scheduler.cycle_interval / 1000,

@@ -117,7 +117,7 @@ async def test_a_failed_job_unsuspend_is_retried_with_a_growing_backoff_not_ever
     backoff), not at each of the 0.1 s cycles, and then runs."""
     _cluster(server, "train")
     server.fail(3, code=500, when=lambda r: r.plural == "jobs" and r.verb == "patch")
-    backend = await backends(settle_owners=False, owner_retry=(0.2, 5.0))
+    backend = await backends(settle_owners=0, owner_retry=(0.2, 5.0))
     writes = JobWrites(backend, lambda body: False, seconds=0)
     _, stop, task = await _scheduling(backend)
     try:
@@ -137,7 +137,7 @@ async def test_the_pod_index_forgets_a_workload_once_its_last_pod_is_gone(server
     """Churn leaves nothing behind in the pods-by-Workload index: 50 Workloads' pods come and go,
     and no entry (not even an empty one) stays for them."""
     _cluster(server)
-    backend = await backends(settle_owners=False)
+    backend = await backends(settle_owners=0)
     for number in range(50):
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"p-{number}", "namespace": "default",
@@ -192,7 +192,7 @@ async def test_workloads_are_created_from_the_watch_outside_the_cycle_and_nothin
     them all; the next cycle, run while their Jobs are still being unsuspended, sees them
     admitted and decides nothing again."""
     _cluster(server)
-    backend = await backends(settle_owners=False, concurrency=4)  # owners get half the write slots
+    backend = await backends(settle_owners=0, concurrency=4)  # owners get half the write slots
     slow = SlowWrites(backend, seconds=0.3)
     names = [f"job-{number}" for number in range(6)]
     for name in names:
@@ -211,3 +211,15 @@ async def test_workloads_are_created_from_the_watch_outside_the_cycle_and_nothin
     again = await backend.cycle()
     assert ([], []) == (again.decisions.admitted, again.decisions.preempted)
     await until(lambda: all(_running(server, name) for name in names), what="every Job to run")
+
+
+async def test_a_cycle_waits_for_new_workloads_at_most_owner_settle(server, backends) -> None:
+    """Each Workload create takes 1 s: a cycle waits 0.2 s for them, then decides on what is there."""
+    _cluster(server)
+    backend = await backends(settle_owners=0.2)
+    slow = SlowWrites(backend, seconds=1.0)
+    server.put("batch", "jobs", job("train", "team-a", {"cpu": "1"}))
+    await until(lambda: slow.in_flight > 0, what="the creation to begin")
+    began = time.monotonic()
+    await backend.cycle()
+    assert 0.2 <= time.monotonic() - began < 0.5

@@ -16,10 +16,12 @@ events and by the commit, creates the Workloads of new Jobs and Deployments
 and drives every owner to what its Workload says (level-triggered, with a
 backoff per owner). A cycle ends once its decisions are in the Workloads'
 status, so the next session starts then, and its snapshot already holds them
-(nothing is admitted or evicted twice). ``settle_owners`` makes a cycle also
-wait for the reconciler before its snapshot and after its commit: one cycle
-is then one whole step, which tests and one-shot tools rely on; the daemon
-does not wait.
+(nothing is admitted or evicted twice). Before its snapshot a cycle waits at
+most ``settle_owners`` seconds for the reconciler to catch up, so that a burst
+of new Jobs is decided in one session, yet a slow API server never holds a
+cycle for longer (the daemon's ``owner_settle``). With ``settle_owners`` infinite
+(the default) a cycle also waits for the owners after its commit: one cycle is
+then one whole step, which tests and one-shot tools rely on.
 
 **An abandoned session.** When the loop abandons a cycle (its deadline, a lost
 lease, shutdown) while the session runs, the thread cannot be stopped: it runs
@@ -44,6 +46,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import math
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -122,7 +125,7 @@ class KubernetesBackend:
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         watch_timeout: int = 300,
         gate: Callable[[], bool] = lambda: True,
-        settle_owners: bool = True,
+        settle_owners: float = math.inf,
         owner_retry: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self.kube = kube
@@ -332,8 +335,11 @@ class KubernetesBackend:
         timings: dict[str, float] = {}
         started = time.perf_counter()
         synced = self.owners.synced
-        if self.settle_owners:
+        if self.settle_owners == math.inf:
             await self.owners.idle()
+        elif self.settle_owners > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.owners.idle(), self.settle_owners)
         await self._previous_session()
         timings["sync"] = time.perf_counter() - started
         # A frozen view: the watch events applied while the session runs do not reach it,
@@ -369,7 +375,7 @@ class KubernetesBackend:
             self.owners.release(held)
         if not self.draining:
             await self._write_queue_status(snapshot)
-        if self.settle_owners:
+        if self.settle_owners == math.inf:
             await self.owners.idle()
         timings["commit"] = time.perf_counter() - started
         report.synced_owners = self.owners.synced - synced
