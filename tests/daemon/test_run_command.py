@@ -46,7 +46,8 @@ def test_owner_settle_is_shorter_than_the_cycle_deadline(tmp_path: Path) -> None
     _, problems = read_config(config)
     assert [f"{config}:3: daemon.owner_settle: must be shorter than cycle_deadline"] == [str(p) for p in problems]
     config.write_text('[daemon]\nowner_settle = "0s"\n')
-    assert ([], 0) == read_config(config)[1:] + (read_config(config)[0].daemon.owner_settle,)
+    settings, problems = read_config(config)
+    assert ([], 0) == (problems, settings.daemon.owner_settle)
 
 
 def test_addresses_split_into_host_and_port() -> None:
