@@ -155,9 +155,14 @@ class Daemon:
 
     def live(self) -> tuple[bool, str]:
         heartbeat = self.scheduler.heartbeat
-        if heartbeat.fresh():
-            return True, "ok"
-        return False, f"the scheduling loop made no progress for {heartbeat.age:.0f}s"
+        if not heartbeat.fresh():
+            return False, f"the scheduling loop made no progress for {heartbeat.age:.0f}s"
+        # An abandoned session that never ends holds back every later one: the loop beats,
+        # but nothing is decided. Past the heartbeat's window, a restart is the way out.
+        age = self.backend.session_age()
+        if age > heartbeat.window:
+            return False, f"a session has been running for {age:.0f}s (abandoned at its deadline)"
+        return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
         if not self.synced:

@@ -155,6 +155,28 @@ async def test_a_session_past_the_cycle_deadline_is_abandoned_and_its_decisions_
         assert 0 == await running.stop()
 
 
+async def test_healthz_fails_once_an_abandoned_session_outlives_the_heartbeat_window(server) -> None:
+    """A session stuck for good (here 8 s; deadline 0.5 s, interval 0.2 s: a window of 1.75 s)
+    holds back every later one: /healthz answers 200 at first, then 503 naming the session."""
+    cluster(server, jobs=2)
+    sleeper = Sleeper(8.0)
+    running = start_with(server, sleeper, config(cycle_deadline=500))
+    try:
+        await until(sleeper.asleep.is_set, timeout=5, what="a session to sleep")
+        url = f"{running.daemon.http.url}/healthz"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(url) as response:
+                assert 200 == response.status
+            await asyncio.sleep(2.0)
+            async with http.get(url) as response:
+                text = await response.text()
+                assert (503, True) == (response.status, "a session has been running for" in text), text
+        assert sleeper.asleep.is_set()
+    finally:
+        sleeper.release.set()
+        assert 0 == await running.stop()
+
+
 async def test_sigterm_mid_session_exits_within_shutdown_timeout_and_releases_the_lease(server) -> None:
     """SIGTERM while a session sleeps for 5 s: the daemon returns 0 within shutdown_timeout
     (0.5 s) plus the step-down, the Lease is released, and the session's decisions are not written."""

@@ -147,6 +147,7 @@ class KubernetesBackend:
         )
         self.sessions_discarded = 0  # sessions that ended after their cycle was abandoned
         self._session_ended: asyncio.Future[None] | None = None
+        self._session_began = 0.0  # time.monotonic() when the last session thread started
         self._pods_by_workload: dict[str, set[str]] = {}
         self._queue_status: dict[str, Obj] = {}
         self.informers: dict[Resource, Informer] = {}
@@ -389,13 +390,20 @@ class KubernetesBackend:
         log.warning("the previous session was abandoned and is still running; waiting for it to end")
         await asyncio.shield(ended)
 
+    def session_age(self) -> float:
+        """Seconds the session thread under way has been running (0 when none runs)."""
+        ended = self._session_ended
+        if ended is None or ended.done():
+            return 0.0
+        return time.monotonic() - self._session_began
+
     def _off_loop(self, work: Callable[[], T]) -> asyncio.Future[T]:
         """Run ``work`` in a session thread; its result, unless the awaiting cycle was abandoned."""
         loop = asyncio.get_running_loop()
         result: asyncio.Future[T] = loop.create_future()
         ended: asyncio.Future[None] = loop.create_future()
         self._session_ended = ended
-        began = time.monotonic()
+        began = self._session_began = time.monotonic()
 
         def finish(value: T | None, error: BaseException | None) -> None:
             ended.set_result(None)
