@@ -63,7 +63,7 @@ def _phase(name: str, first: tracemalloc.Snapshot, last: tracemalloc.Snapshot, c
                   f"{Path(frame.filename).relative_to(ROOT)}:{frame.lineno}")
 
 
-async def run(cycles: int, warmup: int) -> None:
+async def run(cycles: int, warmup: int, phases: list[str], remembered: int | None) -> None:
     async with ApiServer(history=2_000, bookmark_interval=0.5) as server:
         install_crds(server)
         server.put("preemptd.io", "resourceflavors", flavor("default"))
@@ -75,6 +75,8 @@ async def run(cycles: int, warmup: int) -> None:
         kube = Kube.from_configuration(Configuration(host=server.url))
         backend = KubernetesBackend(kube, config=config, plugins=plugins, settle_owners=False)
         await backend.start(timeout=10)
+        if remembered is not None:
+            backend.events.remembered = remembered  # the Event de-duplication's bound, reached sooner
         scheduler = Scheduler(backend, interval=60.0, debounce=0.0)
         stop = asyncio.Event()
         task = asyncio.create_task(scheduler.run(stop), name="scheduler")
@@ -92,6 +94,8 @@ async def run(cycles: int, warmup: int) -> None:
         try:
             tracemalloc.start(1)
             for name, before in (("idle", server.requests.clear), ("churn", churn)):
+                if name not in phases:
+                    continue
                 await _cycles(scheduler, warmup, before)
                 await backend.events.flush()
                 first, rss = tracemalloc.take_snapshot(), _rss_kb()
@@ -109,8 +113,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cycles", type=int, default=3000)
     parser.add_argument("--warmup", type=int, default=300)
+    parser.add_argument("--phases", nargs="+", choices=("idle", "churn"), default=["idle", "churn"])
+    parser.add_argument("--remember", type=int, default=None,
+                        help="bound the Event de-duplication to this many keys (default: its own, 10,000)")
     args = parser.parse_args(argv)
-    asyncio.run(run(args.cycles, args.warmup))
+    asyncio.run(run(args.cycles, args.warmup, args.phases, args.remember))
     return 0
 
 
