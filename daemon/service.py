@@ -132,6 +132,8 @@ class Daemon:
             kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
             settle_owners=config.daemon.owner_settle / 1000,
         )
+        self.backend.on_discard = self.metrics.sessions_discarded.inc
+        self.backend.owners.on_retry = self.metrics.owner_retries.inc
         daemon = config.daemon
         self.scheduler = Scheduler(
             self.backend,

@@ -127,7 +127,7 @@ async def test_a_session_past_the_cycle_deadline_is_abandoned_and_its_decisions_
     session runs beside it, and the next cycle admits each Workload exactly once."""
     cluster(server, jobs=3)
     sleeper = Sleeper(2.0, sessions=1)
-    running = start_with(server, sleeper, config(cycle_deadline=500))
+    running = start_with(server, sleeper, config(cycle_deadline=500, owner_settle=100))
     try:
         await until(sleeper.asleep.is_set, timeout=5, what="a session to sleep")
         await until(lambda: running.daemon.scheduler.abandoned >= 1, timeout=2, what="the cycle to be abandoned")
@@ -137,7 +137,7 @@ async def test_a_session_past_the_cycle_deadline_is_abandoned_and_its_decisions_
                               if (server.get("preemptd.io", "workloads", w.partition("/")[2], "default") or {})
                               .get("status", {}).get("admission")}
         assert set() == admitted_meanwhile
-        await until(lambda: running.daemon.backend.sessions_discarded == 1, timeout=3,
+        await until(lambda: running.daemon.backend.sessions_discarded == 1, timeout=5,
                     what="the abandoned session to end")
         await until(lambda: {"job-000", "job-001", "job-002"} <= running_jobs(server), timeout=10,
                     what="the Jobs to run")
@@ -150,6 +150,9 @@ async def test_a_session_past_the_cycle_deadline_is_abandoned_and_its_decisions_
         abandoned = [s.value for s in families["preemptd_cycles"].samples
                      if s.name == "preemptd_cycles_total" and s.labels.get("outcome") == "abandoned"]
         assert abandoned and abandoned[0] >= 1
+        discarded = [s.value for s in families["preemptd_sessions_discarded"].samples
+                     if s.name == "preemptd_sessions_discarded_total"]
+        assert [1.0] == discarded
     finally:
         sleeper.release.set()
         assert 0 == await running.stop()
@@ -160,7 +163,7 @@ async def test_healthz_fails_once_an_abandoned_session_outlives_the_heartbeat_wi
     holds back every later one: /healthz answers 200 at first, then 503 naming the session."""
     cluster(server, jobs=2)
     sleeper = Sleeper(8.0)
-    running = start_with(server, sleeper, config(cycle_deadline=500))
+    running = start_with(server, sleeper, config(cycle_deadline=500, owner_settle=100))
     try:
         await until(sleeper.asleep.is_set, timeout=5, what="a session to sleep")
         url = f"{running.daemon.http.url}/healthz"

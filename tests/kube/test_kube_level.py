@@ -130,6 +130,7 @@ async def test_a_failed_job_unsuspend_is_retried_with_a_growing_backoff_not_ever
     gaps = [later - earlier for earlier, later in itertools.pairwise(unsuspends)]
     for gap, backoff in zip(gaps, (0.2, 0.4, 0.8), strict=True):
         assert backoff <= gap < backoff + 0.3, gaps
+    assert 3 == backend.owners.retries
     assert {("Job", "default/train")} & set(backend.owners.failures) == set()  # converged: forgotten
 
 

@@ -146,6 +146,7 @@ class KubernetesBackend:
             first_retry=first_retry, max_retry=max_retry,
         )
         self.sessions_discarded = 0  # sessions that ended after their cycle was abandoned
+        self.on_discard: Callable[[], None] = lambda: None  # hears of each (metrics)
         self._session_ended: asyncio.Future[None] | None = None
         self._session_began = 0.0  # time.monotonic() when the last session thread started
         self._pods_by_workload: dict[str, set[str]] = {}
@@ -409,6 +410,7 @@ class KubernetesBackend:
             ended.set_result(None)
             if result.cancelled():
                 self.sessions_discarded += 1
+                self.on_discard()
                 log.warning("an abandoned session ended after %.1fs; its decisions are discarded",
                             time.monotonic() - began)
             elif error is not None:

@@ -65,6 +65,7 @@ class OwnerReconciler:
         first_retry: float = 0.5,
         max_retry: float = 30.0,
     ) -> None:
+        self.on_retry: Callable[[], None] = lambda: None  # hears of every retry scheduled (metrics)
         self._sync = sync
         self._gate = gate
         self.concurrency = concurrency
@@ -187,6 +188,7 @@ class OwnerReconciler:
             count = self.failures[ref] = self.failures.get(ref, 0) + 1
             delay = min(self.max_retry, self.first_retry * 2 ** (count - 1))
             self.retries += 1
+            self.on_retry()
             self._again.discard(ref)  # the retry covers it
             self._retry[ref] = asyncio.get_running_loop().call_later(delay, self._due, ref)
             return
