@@ -23,7 +23,7 @@ from ..candidates import (
 )
 from ..flavors import pods_fit
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
-from ..pods import NORMAL
+from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
 from .nodechoice import lender_may_give
@@ -170,11 +170,31 @@ def _units(
     assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
     per_pod = pod_set_usage(spec, 1, flavors)
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    committed = sum(psa.count for psa in workload.admission.pod_sets)
+    if len(pods) > committed:
+        # Shrinking (SEMANTICS §4): the surplus pods are on their way out. Their usage
+        # is gone from the committed count already; each is a unit already evicted,
+        # relied on for its room and never taken again.
+        gone = set(taken.pod_names) if taken is not None else set()
+        live: list[Pod] = []
+        for pod, pod_class in classify(pods, committed, ordered=True):
+            if pod_class != SURPLUS:
+                live.append(pod)
+            elif pod.key not in gone:
+                unit = Candidate(
+                    workload, leaf, {}, reason, group, 1, spec.name, (pod,),
+                    ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
+                    True, True, priority, (key, "pod", pod.name),
+                )
+                unit.pod_class = SURPLUS
+                units.append(unit)
+        pods = live
     # Newest pods go first, as a scale-down would pick them.
-    pods = sorted(session.snapshot.pods_by_workload.get(key, ()), key=lambda p: (-p.created, p.name))
+    pods = sorted(pods, key=lambda p: (-p.created, p.name))
     singles = admitted - spec.min_count
     already = taken.pods if taken is not None else 0
-    units: list[Candidate] = []
     rest = dict(usage)
     for i in range(singles):
         pod = tuple(pods[i : i + 1])
@@ -547,7 +567,9 @@ class _Walk:
         admission = rest.workload.admission
         assert admission is not None and spec.min_count is not None
         count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
-        taken = sum(1 for v in victims if v.workload is rest.workload and v.single_pod)
+        taken = sum(
+            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+        )
         return taken >= count - spec.min_count
 
     def _lender_may_give(self, candidate: Candidate) -> bool:
