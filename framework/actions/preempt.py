@@ -25,6 +25,7 @@ from ..flavors import pods_fit
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
+from ..registry import bad_answer
 from ..snapshot import pod_set_usage
 from .nodechoice import lender_may_give
 
@@ -179,14 +180,14 @@ def _units(
         # relied on for its room and never taken again.
         gone = set(taken.pod_names) if taken is not None else set()
         live: list[Pod] = []
-        for pod, pod_class in classify(pods, committed, ordered=True):
+        for one, pod_class in classify(pods, committed, ordered=True):
             if pod_class != SURPLUS:
-                live.append(pod)
-            elif pod.key not in gone:
+                live.append(one)
+            elif one.key not in gone:
                 unit = Candidate(
-                    workload, leaf, {}, reason, group, 1, spec.name, (pod,),
-                    ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
-                    True, True, priority, (key, "pod", pod.name),
+                    workload, leaf, {}, reason, group, 1, spec.name, (one,),
+                    ((one.node_name, one.requests),) if one.node_name else (), only_within_nominal,
+                    True, True, priority, (key, "pod", one.name),
                 )
                 unit.pod_class = SURPLUS
                 units.append(unit)
@@ -362,7 +363,9 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
             # candidates the plugin could rank: (0, *key) sorts before (1,).
             try:
                 parts.append((0, *extra(c)))
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 session.registry.record_failure(name, "victim_order", exc)
                 parts.append((1,))
         parts.extend(c.sort_key[2:])  # the base order and the unit's index, computed once
@@ -605,12 +608,19 @@ class _Walk:
             return True
         scenario = Scenario(self.session, self.preemptor, victims, "preempt")
         for plugin, accept in self.filters:
+            ok: Any  # a plugin may answer anything
             try:
                 ok = accept(scenario)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.session.registry.record_failure(plugin, "scenario_filter", exc)
                 ok = False
-            if not ok:
+            if ok is not True:
+                if ok is not False:
+                    self.session.registry.record_failure(
+                        plugin, "scenario_filter", bad_answer(ok, "a bool")
+                    )
                 if veto:
                     self.vetoed_by.add(plugin)
                     self.session.registry.vetoes[plugin] += 1

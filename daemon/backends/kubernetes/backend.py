@@ -36,7 +36,7 @@ from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config
 from ...logging import DecisionLog
-from ...plugins import Plugins
+from ...plugins import FailureLog, Plugins
 from .client import (
     DEPLOYMENTS,
     FLAVORS,
@@ -135,6 +135,7 @@ class KubernetesBackend:
             concurrency=concurrency,
         )
         self.decision_log = DecisionLog(dry_run=dry_run)
+        self.plugin_failures = FailureLog()
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- the Cluster protocol (owners.py) -----------------------------------------
@@ -305,8 +306,7 @@ class KubernetesBackend:
         timings["snapshot"] = time.perf_counter() - started
         registry = self.plugins.registry()
         decisions = run_session(snapshot, registry, actions=actions, timings=timings)
-        for error in registry.errors:
-            log.warning("plugin %s failed in %s: %s", error.plugin, error.hook, error.message)
+        self.plugin_failures.report(registry, log, time.monotonic())
         # No await since the snapshot: the cache holds exactly what the session saw.
         seen = seen_workloads(decisions, self.informers[WORKLOADS].store)
         self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
