@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from preemptd.daemon.cli import main
 
 FLAVOR = {
@@ -302,3 +304,54 @@ def test_repeating_a_session_never_takes_a_shrinking_elastic_victim_again(
     e = _named(applied, "e")
     assert e["status"]["admission"]["podSets"][0]["count"] == 2
     assert not _evicted(e)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(2, 6),
+    data=st.data(),
+)
+def test_stepping_sessions_never_takes_a_pod_twice_nor_the_whole_after_a_shrink_that_sufficed(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    count: int,
+    data: st.DataObject,
+) -> None:
+    """Random elastic victim (count, minCount, cpu per pod) full on its node and quota, and a preemptor a shrink can satisfy: the first session takes ceil(request / per pod) pods; the next two at the same --now take nothing more, rely on exactly those pods and never evict the workload."""
+    min_count = data.draw(st.integers(1, count - 1), label="min_count")
+    per_pod = data.draw(st.integers(1, 3), label="per_pod")
+    request = data.draw(st.integers(1, (count - min_count) * per_pod), label="request")
+    tmp_path = tmp_path_factory.mktemp("steps")
+    total = str(count * per_pod)
+    objects = [
+        FLAVOR,
+        _node("n1", total),
+        _queue("q", total),
+        _workload(
+            "e", 0, str(per_pod), created="2026-01-01T00:00:00Z", count=count,
+            min_count=min_count, admitted_at="2026-01-01T00:10:00Z",
+        ),
+        _workload("p", 10, str(request), created="2026-01-01T00:40:00Z"),
+        *[
+            _pod(f"e-{i}", "e", "n1", str(per_pod), f"2026-01-01T00:10:0{i}Z")
+            for i in range(count)
+        ],
+    ]
+    now = "2026-01-01T01:00:00Z"
+    # SEMANTICS §4: single pods above minCount, newest first, each freeing per_pod of
+    # quota and of room on n1; the first j with j × per_pod ≥ request fits, and fill back
+    # cannot drop any of them ((j - 1) × per_pod < request).
+    taken = -(-request // per_pod)
+    first, _ = _cycle(_write(tmp_path / "s1.yaml", objects), now, tmp_path / "o1.yaml", capsys)
+    assert [(v["workload"], v["count"]) for v in first["preempted"]] == [("ml/e", taken)]
+    newest = sorted(f"pod:ml/e-{i}" for i in range(count - taken, count))
+    source = tmp_path / "o1.yaml"
+    for step in (2, 3):
+        out = tmp_path / f"o{step}.yaml"
+        later, applied = _cycle(source, now, out, capsys)
+        assert later["preempted"] == []
+        assert [(w["workload"], w["waitingFor"]) for w in later["pending"]] == [("ml/p", newest)]
+        e = _named(applied, "e")
+        assert e["status"]["admission"]["podSets"][0]["count"] == count - taken
+        assert not _evicted(e)
+        source = out
