@@ -255,7 +255,8 @@ def _plugins(args: argparse.Namespace) -> int:
     for name in plugins.shadowed:
         out.print(
             f"note: {name} implements assign_flavors, but flavor-fungibility answers it first "
-            "for every workload, so it is never called (disable flavor-fungibility to use it)"
+            "for every workload, so it is never called (disable flavor-fungibility to use it)",
+            soft_wrap=True,
         )
     _errors(
         f"warning: plugin {info.name} is enabled but not installed"
