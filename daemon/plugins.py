@@ -238,7 +238,9 @@ def _load(
         manager.register(plugin, name=name)
         manager.check_pending()
         schemas = [s for s in manager.hook.plugin_config_schema() if s is not None]
-    except Exception as exc:  # whatever a third-party import raises
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # whatever a third-party import raises, sys.exit included
         return None, [config.problem(path, f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}")]
     table = config.plugins.get(name, {})
     settings = {k: v for k, v in table.items() if k != "enabled"} if isinstance(table, dict) else table

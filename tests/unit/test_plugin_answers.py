@@ -434,3 +434,19 @@ def test_plugins_says_a_third_party_assign_flavors_is_never_called(
     )
     assert main(["plugins", "--config", str(toml)]) == 0
     assert "assign_flavors" not in capsys.readouterr().out
+
+
+def test_sys_exit_while_loading_a_plugin_is_a_configuration_error(
+    offer: Callable[..., None], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plugin whose loading calls sys.exit is reported as not loadable (exit 78), naming it."""
+
+    class _Exits(_EntryPoint):
+        def load(self) -> object:
+            sys.exit(0)
+
+    offer(_Exits("bad", None, _Dist("preemptd-bad")))
+    code, decisions, err = _cycle(tmp_path, capsys)
+    assert code == 78
+    assert decisions == {}
+    assert "cannot load plugin 'bad': SystemExit: 0" in err
