@@ -238,7 +238,8 @@ class PodSetAdmission:
     flavors: Mapping[str, str]  # resource -> flavor
 
     def __post_init__(self) -> None:
-        _freeze_fields(self, "flavors")
+        if type(self.flavors) is not FrozenDict:
+            object.__setattr__(self, "flavors", FrozenDict(self.flavors))
 
 
 @dataclass(frozen=True, slots=True)
