@@ -24,6 +24,7 @@ from ..candidates import CLASS_SAME_QUEUE, Candidate, DeferredPods, Scenario
 from ..model import FR, Pod, PodSet, Workload
 from ..nodes import node_matches, pod_terms
 from ..quota import Accounting, QuotaNode
+from ..registry import bad_answer
 from ..snapshot import DeploymentPods, fewest_to_cover
 
 if TYPE_CHECKING:
@@ -547,12 +548,17 @@ def scenario_accepts(
             return True
         scenario = Scenario(session, preemptor, list(victims), "preempt")
         for plugin, check in filters:
+            ok: Any  # a plugin may answer anything
             try:
                 ok = check(scenario)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 session.registry.record_failure(plugin, "scenario_filter", exc)
                 ok = False
-            if not ok:
+            if ok is not True:
+                if ok is not False:
+                    session.registry.record_failure(plugin, "scenario_filter", bad_answer(ok, "a bool"))
                 session.registry.vetoes[plugin] += 1
                 return False
         return True

@@ -23,8 +23,9 @@ from ..candidates import (
 )
 from ..flavors import pods_fit
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
-from ..pods import NORMAL
+from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
+from ..registry import bad_answer
 from ..snapshot import pod_set_usage
 from .nodechoice import lender_may_give
 
@@ -170,11 +171,31 @@ def _units(
     assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
     per_pod = pod_set_usage(spec, 1, flavors)
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    committed = sum(psa.count for psa in workload.admission.pod_sets)
+    if len(pods) > committed:
+        # Shrinking (SEMANTICS §4): the surplus pods are on their way out. Their usage
+        # is gone from the committed count already; each is a unit already evicted,
+        # relied on for its room and never taken again.
+        gone = set(taken.pod_names) if taken is not None else set()
+        live: list[Pod] = []
+        for one, pod_class in classify(pods, committed, ordered=True):
+            if pod_class != SURPLUS:
+                live.append(one)
+            elif one.key not in gone:
+                unit = Candidate(
+                    workload, leaf, {}, reason, group, 1, spec.name, (one,),
+                    ((one.node_name, one.requests),) if one.node_name else (), only_within_nominal,
+                    True, True, priority, (key, "pod", one.name),
+                )
+                unit.pod_class = SURPLUS
+                units.append(unit)
+        pods = live
     # Newest pods go first, as a scale-down would pick them.
-    pods = sorted(session.snapshot.pods_by_workload.get(key, ()), key=lambda p: (-p.created, p.name))
+    pods = sorted(pods, key=lambda p: (-p.created, p.name))
     singles = admitted - spec.min_count
     already = taken.pods if taken is not None else 0
-    units: list[Candidate] = []
     rest = dict(usage)
     for i in range(singles):
         pod = tuple(pods[i : i + 1])
@@ -342,7 +363,9 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
             # candidates the plugin could rank: (0, *key) sorts before (1,).
             try:
                 parts.append((0, *extra(c)))
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 session.registry.record_failure(name, "victim_order", exc)
                 parts.append((1,))
         parts.extend(c.sort_key[2:])  # the base order and the unit's index, computed once
@@ -547,7 +570,9 @@ class _Walk:
         admission = rest.workload.admission
         assert admission is not None and spec.min_count is not None
         count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
-        taken = sum(1 for v in victims if v.workload is rest.workload and v.single_pod)
+        taken = sum(
+            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+        )
         return taken >= count - spec.min_count
 
     def _lender_may_give(self, candidate: Candidate) -> bool:
@@ -583,12 +608,19 @@ class _Walk:
             return True
         scenario = Scenario(self.session, self.preemptor, victims, "preempt")
         for plugin, accept in self.filters:
+            ok: Any  # a plugin may answer anything
             try:
                 ok = accept(scenario)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.session.registry.record_failure(plugin, "scenario_filter", exc)
                 ok = False
-            if not ok:
+            if ok is not True:
+                if ok is not False:
+                    self.session.registry.record_failure(
+                        plugin, "scenario_filter", bad_answer(ok, "a bool")
+                    )
                 if veto:
                     self.vetoed_by.add(plugin)
                     self.session.registry.vetoes[plugin] += 1

@@ -62,7 +62,7 @@ from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config
 from ...logging import DecisionLog
-from ...plugins import Plugins
+from ...plugins import FailureLog, Plugins
 from .client import (
     DEPLOYMENTS,
     FLAVORS,
@@ -177,6 +177,7 @@ class KubernetesBackend:
             concurrency=concurrency,
         )
         self.decision_log = DecisionLog(dry_run=dry_run)
+        self.plugin_failures = FailureLog()
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- the Cluster protocol (owners.py) -----------------------------------------
@@ -358,8 +359,7 @@ class KubernetesBackend:
             return snapshot, run_session(snapshot, registry, actions=actions, timings=timings)
 
         snapshot, decisions = await self._off_loop(session)
-        for error in registry.errors:
-            log.warning("plugin %s failed in %s: %s", error.plugin, error.hook, error.message)
+        self.plugin_failures.report(registry, log, time.monotonic())
         seen = seen_workloads(decisions, workloads)
         self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
         report = CycleReport(
