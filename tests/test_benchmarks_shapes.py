@@ -225,7 +225,9 @@ def test_parse_floor_counts_every_object(tmp_path: Path) -> None:
 
 
 def test_generate_cli_writes_a_shape_to_json(tmp_path: Path) -> None:
-    """``python -m benchmarks.generate --shape saturated --out F.json`` writes the shape."""
+    """``python -m benchmarks.generate --shape NAME --out F.json`` writes that shape."""
     path = tmp_path / "s.json"
-    assert gen.main(["--shape", "saturated", "--seed", "4", "--out", str(path)]) == 0
-    assert json.loads(path.read_text(encoding="utf-8")) == gen.generate_saturated(4)
+    assert gen.main(["--shape", "grow-deep-300", "--seed", "4", "--out", str(path)]) == 0
+    assert json.loads(path.read_text(encoding="utf-8")) == gen.generate_shape("grow-deep-300", 4)
+    with pytest.raises(SystemExit):
+        gen.main(["--shape", "saturate", "--out", str(path)])
