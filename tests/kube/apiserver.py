@@ -37,8 +37,12 @@ requests get a status such as 500 or 409), :attr:`ApiServer.latency`,
 :meth:`ApiServer.drop_watches` (cut every stream, abruptly or cleanly),
 :meth:`ApiServer.compact` (forget history: resuming watches get 410) and
 :meth:`ApiServer.restart` (a new resourceVersion epoch: all of the above at
-once), and :attr:`ApiServer.before_write` (a hook run before each write,
-e.g. to race the daemon with a user's edit).
+once), :meth:`ApiServer.heal` (forget injected failures), and
+:attr:`ApiServer.before_write` (a hook run before each write, e.g. to race the
+daemon with a user's edit, or to inject a fault mid-commit).
+
+:attr:`ApiServer.journal` keeps every change ever stored, whatever was
+compacted or restarted, for tests to check what happened.
 
 Tests may also reach the store directly (:meth:`ApiServer.put`,
 :meth:`ApiServer.get`, :meth:`ApiServer.remove`): such changes are seen by
@@ -53,6 +57,7 @@ import copy
 import datetime as dt
 import json
 import re
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -490,6 +495,7 @@ class Request:
     subresource: str | None
     namespace: str | None
     name: str | None
+    at: float = 0.0  # when it arrived (time.monotonic), before any injected latency
 
 
 class ApiServer:
@@ -500,6 +506,8 @@ class ApiServer:
         self.objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {k.ref: {} for k in BUILTIN_KINDS}
         self.version = 1
         self.history: deque[_Event] = deque(maxlen=history)
+        # Every change ever stored, never compacted nor lost in a restart: what tests check.
+        self.journal: list[_Event] = []
         self.oldest = 1  # watches may resume from this version on; older ones are gone
         self.bookmark_interval = bookmark_interval
         self.latency = 0.0
@@ -547,6 +555,10 @@ class ApiServer:
     ) -> None:
         """The next ``count`` requests that ``when`` matches are answered ``code``."""
         self._failures.append((count, code, reason, when))
+
+    def heal(self) -> None:
+        """Forget every injected failure not yet served."""
+        self._failures.clear()
 
     def drop_watches(self, *, abrupt: bool = True) -> None:
         """End every open watch stream: cut the connection (``abrupt``) or end it cleanly."""
@@ -657,6 +669,7 @@ class ApiServer:
         event = _Event(self.version, kind, type_, obj)
         event.line = (json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n").encode()
         self.history.append(event)
+        self.journal.append(event)
         self.last_versions[kind.ref] = self.version
         if len(self.history) == self.history.maxlen:
             self.oldest = self.history[0].version
@@ -722,7 +735,7 @@ class ApiServer:
             kind, namespace, name, sub = self._route(request)
             watch = request.query.get("watch") in ("true", "1")
             verb = _verb(request.method, name, watch)
-            record = Request(request.method, verb, kind.group, kind.plural, sub, namespace, name)
+            record = Request(request.method, verb, kind.group, kind.plural, sub, namespace, name, time.monotonic())
             self.requests.append(record)
             if self.latency:
                 await asyncio.sleep(self.latency)
