@@ -178,6 +178,9 @@ def _start(server: ApiServer, identity: str = "a") -> _Daemon:
     assert not problems
     kube = Kube.from_configuration(Configuration(host=server.url))
     daemon = Daemon(kube, settings, plugins, holder_identity=identity, notifier=Notifier())
+    # Owner syncs that fail are retried on a short backoff here: twenty failures in a row
+    # would otherwise back off for minutes, and these tests are about what is written.
+    daemon.backend.owners.first_retry, daemon.backend.owners.max_retry = 0.02, 0.5
     return _Daemon(daemon, asyncio.create_task(daemon.run(), name=f"daemon-{identity}"), kube)
 
 

@@ -18,10 +18,17 @@ decided it. It runs beside the scheduling loop, never inside a cycle:
   a template restore that must wait for the pods to stop). False, an exception,
   or a write of the sync that failed, was refused (409) or fenced, is "not
   converged": the owner is synced again after a backoff of its own,
-  ``first_retry`` doubled at each failure in a row up to ``max_retry``. A mark
-  from a watch event does not cut a backoff short (the failing owner's own
-  writes must not turn into a busy loop); a new decision for it does
-  (``mark(..., now=True)``). A converged owner forgets its failures.
+  ``first_retry`` doubled at each failure in a row up to ``max_retry``. After a
+  failure (an exception, or a write that failed, was refused or fenced) a mark
+  from a watch event does not cut the backoff short: the failing owner's own
+  writes must not turn into a busy loop. After a plain False with every write
+  accepted, the owner is *waiting* for the cluster (a suspended Job's pods to
+  stop, say): the next watch event about it is what it waits for, so that mark
+  syncs it at once, and the backoff is only the fallback when no event comes.
+  Such a sync writes only what is still missing, so the marks its own writes
+  cause end as soon as there is nothing left to write. A new decision cuts any
+  backoff short (``mark(..., now=True)``). A converged owner forgets its
+  failures.
 * **Held while committed.** The owners of the Workloads a commit is writing are
   held: a mark meanwhile (the commit's own pod marks, say) waits for the
   release, so an owner is never synced halfway through a decision about it
@@ -77,6 +84,7 @@ class OwnerReconciler:
         self._retry: dict[OwnerRef, asyncio.TimerHandle] = {}
         self._held: set[OwnerRef] = set()
         self._deferred: set[OwnerRef] = set()  # marked while held
+        self._waiting: set[OwnerRef] = set()  # backing off after a plain False: a mark ends it
         self.failures: dict[OwnerRef, int] = {}  # failures in a row, per owner not converged
         self._wake = asyncio.Event()
         self._changed = asyncio.Event()  # something finished or was marked: idle() looks again
@@ -96,10 +104,11 @@ class OwnerReconciler:
             return
         retry = self._retry.get(ref)
         if retry is not None:
-            if not now:
+            if not now and ref not in self._waiting:
                 return
             retry.cancel()
             del self._retry[ref]
+            self._waiting.discard(ref)
         self._ready[ref] = None
         self._wake.set()
         self._changed.set()
@@ -120,6 +129,7 @@ class OwnerReconciler:
 
     def _due(self, ref: OwnerRef) -> None:
         self._retry.pop(ref, None)
+        self._waiting.discard(ref)
         self.mark(ref)
 
     @property
@@ -165,13 +175,15 @@ class OwnerReconciler:
             for handle in self._retry.values():
                 handle.cancel()
             self._retry.clear()
+            self._waiting.clear()
 
     async def _one(self, ref: OwnerRef, slots: asyncio.Semaphore) -> None:
-        converged = False
+        converged = waiting = False
         try:
             with failed_writes() as failed:
                 answer = await self._sync(*ref)
             converged = answer is not False and failed[0] == 0
+            waiting = answer is False and failed[0] == 0
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -191,6 +203,8 @@ class OwnerReconciler:
             self.on_retry()
             self._again.discard(ref)  # the retry covers it
             self._retry[ref] = asyncio.get_running_loop().call_later(delay, self._due, ref)
+            if waiting:
+                self._waiting.add(ref)
             return
         if ref in self._again:
             self._again.discard(ref)
