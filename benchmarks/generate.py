@@ -12,6 +12,13 @@ SEMANTICS §6's (allocatable minus the requests of bound pods), so the admitted
 state is always one the scheduler could itself have produced.
 
     python -m benchmarks.generate --size M --seed 1 --out /tmp/m.yaml
+    python -m benchmarks.generate --shape saturated --out /tmp/saturated.json
+    preemptd cycle --timings --now 2026-01-01T00:00:00Z /tmp/saturated.json
+
+Shapes (PERFORMANCE.md): ``typical-M`` and ``typical-L`` (the sizes below), ``saturated``
+(every queue at exactly its nominal, no borrowing possible, 77 % pending), ``contended``
+(many heads want GPUs of one full flavor) and ``large`` (L's cluster), plus the growth
+series ``grow-queues-N`` and ``grow-deep-N``.
 
 The output format follows the file name: ``.json`` writes one JSON list (fast
 to read back), anything else a YAML stream.
@@ -24,13 +31,29 @@ import json
 import random
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from preemptd.framework.quantity import format_timestamp, parse_timestamp
 
-__all__ = ["NOW", "NOW_MS", "SIZES", "Size", "describe", "generate", "main"]
+__all__ = [
+    "CONTENDED",
+    "GROWTH_SERIES",
+    "NOW",
+    "NOW_MS",
+    "SHAPES",
+    "SIZES",
+    "Size",
+    "describe",
+    "generate",
+    "generate_saturated",
+    "generate_shape",
+    "generate_spec",
+    "growth_spec",
+    "main",
+    "shape_maker",
+]
 
 NOW = "2026-01-01T00:00:00Z"
 NOW_MS = parse_timestamp(NOW)
@@ -47,8 +70,6 @@ FLAVORS = (("a100", 0.6), ("h100", 0.4))
 NODE_CPU = 128_000
 NODE_MEMORY_GI = 1024
 NODE_GPUS = 8
-PENDING_SHARE = 0.2
-"""Workloads generated pending; a few more end up pending because they did not fit."""
 PRIORITY_CLASSES = (("low", 0), ("normal", 100), ("high", 1000))
 _MINUTE = 60_000
 _DAY = 24 * 60 * _MINUTE
@@ -75,6 +96,12 @@ class Size:
     leaves_per_cohort: int
     cohorts_per_group: int  # 0: cohorts are roots; else cohorts are defined Queues under orgs
     shapes: tuple[Shape, ...]
+    pending_share: float = 0.2
+    """Workloads generated pending; a few more end up pending because they did not fit."""
+    same_flavor_order: bool = False
+    """Every queue lists the flavors in the same order (else 30 % reverse it)."""
+    pending_shapes: tuple[Shape, ...] | None = None
+    """The shapes of the workloads generated pending (default: ``shapes``)."""
 
 
 # S and M carry about 7.5 admitted workloads per node, L about 3.75 with wider
@@ -91,11 +118,30 @@ _WIDE = (
     Shape("gpu-4", 0.04, 4, (32_000,), (256,), (1, 2), launcher=True),
     Shape("gpu-8", 0.04, 8, (64_000,), (512,), (1, 1), launcher=True),
 )
+_GPU_HEADS = (
+    Shape("gpu-1", 0.5, 1, (8000,), (64,), (1, 4)),
+    Shape("gpu-4", 0.3, 4, (32_000,), (256,), (1, 2), launcher=True),
+    Shape("gpu-8", 0.2, 8, (64_000,), (512,), (1, 1), launcher=True),
+)
 SIZES: dict[str, Size] = {
     "S": Size(nodes=100, workloads=1_000, queues=10, leaves_per_cohort=5, cohorts_per_group=0, shapes=_DENSE),
     "M": Size(nodes=1_000, workloads=10_000, queues=100, leaves_per_cohort=10, cohorts_per_group=0, shapes=_DENSE),
     "L": Size(nodes=4_000, workloads=20_000, queues=1_000, leaves_per_cohort=10, cohorts_per_group=10, shapes=_WIDE),
 }
+CONTENDED = Size(
+    nodes=1_000,
+    workloads=5_000,
+    queues=250,
+    leaves_per_cohort=25,
+    cohorts_per_group=0,
+    shapes=_WIDE,
+    pending_share=0.35,
+    same_flavor_order=True,
+    pending_shapes=_GPU_HEADS,
+)
+"""1,000 nodes, 250 queues in 10 cohorts, 5,000 workloads with pods. Every queue lists the
+flavors in the same order, so admitted work fills the first flavor, and the pending
+workloads (35 %) are GPU jobs: most queues' heads want GPUs of that one full flavor."""
 
 FR = tuple[str, str]
 
@@ -215,8 +261,12 @@ def _quantity(resource: str, amount: int) -> str:
 
 def generate(size: str, seed: int) -> list[dict[str, Any]]:
     """The objects of one synthetic cluster; the same (size, seed) gives the same list."""
-    spec = SIZES[size]
-    rng = random.Random(f"preemptd-benchmark/{size}/{seed}")
+    return generate_spec(SIZES[size], f"preemptd-benchmark/{size}/{seed}")
+
+
+def generate_spec(spec: Size, key: str) -> list[dict[str, Any]]:
+    """The objects of the cluster ``spec`` describes, drawn from the random stream ``key``."""
+    rng = random.Random(key)
     objects: list[dict[str, Any]] = []
 
     for name, _share in FLAVORS:
@@ -312,7 +362,7 @@ def generate(size: str, seed: int) -> list[dict[str, Any]]:
             elif limits < 0.30:
                 leaf.lending[fr] = nominal // 2 // unit * unit
         order = [flavor for flavor, _ in FLAVORS]
-        if rng.random() < 0.3:
+        if rng.random() < 0.3 and not spec.same_flavor_order:
             order.reverse()
         leaves.append(leaf)
         leaf_flavors.append(order)
@@ -334,13 +384,20 @@ def generate(size: str, seed: int) -> list[dict[str, Any]]:
         count = rng.randint(*shape.count)
         cpu = rng.choice(shape.cpu)
         memory = rng.choice(shape.memory_gi)
+        # Drawn here (not before the shape) so that M and L stay the clusters they were.
+        meant_to_run = rng.random() >= spec.pending_share
+        if not meant_to_run and spec.pending_shapes is not None:
+            pending = spec.pending_shapes
+            shape = rng.choices(pending, weights=[p.weight for p in pending])[0]
+            count = rng.randint(*shape.count)
+            cpu = rng.choice(shape.cpu)
+            memory = rng.choice(shape.memory_gi)
         pod_sets: list[tuple[str, int, int, int, int]] = []  # name, count, cpu, memory, gpus
         if shape.launcher:
             pod_sets.append(("launcher", 1, 2000, 8, 0))
         pod_sets.append(("main", count, cpu, memory, shape.gpus))
         namespace = f"ns-{leaf.name}"
         name = f"{shape.name}-{w:06d}"
-        meant_to_run = rng.random() >= PENDING_SHARE
         if meant_to_run:
             created = NOW_MS - rng.randrange(_MINUTE * 60, 7 * _DAY)
         else:
@@ -489,6 +546,230 @@ def _admit(
     return placed
 
 
+# --- the saturated shape -------------------------------------------------------------------
+
+SATURATED_GPUS = ((1, 0.5), (2, 0.3), (4, 0.2))
+"""GPUs per pod of a saturated workload, with weights; each divides a node's 8."""
+
+
+def generate_saturated(
+    seed: int, *, queues: int = 100, workloads: int = 10_000, pending_share: float = 0.77
+) -> list[dict[str, Any]]:
+    """Every queue at exactly its nominal quota, in full cohorts: nothing can be borrowed.
+
+    Queues come in cohorts of 10; a cohort uses one flavor (alternating). Each queue gets
+    ``workloads / queues`` workloads of one podSet (1–2 pods of 1, 2 or 4 GPUs, with 8
+    cores and 64Gi per GPU), with priorities drawn uniformly from 0–999 inside the queue;
+    ``1 - pending_share`` of them are admitted and the queue's nominal quota of every
+    resource is set to exactly what they use. Their pods are packed, largest first, onto
+    just enough nodes of the flavor, so the nodes are full too (all but the last of each
+    flavor). In-queue preemption is allowed (``LowerPriority``) and so is reclaim (``Any``),
+    which can never find a borrower.
+    """
+    rng = random.Random(f"preemptd-benchmark/saturated/{queues}/{workloads}/{seed}")
+    per_queue = workloads // queues
+    admitted_per_queue = round(per_queue * (1 - pending_share))
+    objects: list[dict[str, Any]] = [
+        {
+            "apiVersion": API,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": name},
+            "spec": {"nodeLabels": {FLAVOR_LABEL: name}},
+        }
+        for name, _share in FLAVORS
+    ]
+    queue_objects: list[dict[str, Any]] = []
+    workload_objects: list[dict[str, Any]] = []
+    # Per flavor: (gpus per pod, namespace, workload name, pod set, pod index, priority, admitted_at).
+    bound: dict[str, list[tuple[int, str, str, int, int, int]]] = {f: [] for f, _ in FLAVORS}
+    sizes = [g for g, _ in SATURATED_GPUS]
+    size_weights = [w for _, w in SATURATED_GPUS]
+    for q in range(queues):
+        name = f"q-{q:04d}"
+        flavor = FLAVORS[(q // 10) % len(FLAVORS)][0]
+        namespace = f"ns-{name}"
+        admitted = set(rng.sample(range(per_queue), admitted_per_queue))
+        used_gpus = 0
+        for w in range(per_queue):
+            gpus = rng.choices(sizes, weights=size_weights)[0]
+            count = rng.randint(1, 2)
+            priority = rng.randrange(1000)
+            created = NOW_MS - rng.randrange(_MINUTE * 60, 7 * _DAY)
+            wname = f"w-{q:04d}-{w:05d}"
+            workload: dict[str, Any] = {
+                "apiVersion": API,
+                "kind": "Workload",
+                "metadata": {
+                    "name": wname,
+                    "namespace": namespace,
+                    "uid": _uid(rng),
+                    "creationTimestamp": format_timestamp(created),
+                },
+                "spec": {
+                    "queueName": name,
+                    "priority": priority,
+                    "owner": {"apiVersion": "batch/v1", "kind": "Job", "name": wname},
+                    "podSets": [
+                        {"name": "main", "count": count, "requests": _requests(gpus * 8000, gpus * 64, gpus)}
+                    ],
+                },
+            }
+            if w in admitted:
+                admitted_at = created + rng.randrange(0, 30 * _MINUTE)
+                workload["status"] = {
+                    "admission": {
+                        "queue": name,
+                        "podSets": [
+                            {"name": "main", "count": count, "flavors": {r: flavor for r in RESOURCES}}
+                        ],
+                    },
+                    "admittedAt": format_timestamp(admitted_at),
+                }
+                used_gpus += gpus * count
+                for k in range(count):
+                    bound[flavor].append((gpus, namespace, wname, k, priority, admitted_at))
+            workload_objects.append(workload)
+        nominal = {"cpu": _cpu(used_gpus * 8000), "memory": f"{used_gpus * 64}Gi", GPU: str(used_gpus)}
+        queue_objects.append(
+            {
+                "apiVersion": API,
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": {
+                    "parent": f"cohort-{q // 10:03d}",
+                    "resourceGroups": [
+                        {
+                            "coveredResources": list(RESOURCES),
+                            "flavors": [
+                                {
+                                    "name": flavor,
+                                    "resources": [
+                                        {"name": r, "nominalQuota": nominal[r]} for r in RESOURCES
+                                    ],
+                                }
+                            ],
+                        }
+                    ],
+                    "preemption": {"withinQueue": "LowerPriority", "reclaimWithinCohort": "Any"},
+                },
+            }
+        )
+    node_objects: list[dict[str, Any]] = []
+    pod_objects: list[dict[str, Any]] = []
+    for flavor, _share in FLAVORS:
+        # Largest first: with sizes that divide a node, first fit leaves no holes.
+        pods = sorted(bound[flavor], key=lambda pod: -pod[0])
+        free: list[int] = []
+        for gpus, namespace, wname, k, priority, admitted_at in pods:
+            node = next((n for n in range(max(0, len(free) - 1), len(free)) if free[n] >= gpus), None)
+            if node is None:
+                free.append(NODE_GPUS)
+                node = len(free) - 1
+            free[node] -= gpus
+            pod_objects.append(
+                _pod_object(
+                    f"{wname}-main-{k}",
+                    namespace,
+                    wname,
+                    f"node-{flavor}-{node:05d}",
+                    priority,
+                    _requests(gpus * 8000, gpus * 64, gpus),
+                    format_timestamp(admitted_at + 5000),
+                )
+            )
+        node_objects.extend(_node_object(f"node-{flavor}-{n:05d}", flavor) for n in range(len(free)))
+    return objects + queue_objects + node_objects + workload_objects + pod_objects
+
+
+def _node_object(name: str, flavor: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {FLAVOR_LABEL: flavor, "kubernetes.io/hostname": name}},
+        "status": {
+            "allocatable": {"cpu": _cpu(NODE_CPU), "memory": f"{NODE_MEMORY_GI}Gi", GPU: str(NODE_GPUS)}
+        },
+    }
+
+
+def _pod_object(
+    name: str,
+    namespace: str,
+    workload: str,
+    node: str,
+    priority: int,
+    requests: dict[str, str],
+    created: str,
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {WORKLOAD_LABEL: workload},
+            "creationTimestamp": created,
+        },
+        "spec": {
+            "nodeName": node,
+            "priority": priority,
+            "containers": [{"name": "main", "resources": {"requests": dict(requests)}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+# --- the shapes by name -----------------------------------------------------------------------
+
+SHAPES = ("typical-M", "typical-L", "saturated", "contended", "large")
+"""The shapes of PERFORMANCE.md. ``large`` is the cluster of ``typical-L`` (4,000 nodes of 8
+GPUs, 1,000 queues, 20,000 workloads, ~140,000 pods): the same objects, named for the
+figures that matter at that size (load, whole process, memory)."""
+GROWTH_SERIES = ("queues", "deep")
+"""``grow-queues-N``: N workloads in N/100 queues; ``grow-deep-N``: N workloads in 100 queues.
+Both have N/10 nodes, and M's kinds of workload: at N = 10,000 both are M."""
+
+
+def growth_spec(series: str, workloads: int) -> Size:
+    if series not in GROWTH_SERIES:
+        raise ValueError(f"unknown growth series {series!r} (choose from {', '.join(GROWTH_SERIES)})")
+    queues = max(10, workloads // 100) if series == "queues" else 100
+    return Size(
+        nodes=max(10, workloads // 10),
+        workloads=workloads,
+        queues=queues,
+        leaves_per_cohort=10,
+        cohorts_per_group=0,
+        shapes=_DENSE,
+    )
+
+
+def generate_shape(name: str, seed: int) -> list[dict[str, Any]]:
+    """The objects of a shape by name: one of ``SHAPES``, a size of ``SIZES``, or
+    ``grow-<series>-<workloads>``; the same (name, seed) gives the same list."""
+    return shape_maker(name)(seed)
+
+
+def shape_maker(name: str) -> Callable[[int], list[dict[str, Any]]]:
+    """What ``generate_shape(name, seed)`` calls; ValueError for a name that is no shape."""
+    size = name[len("typical-") :] if name.startswith("typical-") else name
+    if size in SIZES:
+        return lambda seed: generate(size, seed)
+    if name == "large":
+        return lambda seed: generate("L", seed)
+    if name == "saturated":
+        return generate_saturated
+    if name == "contended":
+        return lambda seed: generate_spec(CONTENDED, f"preemptd-benchmark/contended/{seed}")
+    if name.startswith("grow-"):
+        series, _, count = name[len("grow-") :].partition("-")
+        if series in GROWTH_SERIES and count.isdigit() and int(count) > 0:
+            spec = growth_spec(series, int(count))
+            return lambda seed: generate_spec(spec, f"preemptd-benchmark/{name}/{seed}")
+    known = [*SHAPES, *SIZES, "grow-queues-N", "grow-deep-N"]
+    raise ValueError(f"unknown shape {name!r} (choose from {', '.join(known)})")
+
+
 def describe(objects: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Counts by kind, plus admitted and pending workloads."""
     counts: Counter[str] = Counter()
@@ -514,11 +795,21 @@ def write(objects: list[dict[str, Any]], path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.generate", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", choices=sorted(SIZES), default="S")
+    parser.add_argument("--size", choices=sorted(SIZES), help="a typical cluster (default S)")
+    parser.add_argument(
+        "--shape", help=f"{', '.join(SHAPES)}, or grow-queues-N / grow-deep-N (N workloads)"
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", required=True, help="FILE.yaml or FILE.json ('-' for YAML on stdout)")
     args = parser.parse_args(argv)
-    objects = generate(args.size, args.seed)
+    if args.size and args.shape:
+        parser.error("--size and --shape are alternatives")
+    name = args.shape or args.size or "S"
+    try:
+        make = shape_maker(name)
+    except ValueError as exc:
+        parser.error(str(exc))
+    objects = make(args.seed)
     if args.out == "-":
         import yaml
 
@@ -527,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         write(objects, args.out)
     summary = ", ".join(f"{kind} {count}" for kind, count in describe(objects).items())
-    print(f"size {args.size} seed {args.seed}: {summary}; now {NOW}", file=sys.stderr)
+    print(f"{name} seed {args.seed}: {summary}; now {NOW}", file=sys.stderr)
     return 0
 
 

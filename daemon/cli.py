@@ -26,7 +26,7 @@ from preemptd import __version__
 from . import report
 from .backends.files import Document, LoadError, apply_decisions, load_files, write_documents
 from .config import Config, ConfigError, ConfigProblem, read_config
-from .plugins import Plugins, resolve_plugins
+from .plugins import Plugins, describe_failure, resolve_plugins
 
 __all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_OK", "main"]
 
@@ -135,6 +135,7 @@ def _errors(lines: Iterable[str]) -> None:
 def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
+    _errors(f"warning: {warning}" for warning in plugins.warnings)
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 
 
@@ -184,10 +185,7 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     # run_session reports inventory.inadmissible (carried by the snapshot) as pending
     # Inadmissible itself; nothing is added here.
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions, timings=timings)
-    _errors(
-        f"warning: plugin {error.plugin} failed in {error.hook}: {error.message}"
-        for error in registry.errors
-    )
+    _errors(describe_failure(error) for error in registry.errors)
     return _Run(config, documents, inventory, decisions)
 
 
@@ -251,7 +249,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _plugins(args: argparse.Namespace) -> int:
     _, plugins = _setup(args.config)
-    report.print_plugins(plugins.infos, _stdout())
+    out = _stdout()
+    report.print_plugins(plugins.infos, out)
+    for name in plugins.shadowed:
+        out.print(
+            f"note: {name} implements assign_flavors, but flavor-fungibility answers it first "
+            "for every workload, so it is never called (disable flavor-fungibility to use it)",
+            soft_wrap=True,
+        )
     _errors(
         f"warning: plugin {info.name} is enabled but not installed"
         for info in plugins.infos

@@ -75,6 +75,9 @@ class DaemonConfig:
     stale_after: int = _duration(10_000)
     # How long SIGTERM lets the cycle under way finish before abandoning it.
     shutdown_timeout: int = _duration(10_000)
+    # How long a cycle waits at most, before its snapshot, for the owner reconciler to
+    # catch up (the Workloads of Jobs just created); 0: not at all.
+    owner_settle: int = _duration(1_000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +232,10 @@ def _check_daemon(config: Config) -> list[ConfigProblem]:
     for key in ("cycle_deadline", "stale_after", "shutdown_timeout"):
         if getattr(daemon, key) <= 0:
             problems.append(config.problem(("daemon", key), "must be longer than 0s"))
+    if daemon.owner_settle < 0:
+        problems.append(config.problem(("daemon", "owner_settle"), "must be 0s or longer"))
+    elif 0 < daemon.cycle_deadline <= daemon.owner_settle:
+        problems.append(config.problem(("daemon", "owner_settle"), "must be shorter than cycle_deadline"))
     return problems
 
 

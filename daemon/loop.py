@@ -15,9 +15,14 @@ Design note. One task, ``scheduler``, runs cycles of one backend; the rules:
 
 * **A deadline.** A cycle still running ``deadline`` seconds after it started
   is abandoned: its task is cancelled, the abandonment counted and logged,
-  and the loop goes on. A cycle is the unit the cluster can recover from
-  (the Workload status is the source of truth; the next cycle's owner sync
-  finishes what a cancelled commit left), so abandoning one is safe.
+  and the loop goes on. The backend runs each session in a worker thread, so
+  the event loop (the Lease renewals, ``/healthz``, watches, signals, and this
+  deadline) keeps running while a session decides; a session abandoned this
+  way runs to its end in its thread, and its decisions are discarded, never
+  committed (the backend's design note). A cycle is the unit the cluster can
+  recover from: the Workload status is the source of truth, and the owner
+  reconciler drives each Job and Deployment to it whatever happened to the
+  cycle that decided it, so abandoning one is safe.
 * **Only the leader cycles.** While ``leadership.elected`` is clear the loop
   stands by (caches stay warm); when ``deposed`` is set during a cycle, the
   cycle is abandoned at once. The writes themselves are fenced separately

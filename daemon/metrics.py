@@ -37,12 +37,23 @@ class Metrics:
         )
         self.cycle_seconds = Histogram(
             "preemptd_cycle_duration_seconds",
-            "Seconds per cycle: owner sync, snapshot, session and commit.",
+            "Seconds per cycle: snapshot, session and commit.",
             buckets=_SESSION_BUCKETS, registry=r,
         )
         self.cycles = Counter(
             "preemptd_cycles", "Cycles by outcome: ok, failed (an error), abandoned (deadline, lost lease, shutdown).",
             ["outcome"], registry=r,
+        )
+        self.sessions_discarded = Counter(
+            "preemptd_sessions_discarded",
+            "Sessions that ended after their cycle was abandoned; their decisions were not committed.",
+            registry=r,
+        )
+        self.owner_retries = Counter(
+            "preemptd_owner_sync_retries",
+            "Owner syncs (Job, Deployment) that did not bring the owner in line with its Workload "
+            "and were scheduled again after a backoff.",
+            registry=r,
         )
         self.workloads = Gauge(
             "preemptd_workloads", "Workloads per queue and state (admitted, pending, evicted) at the last cycle.",

@@ -20,18 +20,22 @@ import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import metadata
+from logging import Logger
 from typing import Any, Protocol
 
 import pluggy
-from preemptd.framework.session import Registry, hooks
+from preemptd.framework.session import PluginError, Registry, hooks
 
 from .config import Config, ConfigProblem, check_table, describe
 
 __all__ = [
     "BUILTINS",
     "ENTRY_POINT_GROUP",
+    "FailureLog",
     "PluginInfo",
     "Plugins",
+    "choose_entry_points",
+    "describe_failure",
     "installed_entry_points",
     "resolve_plugins",
 ]
@@ -39,6 +43,8 @@ __all__ = [
 ENTRY_POINT_GROUP = "preemptd.plugins"
 BUILTINS = ("priority", "cohort-reclaim", "flavor-fungibility", "min-runtime", "gpu-victims")
 _OWN_DISTRIBUTION = "preemptd"
+# The built-in that answers assign_flavors for every workload (first answer wins).
+FLAVOR_ANSWERER = "flavor-fungibility"
 
 
 class Distribution(Protocol):
@@ -80,6 +86,10 @@ class Plugins:
 
     infos: tuple[PluginInfo, ...]
     enabled: tuple[tuple[str, object, object | None], ...]  # (name, plugin, config) in order
+    warnings: tuple[str, ...] = ()  # e.g. two distributions offering one entry point
+    # Third-party plugins implementing assign_flavors while a built-in that always answers
+    # it runs first: theirs is never called (hook assign_flavors is first-answer-wins).
+    shadowed: tuple[str, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -90,32 +100,61 @@ class Plugins:
         return Registry(self.enabled)
 
 
-def installed_entry_points() -> list[EntryPoint]:
+def installed_entry_points(warnings: list[str] | None = None) -> list[EntryPoint]:
     """The entry points of the group, one per name.
 
     Two distributions offering the same name: preemptd's own wins for a built-in
-    name, otherwise the first distribution by name (so the choice is stable).
+    name, otherwise the first distribution by name, a distribution without a
+    ``Name`` in its metadata last (so the choice is stable); each collision is
+    described in ``warnings``, naming the entry point and what was left out.
     """
+    return choose_entry_points(metadata.entry_points(group=ENTRY_POINT_GROUP), warnings)
+
+
+def choose_entry_points(
+    entry_points: Iterable[EntryPoint], warnings: list[str] | None = None
+) -> list[EntryPoint]:
+    """One entry point per name, as :func:`installed_entry_points` chooses them."""
     chosen: dict[str, EntryPoint] = {}
     found = sorted(
-        metadata.entry_points(group=ENTRY_POINT_GROUP),
-        key=lambda ep: (ep.name, _dist_name(ep) != _OWN_DISTRIBUTION, _dist_name(ep)),
+        entry_points,
+        key=lambda ep: (
+            ep.name, _dist_name(ep) != _OWN_DISTRIBUTION, not _dist_name(ep), _dist_name(ep)
+        ),
     )
     for entry_point in found:
-        chosen.setdefault(entry_point.name, entry_point)
+        kept = chosen.setdefault(entry_point.name, entry_point)
+        if kept is not entry_point and warnings is not None:
+            warnings.append(
+                f"plugin entry point {entry_point.name!r} is offered twice: using the one of "
+                f"{_describe_dist(kept)}, ignoring the one of {_describe_dist(entry_point)}"
+            )
     return list(chosen.values())
 
 
 def _dist_name(entry_point: EntryPoint) -> str:
+    # A distribution whose metadata has no Name answers None.
     dist = entry_point.dist
-    return "" if dist is None else dist.name
+    name = None if dist is None else dist.name
+    return name if isinstance(name, str) else ""
+
+
+def _describe_dist(entry_point: EntryPoint) -> str:
+    name = _dist_name(entry_point)
+    value = getattr(entry_point, "value", "")
+    target = f" ({value})" if value else ""
+    return f"distribution {name!r}{target}" if name else f"a distribution without a Name{target}"
 
 
 def _source(entry_point: EntryPoint) -> str:
     dist = entry_point.dist
-    if dist is None or dist.name == _OWN_DISTRIBUTION:
+    name = _dist_name(entry_point)
+    if dist is None or name == _OWN_DISTRIBUTION:
         return "built-in"
-    return f"{dist.name} {dist.version}"
+    if not name:
+        return "unnamed distribution"
+    version = dist.version
+    return f"{name} {version}" if isinstance(version, str) else name
 
 
 def resolve_plugins(
@@ -125,7 +164,11 @@ def resolve_plugins(
 
     ``entry_points`` defaults to :func:`installed_entry_points`.
     """
-    available = installed_entry_points() if entry_points is None else entry_points
+    warnings: list[str] = []
+    if entry_points is None:
+        available: Iterable[EntryPoint] = installed_entry_points(warnings)
+    else:
+        available = choose_entry_points(entry_points, warnings)
     installed = {ep.name: ep for ep in available}
     problems: list[ConfigProblem] = []
     wanted: dict[str, bool] = {name: True for name in BUILTINS}
@@ -157,7 +200,25 @@ def resolve_plugins(
             if loaded is not None:
                 enabled_plugins.append(loaded)
         infos.append(PluginInfo(name, _source(entry_point), requested, installed=True))
-    return Plugins(tuple(infos), tuple(enabled_plugins)), problems
+    shadowed: list[str] = []
+    if any(name == FLAVOR_ANSWERER for name, _, _ in enabled_plugins):
+        shadowed = [
+            name
+            for name, plugin, _ in enabled_plugins
+            if name not in BUILTINS and _implements(plugin, "assign_flavors")
+        ]
+    for name in shadowed:
+        warnings.append(
+            f"plugin {name!r} implements assign_flavors, which is never called while "
+            f"{FLAVOR_ANSWERER!r} is enabled (it answers first, for every workload)"
+        )
+    plugins = Plugins(tuple(infos), tuple(enabled_plugins), tuple(warnings), tuple(shadowed))
+    return plugins, problems
+
+
+def _implements(plugin: object, hook: str) -> bool:
+    function = getattr(plugin, hook, None)
+    return callable(function) and hasattr(function, f"{hooks.PROJECT}_impl")
 
 
 def _load(
@@ -176,7 +237,9 @@ def _load(
         manager.register(plugin, name=name)
         manager.check_pending()
         schemas = [s for s in manager.hook.plugin_config_schema() if s is not None]
-    except Exception as exc:  # whatever a third-party import raises
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # whatever a third-party import raises, sys.exit included
         return None, [config.problem(path, f"cannot load plugin {name!r}: {type(exc).__name__}: {exc}")]
     table = config.plugins.get(name, {})
     settings = {k: v for k, v in table.items() if k != "enabled"} if isinstance(table, dict) else table
@@ -196,3 +259,45 @@ def _load(
     except (TypeError, ValueError) as exc:  # the plugin's own checks (__post_init__)
         return None, [config.problem(path, f"plugin {name!r}: {exc}")]
     return (name, plugin, instance), []
+
+
+def describe_failure(error: PluginError) -> str:
+    """One line for a plugin's failures in one hook: its name, the hook, how often, the first error."""
+    times = f" ({error.count} calls)" if error.count > 1 else ""
+    return f"warning: plugin {error.plugin} failed in {error.hook}{times}: {error.message}"
+
+
+class FailureLog:
+    """Logs the plugin failures of the daemon's sessions without flooding the log.
+
+    A session reports each plugin and hook once (see :class:`Registry`); across
+    sessions a pair is warned about at most once per ``interval`` seconds, with the
+    number of failures since the last warning, and its traceback is logged once, at
+    debug, the first time it fails.
+    """
+
+    __slots__ = ("_last", "_traced", "_unreported", "interval")
+
+    def __init__(self, interval: float = 300.0) -> None:
+        self.interval = interval
+        self._last: dict[tuple[str, str], float] = {}
+        self._unreported: dict[tuple[str, str], int] = {}
+        self._traced: set[tuple[str, str]] = set()
+
+    def report(self, registry: Registry, log: Logger, now: float) -> None:
+        for error in registry.errors:
+            pair = (error.plugin, error.hook)
+            if pair not in self._traced:
+                self._traced.add(pair)
+                log.debug("plugin %s failed in %s:\n%s", error.plugin, error.hook, error.traceback)
+            count = self._unreported.get(pair, 0) + error.count
+            last = self._last.get(pair)
+            if last is not None and now - last < self.interval:
+                self._unreported[pair] = count
+                continue
+            self._last[pair] = now
+            self._unreported[pair] = 0
+            log.warning(
+                "plugin %s failed in %s (%d time(s) since the last warning): %s",
+                error.plugin, error.hook, count, error.message,
+            )

@@ -129,8 +129,11 @@ class Daemon:
             self.leadership = AlwaysLeader()
         self.metrics.leader.set(1 if self.elector is None else 0)
         self.backend = KubernetesBackend(
-            kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading
+            kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
+            settle_owners=config.daemon.owner_settle / 1000,
         )
+        self.backend.on_discard = self.metrics.sessions_discarded.inc
+        self.backend.owners.on_retry = self.metrics.owner_retries.inc
         daemon = config.daemon
         self.scheduler = Scheduler(
             self.backend,
@@ -154,9 +157,14 @@ class Daemon:
 
     def live(self) -> tuple[bool, str]:
         heartbeat = self.scheduler.heartbeat
-        if heartbeat.fresh():
-            return True, "ok"
-        return False, f"the scheduling loop made no progress for {heartbeat.age:.0f}s"
+        if not heartbeat.fresh():
+            return False, f"the scheduling loop made no progress for {heartbeat.age:.0f}s"
+        # An abandoned session that never ends holds back every later one: the loop beats,
+        # but nothing is decided. Past the heartbeat's window, a restart is the way out.
+        age = self.backend.session_age()
+        if age > heartbeat.window:
+            return False, f"a session has been running for {age:.0f}s (abandoned at its deadline)"
+        return True, "ok"
 
     def ready(self) -> tuple[bool, str]:
         if not self.synced:
@@ -234,6 +242,7 @@ class Daemon:
         self.config = config
         self.backend.config = config
         self.backend.plugins = plugins
+        self.backend.settle_owners = config.daemon.owner_settle / 1000
         daemon = config.daemon
         self.scheduler.reconfigure(
             interval=config.scheduler.cycle_interval / 1000,
@@ -284,11 +293,13 @@ class Daemon:
                 await first_of(self.clock, {"stop": self.stop.wait(), "scheduler": scheduler})
                 self.notifier.stopping("stopping: finishing the cycle under way")
                 log.info("stopping")
+                stopping = self.clock.now()
                 try:
                     await scheduler  # drains or abandons the cycle under way (loop.py)
                 except Exception:
                     log.exception("the scheduler failed")
                     self.exit_code = 1
+                await self._finish_owners(stopping)
                 await self._step_down(tasks)
                 log.info("stopped after %d cycles", self.scheduler.cycles)
                 return self.exit_code
@@ -318,6 +329,16 @@ class Daemon:
         log.info("caches synced%s", "; dry run: nothing is written" if self.dry_run else "")
         self.notifier.ready(self._status())
         return True
+
+    async def _finish_owners(self, stopping: float) -> None:
+        """Let the owners of the decisions written so far be driven to them, within what is
+        left of ``shutdown_timeout``; what is not done by then the next leader finishes."""
+        if self.elector is not None and not self.elector.leading:
+            return
+        left = stopping + self.config.daemon.shutdown_timeout / 1000 - self.clock.now()
+        waited = await first_of(self.clock, {"idle": self.backend.owners.idle()}, timeout=max(0.0, left))
+        if waited != "idle":
+            log.warning("stopping with owners not yet in line with their Workloads; the next leader finishes them")
 
     async def _step_down(self, tasks: list[asyncio.Task[None]]) -> None:
         if self.elector is None:

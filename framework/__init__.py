@@ -68,6 +68,7 @@ from .session import (
     ScenarioFilter,
     Session,
     VictimSearch,
+    bad_answer,
     hookimpl,
 )
 
@@ -107,6 +108,7 @@ __all__ = [
     "Session",
     "VictimSearch",
     "Workload",
+    "bad_answer",
     "candidate_units",
     "evaluate_flavor",
     "finish_assignment",

@@ -3,13 +3,19 @@
 Amounts are integers (see :mod:`quantity`), times are milliseconds since the
 epoch, durations milliseconds. Keys of namespaced objects are ``namespace/name``.
 Nothing here knows about YAML, Kubernetes clients or plugins.
+
+Immutable all the way down: the records are frozen, sequences are tuples and
+every mapping is a :class:`FrozenDict` (a record given a plain dict freezes a
+copy of it). The daemon's caches and every session share these objects, so a
+plugin that could change one would change what the next session sees; a write
+raises ``TypeError`` in the plugin's own hook instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, NoReturn, TypeVar
 
 __all__ = [
     "FR",
@@ -17,6 +23,7 @@ __all__ = [
     "Flavor",
     "FlavorFungibility",
     "FlavorQuotas",
+    "FrozenDict",
     "Node",
     "Pod",
     "PodSet",
@@ -29,6 +36,7 @@ __all__ = [
     "Taint",
     "Toleration",
     "Workload",
+    "freeze",
     "tolerates",
 ]
 
@@ -41,6 +49,61 @@ BorrowWithinCohort = Literal["Never", "LowerPriority"]
 WhenCan = Literal["MayStopSearch", "TryNextFlavor"]
 Preference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class FrozenDict(dict[K, V]):
+    """A dict that refuses every write: reads cost what a dict's cost (the hot loops
+    read requests and labels millions of times), writes raise ``TypeError``."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("the scheduling model is read-only")
+
+    __setitem__ = _read_only
+    __delitem__ = _read_only
+    __ior__ = _read_only
+    clear = _read_only
+    pop = _read_only
+    popitem = _read_only
+    setdefault = _read_only
+    update = _read_only
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict[K, V]:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict[K, V]:
+        return self
+
+    def __repr__(self) -> str:
+        return f"FrozenDict({dict.__repr__(self)})"
+
+
+_EMPTY: FrozenDict[Any, Any] = FrozenDict()
+
+
+def freeze(mapping: Mapping[K, V]) -> FrozenDict[K, V]:
+    """``mapping`` as a :class:`FrozenDict` (itself if it is one already)."""
+    if type(mapping) is FrozenDict:
+        return mapping
+    return FrozenDict(mapping)
+
+
+def _freeze_fields(record: object, *names: str) -> None:
+    for name in names:
+        value = getattr(record, name)
+        if type(value) is not FrozenDict:
+            object.__setattr__(record, name, FrozenDict(value))
+
 
 GPU_RESOURCES = frozenset({"nvidia.com/gpu", "amd.com/gpu"})
 DEPLOYMENT = "Deployment"
@@ -79,9 +142,14 @@ def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
 @dataclass(frozen=True, slots=True)
 class Flavor:
     name: str
-    node_labels: Mapping[str, str] = field(default_factory=dict)
+    node_labels: Mapping[str, str] = _EMPTY
     node_taints: tuple[Taint, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "node_labels")
+        object.__setattr__(self, "node_taints", tuple(self.node_taints))
+        object.__setattr__(self, "tolerations", tuple(self.tolerations))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +164,18 @@ class FlavorQuotas:
     flavor: str
     resources: Mapping[str, ResourceQuota]
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "resources")
+
 
 @dataclass(frozen=True, slots=True)
 class ResourceGroup:
     covered: tuple[str, ...]
     flavors: tuple[FlavorQuotas, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covered", tuple(self.covered))
+        object.__setattr__(self, "flavors", tuple(self.flavors))
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +208,9 @@ class QueueSpec:
     defined: bool = True
     source: str = ""
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "resource_groups", tuple(self.resource_groups))
+
 
 @dataclass(frozen=True, slots=True)
 class PodSet:
@@ -140,8 +218,17 @@ class PodSet:
     count: int
     requests: Mapping[str, int]
     min_count: int | None = None
-    node_selector: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = _EMPTY
     tolerations: tuple[Toleration, ...] = ()
+
+    def __post_init__(self) -> None:
+        if type(self.requests) is not FrozenDict:
+            object.__setattr__(self, "requests", FrozenDict(self.requests))
+        if type(self.node_selector) is not FrozenDict:
+            selector = self.node_selector
+            object.__setattr__(self, "node_selector", FrozenDict(selector) if selector else _EMPTY)
+        if type(self.tolerations) is not tuple:
+            object.__setattr__(self, "tolerations", tuple(self.tolerations))
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,11 +237,19 @@ class PodSetAdmission:
     count: int
     flavors: Mapping[str, str]  # resource -> flavor
 
+    def __post_init__(self) -> None:
+        if type(self.flavors) is not FrozenDict:
+            object.__setattr__(self, "flavors", FrozenDict(self.flavors))
+
 
 @dataclass(frozen=True, slots=True)
 class Admission:
     queue: str
     pod_sets: tuple[PodSetAdmission, ...]
+
+    def __post_init__(self) -> None:
+        if type(self.pod_sets) is not tuple:
+            object.__setattr__(self, "pod_sets", tuple(self.pod_sets))
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +266,7 @@ class Workload:
     admission: Admission | None = None
     admitted_at: int | None = None
     evicted: bool = False
-    flavor_scan: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    flavor_scan: Mapping[str, Mapping[str, int]] = _EMPTY
     source: str = ""
     # Derived, kept: sessions ask for them all the time. "namespace/name", and
     # whether an apps/v1 Deployment owns it (SEMANTICS §6).
@@ -181,6 +276,13 @@ class Workload:
     def __post_init__(self) -> None:
         object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
         object.__setattr__(self, "is_deployment", self.owner_kind == DEPLOYMENT)
+        if type(self.pod_sets) is not tuple:
+            object.__setattr__(self, "pod_sets", tuple(self.pod_sets))
+        scan = self.flavor_scan
+        if scan and (type(scan) is not FrozenDict or any(type(v) is not FrozenDict for v in scan.values())):
+            object.__setattr__(self, "flavor_scan", FrozenDict({k: freeze(v) for k, v in scan.items()}))
+        elif type(scan) is not FrozenDict:
+            object.__setattr__(self, "flavor_scan", _EMPTY)
 
     @property
     def tiebreak(self) -> tuple[str, str, str]:
@@ -200,6 +302,11 @@ class Node:
     unschedulable: bool = False
     taints: tuple[Taint, ...] = ()
 
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "labels", "allocatable")
+        if type(self.taints) is not tuple:
+            object.__setattr__(self, "taints", tuple(self.taints))
+
 
 @dataclass(frozen=True, slots=True)
 class Pod:
@@ -214,8 +321,14 @@ class Pod:
     force_delete: bool = False  # annotation preemptd.io/force-delete: "true"
     deletion_cost: int = 0
     phase: str = "Running"
-    labels: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = _EMPTY
     source: str = ""
+
+    def __post_init__(self) -> None:
+        if type(self.requests) is not FrozenDict:
+            object.__setattr__(self, "requests", FrozenDict(self.requests))
+        if type(self.labels) is not FrozenDict:
+            object.__setattr__(self, "labels", FrozenDict(self.labels) if self.labels else _EMPTY)
 
     @property
     def key(self) -> str:

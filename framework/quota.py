@@ -103,43 +103,52 @@ class QuotaTree:
                 parent.is_leaf = False
         self.roots = [n for n in self.nodes.values() if n.parent is None]
         for root in self.roots:
-            self._derive(root, 0, root)
-        for root in self.roots:
-            self._derive_potential(root)
+            self._derive(root)
         self.leaves = {name: n for name, n in self.nodes.items() if n.is_leaf and n.spec.defined}
 
-    def _derive(self, node: QuotaNode, depth: int, root: QuotaNode) -> None:
-        node.depth = depth
-        node.root = root
-        subtree = dict(node.nominal)
-        height = 0
-        for child in node.children:
-            self._derive(child, depth + 1, root)
-            height = max(height, child.height + 1)
-            for fr, amount in child.subtree.items():
-                subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed.get(fr, 0)
-        node.height = height
-        node.subtree = subtree
-        node.guaranteed = {
-            fr: max(0, subtree.get(fr, 0) - limit) for fr, limit in node.lending_limit.items()
-        }
-        frs = set(subtree)
-        for child in node.children:
-            frs |= child.frs
-        node.frs = frozenset(frs)
+    @staticmethod
+    def _derive(root: QuotaNode) -> None:
+        """Depth, root, subtree, guaranteed and potential of every node of one tree.
 
-    def _derive_potential(self, node: QuotaNode) -> None:
-        for fr in node.frs:
-            if node.parent is None:
-                value = node.subtree.get(fr, 0)
-            else:
-                value = node.guaranteed.get(fr, 0) + node.parent.potential.get(fr, 0)
-                limit = node.borrowing_limit.get(fr)
-                if limit is not None:
-                    value = min(value, node.subtree.get(fr, 0) + limit)
-            node.potential[fr] = value
-        for child in node.children:
-            self._derive_potential(child)
+        Without recursion (a tree's depth comes from the input): nodes are listed
+        parents first, then the bottom-up figures are taken in reverse order and
+        the top-down ones in order.
+        """
+        order: list[QuotaNode] = []
+        stack = [root]
+        root.depth = 0
+        while stack:
+            node = stack.pop()
+            node.root = root
+            order.append(node)
+            for child in reversed(node.children):
+                child.depth = node.depth + 1
+                stack.append(child)
+        for node in reversed(order):
+            subtree = dict(node.nominal)
+            height = 0
+            frs: set[FR] = set()
+            for child in node.children:
+                height = max(height, child.height + 1)
+                for fr, amount in child.subtree.items():
+                    subtree[fr] = subtree.get(fr, 0) + amount - child.guaranteed.get(fr, 0)
+                frs |= child.frs
+            node.height = height
+            node.subtree = subtree
+            node.guaranteed = {
+                fr: max(0, subtree.get(fr, 0) - limit) for fr, limit in node.lending_limit.items()
+            }
+            node.frs = frozenset(frs | set(subtree))
+        for node in order:
+            for fr in node.frs:
+                if node.parent is None:
+                    value = node.subtree.get(fr, 0)
+                else:
+                    value = node.guaranteed.get(fr, 0) + node.parent.potential.get(fr, 0)
+                    limit = node.borrowing_limit.get(fr)
+                    if limit is not None:
+                        value = min(value, node.subtree.get(fr, 0) + limit)
+                node.potential[fr] = value
 
 
 class Accounting:

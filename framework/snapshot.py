@@ -10,12 +10,21 @@ Deployment pods by node of :class:`DeploymentPods`) and then keeps.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 from operator import attrgetter, itemgetter
 
-from .model import FR, Flavor, Pod, PodSet, PodSetAdmission, PriorityClass, Workload
+from .model import (
+    FR,
+    Flavor,
+    FrozenDict,
+    Pod,
+    PodSet,
+    PodSetAdmission,
+    PriorityClass,
+    Workload,
+)
 from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, Problem
 from .pods import NORMAL, classify
@@ -88,25 +97,26 @@ class Snapshot:
     )
 
     def __init__(self) -> None:
+        # Read-only once built (``build``): FrozenDicts and tuples.
         self.now = 0
-        self.flavors: dict[str, Flavor] = {}
+        self.flavors: Mapping[str, Flavor] = {}
         self.tree = QuotaTree({})
-        self.workloads: dict[str, Workload] = {}
-        self.admitted: list[Workload] = []
-        self.pending: list[Workload] = []
-        self.admitted_by_queue: dict[str, list[Workload]] = {}
-        self.pending_by_queue: dict[str, list[Workload]] = {}
-        self.usage: dict[str, dict[FR, int]] = {}
-        self.pods: dict[str, Pod] = {}
-        self.pods_by_workload: dict[str, list[Pod]] = {}
-        self.priority_classes: dict[str, PriorityClass] = {}
-        self.inadmissible: dict[str, str] = {}
-        self.problems: list[Problem] = []
+        self.workloads: Mapping[str, Workload] = {}
+        self.admitted: Sequence[Workload] = []
+        self.pending: Sequence[Workload] = []
+        self.admitted_by_queue: Mapping[str, Sequence[Workload]] = {}
+        self.pending_by_queue: Mapping[str, Sequence[Workload]] = {}
+        self.usage: Mapping[str, Mapping[FR, int]] = {}
+        self.pods: Mapping[str, Pod] = {}
+        self.pods_by_workload: Mapping[str, Sequence[Pod]] = {}
+        self.priority_classes: Mapping[str, PriorityClass] = {}
+        self.inadmissible: Mapping[str, str] = {}
+        self.problems: Sequence[Problem] = []
         self.node_pool = NodePool({}, {})
         self.accounting = Accounting(self.tree)
         self.placements: Placements | None = None
-        self.reserved_pods: list[PendingPlacement] = []
-        self.reserved_by_workload: dict[str, list[PendingPlacement]] = {}
+        self.reserved_pods: Sequence[PendingPlacement] = []
+        self.reserved_by_workload: Mapping[str, Sequence[PendingPlacement]] = {}
         self._deployment_pods: DeploymentPods | None = None
         self._pod_classes: dict[str, list[tuple[Pod, int]]] = {}
 
@@ -117,46 +127,65 @@ class Snapshot:
         snap.flavors = dict(inventory.flavors)
         snap.tree = QuotaTree(inventory.queues)
         snap.priority_classes = dict(inventory.priority_classes)
-        snap.inadmissible = dict(inventory.inadmissible)
-        snap.problems = list(inventory.problems)
+        inadmissible = dict(inventory.inadmissible)
+        snap.problems = tuple(inventory.problems)
         snap.accounting = Accounting(snap.tree)
         leaves = snap.tree.leaves
+        workloads: dict[str, Workload] = {}
+        usages: dict[str, Mapping[FR, int]] = {}
+        admitted: list[Workload] = []
+        pending: list[Workload] = []
+        admitted_by_queue: dict[str, list[Workload]] = {}
+        pending_by_queue: dict[str, list[Workload]] = {}
         for key in sorted(inventory.workloads):
             workload = inventory.workloads[key]
-            snap.workloads[key] = workload
+            workloads[key] = workload
             if workload.admission is not None:
                 # Quota is charged to the queue that admitted it (Kueue keeps the
                 # admission's ClusterQueue even if spec.queueName changed since).
                 leaf = leaves.get(workload.admission.queue)
                 if leaf is None:
-                    snap.inadmissible.setdefault(
+                    inadmissible.setdefault(
                         key, f"admitted to queue {workload.admission.queue!r}, which is not a leaf queue of this snapshot"
                     )
                     continue
                 usage = admitted_usage(workload)
-                snap.usage[key] = usage
+                usages[key] = FrozenDict(usage)
                 snap.accounting.add_all(leaf, usage)
-                snap.admitted.append(workload)
-                snap.admitted_by_queue.setdefault(leaf.name, []).append(workload)
+                admitted.append(workload)
+                admitted_by_queue.setdefault(leaf.name, []).append(workload)
                 if workload.is_deployment and wants_more(workload):
                     # Desired above committed: the difference is pending demand (SEMANTICS §6).
-                    snap.pending.append(workload)
-                    snap.pending_by_queue.setdefault(leaf.name, []).append(workload)
+                    pending.append(workload)
+                    pending_by_queue.setdefault(leaf.name, []).append(workload)
             else:
                 if workload.queue not in leaves:
-                    snap.inadmissible.setdefault(key, f"queue {workload.queue!r} is not a leaf queue")
+                    inadmissible.setdefault(key, f"queue {workload.queue!r} is not a leaf queue")
                     continue
-                snap.pending.append(workload)
-                snap.pending_by_queue.setdefault(workload.queue, []).append(workload)
+                pending.append(workload)
+                pending_by_queue.setdefault(workload.queue, []).append(workload)
+        # Plugins get read-only views only: what one session is handed must not change
+        # what the sessions after it see (see :mod:`.model`).
+        snap.workloads = FrozenDict(workloads)
+        snap.usage = FrozenDict(usages)
+        snap.inadmissible = FrozenDict(inadmissible)
+        snap.admitted = tuple(admitted)
+        snap.pending = tuple(pending)
+        snap.admitted_by_queue = FrozenDict({q: tuple(ws) for q, ws in admitted_by_queue.items()})
+        snap.pending_by_queue = FrozenDict({q: tuple(ws) for q, ws in pending_by_queue.items()})
         snap._build_nodes(inventory)
+        snap.flavors = FrozenDict(snap.flavors)
+        snap.priority_classes = FrozenDict(snap.priority_classes)
         return snap
 
     def _build_nodes(self, inventory: Inventory) -> None:
         # In namespace/name order, and so is each pods_by_workload list (one namespace).
-        self.pods = dict(sorted(inventory.pods.items()))
+        self.pods = FrozenDict(sorted(inventory.pods.items()))
+        by_workload: dict[str, list[Pod]] = {}
         for pod in self.pods.values():
             if pod.workload is not None and pod.holds_resources:
-                self.pods_by_workload.setdefault(pod.workload, []).append(pod)
+                by_workload.setdefault(pod.workload, []).append(pod)
+        self.pods_by_workload = FrozenDict({key: tuple(pods) for key, pods in by_workload.items()})
         if not inventory.nodes:
             return
         pool = self.node_pool = NodePool(inventory.nodes, inventory.flavors)
@@ -172,12 +201,20 @@ class Snapshot:
             self.admitted,
             key=lambda w: (w.admitted_at if w.admitted_at is not None else self.now, w.tiebreak),
         )
+        reserved: list[PendingPlacement] = []
         for workload in order:
-            self._reserve_missing_pods(workload, placements)
+            self._reserve_missing_pods(workload, placements, reserved)
+        reserved_by: dict[str, list[PendingPlacement]] = {}
+        for placed in reserved:
+            reserved_by.setdefault(placed.workload, []).append(placed)
+        self.reserved_pods = tuple(reserved)
+        self.reserved_by_workload = FrozenDict({key: tuple(ps) for key, ps in reserved_by.items()})
         pool.free = {name: dict(free) for name, free in placements.free.items()}
         self.placements = placements
 
-    def _reserve_missing_pods(self, workload: Workload, placements: Placements) -> None:
+    def _reserve_missing_pods(
+        self, workload: Workload, placements: Placements, reserved: list[PendingPlacement]
+    ) -> None:
         assert workload.admission is not None
         existing = len(self.pods_by_workload.get(workload.key, ()))
         specs = {ps.name: ps for ps in workload.pod_sets}
@@ -190,7 +227,7 @@ class Snapshot:
             missing = psa.count - covered
             if missing <= 0:
                 continue
-            self._place_missing(workload, spec, psa, missing, placements)
+            self._place_missing(workload, spec, psa, missing, placements, reserved)
 
     def _place_missing(
         self,
@@ -199,6 +236,7 @@ class Snapshot:
         psa: PodSetAdmission,
         missing: int,
         placements: Placements,
+        reserved: list[PendingPlacement],
     ) -> None:
         flavor_names = {psa.flavors[r] for r in spec.requests if r in psa.flavors}
         if len(flavor_names) != 1:
@@ -209,9 +247,7 @@ class Snapshot:
             return
         selector, tolerations = pod_terms(flavor, spec)
         for node in placements.place_pods(flavor_name, spec.requests, missing, selector, tolerations):
-            placed = PendingPlacement(workload.key, spec.name, node)
-            self.reserved_pods.append(placed)
-            self.reserved_by_workload.setdefault(workload.key, []).append(placed)
+            reserved.append(PendingPlacement(workload.key, spec.name, node))
 
     def pod_classes(self, workload: Workload) -> list[tuple[Pod, int]]:
         """The workload's pods with their lifecycle class against its committed count

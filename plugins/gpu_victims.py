@@ -14,8 +14,18 @@ never a victim; and no preemption takes a Deployment's last committed replica
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from math import isfinite
 
-from preemptd.framework import NORMAL, Candidate, Descending, Scenario, Session, Workload, hookimpl
+from preemptd.framework import (
+    NORMAL,
+    Candidate,
+    Descending,
+    Scenario,
+    Session,
+    Workload,
+    bad_answer,
+    hookimpl,
+)
 
 
 @hookimpl
@@ -29,15 +39,26 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
 def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate], Sequence[object]] | None:
     if not preemptor.is_deployment:
         return None
-    scorers = [fn for _, fn in session.registry.call_all("placement_score", session=session, preemptor=preemptor)]
+    scorers = session.registry.call_all("placement_score", session=session, preemptor=preemptor)
 
     def score(candidate: Candidate) -> float:
+        # A scorer's failure (a raise, or not a finite number) is its plugin's, not
+        # this one's: the placement then scores 0 for it.
         total = 0.0
-        for scorer in scorers:
+        for name, scorer in scorers:
             try:
-                total += scorer(candidate)
-            except Exception as exc:
-                session.registry.record_failure("gpu-victims", "placement_score", exc)
+                value = scorer(candidate)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                session.registry.record_failure(name, "placement_score", exc)
+                continue
+            if (type(value) is float or type(value) is int) and isfinite(value):
+                total += value
+                continue
+            session.registry.record_failure(
+                name, "placement_score", bad_answer(value, "a finite number")
+            )
         return total
 
     def key(candidate: Candidate) -> Sequence[object]:

@@ -14,8 +14,16 @@ Timestamps stay strings: PyYAML would turn an unquoted
 ``2026-01-01T00:00:00Z`` into a ``datetime``, which neither JSON input nor
 ``kubectl`` output ever produces, and which would not survive ``--apply``
 unchanged. Whether an object is a valid Workload or Queue is not decided here
-(see :mod:`preemptd.framework.objects`); this module only insists that every
-document is an object or a list.
+(see :mod:`preemptd.framework.objects`). A document that is neither an object
+nor a list (a stray plain line, a number) is passed on as a
+:class:`~preemptd.framework.objects.StrayDocument`: one bad document, reported
+with its index and skipped, while the rest of the file is used. A file holding
+nothing but such documents (notes passed by mistake) is not a snapshot: it is
+rejected whole, as a file that is not YAML.
+
+An integer too long for Python to convert (more than 4,300 digits) is kept as
+its text, so the field holding it is reported as an error of that one object
+rather than failing the file.
 
 Committing
 ----------
@@ -38,9 +46,11 @@ what the Kubernetes backend writes:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,6 +64,7 @@ from preemptd.framework.model import (
     DEPLOYMENT,
     FORCE_DELETE_ANNOTATION,
 )
+from preemptd.framework.objects import StrayDocument, escape
 from preemptd.framework.quantity import format_timestamp
 
 __all__ = [
@@ -67,7 +78,7 @@ __all__ = [
     "write_documents",
 ]
 
-Document = dict[str, Any] | list[Any]
+Document = dict[str, Any] | list[Any] | StrayDocument
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "<stdin>"  # how problems name the file read from "-"
@@ -79,6 +90,24 @@ class _Loader(_SafeLoader):  # type: ignore[misc]
     """The safe loader without the implicit timestamp type."""
 
 
+def _construct_int(loader: Any, node: Any) -> int | str:
+    """A YAML integer; one too long to convert stays text (see the module docstring)."""
+    try:
+        value: int = loader.construct_yaml_int(node)
+    except ValueError:
+        text: str = loader.construct_scalar(node)
+        return text
+    return value
+
+
+def _json_int(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
     for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
@@ -105,21 +134,22 @@ def load_files(paths: Iterable[str | Path]) -> list[tuple[str, Document]]:
     documents: list[tuple[str, Document]] = []
     errors: list[str] = []
     for path in _expand(paths, errors):
+        shown = escape(path)  # messages are one line each, whatever the file is called
         try:
             if path == STDIN:
                 text = sys.stdin.read()
             else:
                 text = Path(path).read_bytes().decode("utf-8-sig")
         except OSError as exc:
-            errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+            errors.append(f"{shown}: cannot read: {exc.strerror or exc}")
             continue
         except UnicodeDecodeError:
-            errors.append(f"{path}: not YAML or JSON: not UTF-8 text")
+            errors.append(f"{shown}: not YAML or JSON: not UTF-8 text")
             continue
         try:
             found = parse_text(text, json_only=path.endswith(".json"))
         except ValueError as exc:
-            errors.append(f"{path}{exc}")
+            errors.append(f"{shown}{escape(str(exc))}")
             continue
         documents.extend((path, document) for document in found)
     if errors:
@@ -135,7 +165,9 @@ def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
         elif Path(path).is_dir():
             found = sorted(p for p in Path(path).iterdir() if p.suffix in SNAPSHOT_SUFFIXES)
             if not found:
-                errors.append(f"{path}: no {', '.join(SNAPSHOT_SUFFIXES)} files in this directory")
+                errors.append(
+                    f"{escape(path)}: no {', '.join(SNAPSHOT_SUFFIXES)} files in this directory"
+                )
             files.extend(str(p) for p in found if p.is_file())
         else:
             files.append(path)
@@ -154,19 +186,30 @@ def parse_text(text: str, *, json_only: bool = False) -> list[Document]:
     documents: list[Any]
     if json_only or text.lstrip().startswith(("{", "[")):
         try:
-            documents = [json.loads(text)]
+            documents = [json.loads(text, parse_int=_json_int)]
         except json.JSONDecodeError as exc:
             if json_only:
                 raise ValueError(f":{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
             documents = _yaml_documents(text)  # "[a, b]" or "{a: 1}" is YAML, not JSON
+        except RecursionError:  # the YAML reader has its own limit; json's is the stack's
+            raise ValueError(": not valid JSON: nested too deeply") from None
     else:
         documents = _yaml_documents(text)
+    found: list[Document] = []
+    strays: list[StrayDocument] = []
     for number, document in enumerate(documents, start=1):
-        if document is not None and not isinstance(document, dict | list):
+        if isinstance(document, dict | list):
+            found.append(document)
+        elif document is not None:
             # Plain text is a valid YAML document: one string. Nobody means that.
-            kind = "plain text" if isinstance(document, str) else type(document).__name__
-            raise ValueError(f": document {number}: not YAML or JSON objects, got {kind}")
-    return [document for document in documents if document is not None]
+            strays.append(StrayDocument(number, document))
+            found.append(strays[-1])
+    if strays and len(strays) == len(found):
+        # Nothing but strays: not a snapshot at all (a README passed by mistake).
+        value = strays[0].value
+        kind = "plain text" if isinstance(value, str) else type(value).__name__
+        raise ValueError(f": document {strays[0].index}: not YAML or JSON objects, got {kind}")
+    return found
 
 
 def _yaml_documents(text: str) -> list[Any]:
@@ -367,7 +410,7 @@ _SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 def dump_documents(documents: Iterable[Any]) -> str:
     """One YAML stream, a ``---`` before each document, keys in their original order."""
     return yaml.dump_all(
-        list(documents),
+        [document.value if isinstance(document, StrayDocument) else document for document in documents],
         Dumper=_SafeDumper,
         explicit_start=True,
         sort_keys=False,
@@ -377,9 +420,18 @@ def dump_documents(documents: Iterable[Any]) -> str:
 
 
 def write_documents(path: str | Path, documents: Iterable[Any]) -> None:
-    """Write the stream to ``path`` whole or not at all (a temporary file, then a rename)."""
+    """Write the stream to ``path`` whole or not at all (a temporary file, then a rename).
+
+    The temporary file is ``.OUT.XXXXXXXX.tmp`` next to OUT; one left by a run that
+    was killed mid-write is removed here, so they never accumulate.
+    """
     text = dump_documents(documents)
     target = Path(path)
+    leftover = re.compile(rf"\.{re.escape(target.name)}\.[a-z0-9_]{{8}}\.tmp")
+    with contextlib.suppress(OSError):  # a folder that cannot be listed is no reason to fail
+        for entry in target.parent.iterdir():
+            if leftover.fullmatch(entry.name) and entry.is_file() and not entry.is_symlink():
+                entry.unlink(missing_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:

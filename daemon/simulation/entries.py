@@ -14,19 +14,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from preemptd.framework.objects.fields import Fields, Problem
+from preemptd.framework.objects.fields import Fields, Problem, shown
 from preemptd.framework.quantity import (
+    MAX_AMOUNT,
     QuantityError,
+    format_duration,
     format_timestamp,
     parse_duration,
     parse_timestamp,
 )
 
-__all__ = ["API", "Entry", "Reader", "arrivals", "node_groups", "replica_changes"]
+__all__ = ["API", "MAX_COPIES", "Entry", "Reader", "arrivals", "node_groups", "replica_changes"]
 
 API = "preemptd.io/v1alpha1"
 _ARRIVAL_KEYS = ("arrival", "runtime", "repeat", "object")
 _REPEAT_KEYS = ("count", "every", "jitter")
+MAX_COPIES = 100_000
+"""The most nodes one ``nodeGroups`` entry, or copies one ``repeat``, may make (each is an
+object in memory: a larger count is a typo, not a scenario)."""
 _NODE_GROUP_KEYS = ("name", "count", "labels", "allocatable", "taints", "unschedulable")
 
 
@@ -54,7 +59,14 @@ class Reader:
         self.fields.problems.append(Problem("", "", "", text))
 
     def duration(
-        self, obj: Mapping[str, Any], key: str, *, at: str = "", required: bool = False, positive: bool = False
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        *,
+        at: str = "",
+        required: bool = False,
+        positive: bool = False,
+        maximum: int | None = None,
     ) -> int | None:
         path = f"{at}.{key}" if at else key
         if obj.get(key) is None:
@@ -69,6 +81,9 @@ class Reader:
         if positive and value <= 0:
             self.problem(path, "must be longer than 0s")
             return None
+        if maximum is not None and value > maximum:
+            self.problem(path, f"must be at most {format_duration(maximum)}, got {obj[key]}")
+            return None
         return value
 
     def timestamp(self, obj: Mapping[str, Any], key: str, default: str) -> int:
@@ -78,10 +93,20 @@ class Reader:
             self.problem(key, str(exc))
             return parse_timestamp(default)
 
-    def integer(self, obj: Mapping[str, Any], key: str, default: int, *, at: str = "", minimum: int = 0) -> int:
+    def integer(
+        self,
+        obj: Mapping[str, Any],
+        key: str,
+        default: int,
+        *,
+        at: str = "",
+        minimum: int = 0,
+        maximum: int = MAX_AMOUNT,
+    ) -> int:
         value = obj.get(key, default)
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.problem(f"{at}.{key}" if at else key, f"expected an integer >= {minimum}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            wanted = f">= {minimum}" if maximum == MAX_AMOUNT else f"from {minimum} to {maximum}"
+            self.problem(f"{at}.{key}" if at else key, f"expected an integer {wanted}, got {shown(value)}")
             return default
         return value
 
@@ -136,7 +161,7 @@ def node_groups(reader: Reader, data: Mapping[str, Any]) -> list[tuple[int, dict
         if not isinstance(name, str) or not name:
             reader.problem(f"{at}.name", f"expected a name prefix, got {name!r}")
             continue
-        count = reader.integer(group, "count", 0, at=at, minimum=1)
+        count = reader.integer(group, "count", 0, at=at, minimum=1, maximum=MAX_COPIES)
         labels = reader.mapping(group, "labels", at=at)
         allocatable = reader.mapping(group, "allocatable", at=at)
         width = max(3, len(str(count - 1)))
@@ -194,7 +219,7 @@ def arrivals(reader: Reader, data: Mapping[str, Any], rng: random.Random, start:
         for key in repeat:
             if key not in _REPEAT_KEYS:
                 reader.problem(f"{at}.repeat.{key}", f"unknown key (known: {', '.join(_REPEAT_KEYS)})")
-        count = reader.integer(repeat, "count", 1, at=f"{at}.repeat", minimum=1)
+        count = reader.integer(repeat, "count", 1, at=f"{at}.repeat", minimum=1, maximum=MAX_COPIES)
         every = reader.duration(repeat, "every", at=f"{at}.repeat") or 0
         jitter = reader.duration(repeat, "jitter", at=f"{at}.repeat") or 0
         runtime_value = item.get("runtime")

@@ -10,7 +10,13 @@ and the HTML page are renderings of that same dict and never see anything else.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+import secrets
+import shutil
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -57,15 +63,59 @@ def build_report(scenario: Scenario, runs: Sequence[tuple[str, str | None, int, 
     }
 
 
+REPORT_FILES = ("report.json", "report.html")
+# What a run leaves next to DIR only when it is killed mid-write: ".DIR.report-XXXXXXXX.tmp"
+# (being written) or ".old" (the previous report, being replaced).
+_LEFTOVER = r"\.{name}\.report-[a-z0-9_]{{8}}\.(?:tmp|old)"
+
+
 def write_report(directory: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.html`` into ``directory`` (created if needed)."""
+    """Write ``report.json`` and ``report.html`` as ``directory``, both from this run or neither.
+
+    Both files are written into a fresh directory next to ``directory``, which
+    then takes its place by rename: a reader (or a run killed at any moment)
+    never sees one file from this run and the other from an earlier one. An
+    existing ``directory`` may hold only the two report files, since it is
+    replaced as a whole. Leftovers of a killed run are removed first.
+    """
     folder = Path(directory)
-    folder.mkdir(parents=True, exist_ok=True)
-    data = folder / "report.json"
-    page = folder / "report.html"
-    data.write_text(to_json(report), encoding="utf-8")
-    page.write_text(simhtml.render(report), encoding="utf-8")
-    return data, page
+    parent = folder.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    if folder.is_dir():
+        foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in REPORT_FILES)
+        if foreign:
+            raise OSError(
+                errno.ENOTEMPTY,
+                f"holds other files than {' and '.join(REPORT_FILES)} ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); the report replaces its directory whole",
+            )
+    elif folder.exists():
+        raise OSError(errno.ENOTDIR, "exists and is not a directory")
+    pattern = re.compile(_LEFTOVER.format(name=re.escape(folder.name)))
+    for entry in parent.iterdir():
+        if pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+    fresh = Path(tempfile.mkdtemp(dir=parent, prefix=f".{folder.name}.report-", suffix=".tmp"))
+    old: Path | None = None
+    try:
+        (fresh / "report.json").write_text(to_json(report), encoding="utf-8")
+        (fresh / "report.html").write_text(simhtml.render(report), encoding="utf-8")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(fresh, 0o777 & ~umask)  # mkdtemp's 0700, as a plain mkdir would have made it
+        if folder.is_dir():
+            old = parent / f".{folder.name}.report-{secrets.token_hex(4)}.old"
+            os.rename(folder, old)
+            os.rename(fresh, folder)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(fresh, folder)
+    except BaseException:
+        if old is not None and old.exists() and not folder.exists():
+            os.rename(old, folder)  # the previous report stays, whole
+        shutil.rmtree(fresh, ignore_errors=True)
+        raise
+    return folder / "report.json", folder / "report.html"
 
 
 def to_json(report: dict[str, Any]) -> str:

@@ -51,6 +51,8 @@ __all__ = [
 
 DEFAULT_START = "2026-01-01T00:00:00Z"
 DEFAULT_GRACE = 30_000
+MAX_DURATION = 366 * 86_400_000
+"""The longest simulated time: a year of cycles already takes hours of wall time."""
 RUNTIME_ANNOTATION = "simulation.preemptd.io/runtime"
 """On a Workload under ``objects``: how long it runs, counted from its ``admittedAt``."""
 
@@ -131,7 +133,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
     unknown = [key for key in data if key not in _KEYS]
     for key in unknown:
         reader.problem(str(key), f"unknown key (known: {', '.join(k for k in _KEYS if k != 'cycle_interval')})")
-    duration = reader.duration(data, "duration", required=True, positive=True)
+    duration = reader.duration(data, "duration", required=True, positive=True, maximum=MAX_DURATION)
     start = reader.timestamp(data, "start", DEFAULT_START)
     interval_key = "cycleInterval" if "cycleInterval" in data else "cycle_interval"
     interval = reader.duration(data, interval_key, positive=True)

@@ -343,7 +343,16 @@ def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
             f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
             f"{unit.leaf.name}, priority {unit.priority}",
         )
-    waiting = tuple(sorted({f"pod:{v.name}" if v.workload.is_deployment and v.pods else v.key for v in assignment.victims}))
+    # A Deployment's pods, and the surplus pods of a shrinking elastic workload, are
+    # named one by one (SEMANTICS §4, §6).
+    waiting = tuple(
+        sorted(
+            {
+                f"pod:{v.name}" if v.pods and (v.workload.is_deployment or v.pod_class != NORMAL) else v.key
+                for v in assignment.victims
+            }
+        )
+    )
     _pending(
         rounds,
         workload.key,

@@ -20,12 +20,30 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
-from .fields import Catalog, Entry, Parsed, Problem, at_index, child, describe
+from .fields import (
+    Catalog,
+    Entry,
+    Parsed,
+    Problem,
+    at_index,
+    child,
+    describe,
+    escape,
+    shown,
+)
 from .nodes import parse_flavor, parse_node, parse_pod
 from .queues import build_queue_tree, parse_queue
 from .workloads import parse_priority_class, parse_workload
 
-__all__ = ["Inventory", "Problem", "parse_objects"]
+__all__ = [
+    "FALLBACKS",
+    "Inventory",
+    "Problem",
+    "StrayDocument",
+    "escape",
+    "guarded",
+    "parse_objects",
+]
 
 T = TypeVar("T")
 
@@ -39,6 +57,19 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Pod": ("", True),
     "PriorityClass": ("scheduling.k8s.io", False),
 }
+
+
+@dataclass(frozen=True, slots=True)
+class StrayDocument:
+    """A document of a file that is not an object or a list (a plain line, a number).
+
+    The reader passes it on instead of rejecting the file: it is one bad
+    document, reported with its ``index`` (1-based, in the file) and skipped.
+    ``value`` is kept so that writing the documents back changes nothing.
+    """
+
+    index: int
+    value: Any
 
 
 @dataclass(slots=True)
@@ -74,8 +105,8 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
 
-    flavors = _parse_all(by_kind["ResourceFlavor"], parse_flavor)
-    classes = _parse_all(by_kind["PriorityClass"], parse_priority_class)
+    flavors = _parse_all(by_kind["ResourceFlavor"], guarded(parse_flavor))
+    classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
     _check_global_default(classes)
     valid_classes = _valid(classes)
     default_classes = [value for value, is_default in valid_classes.values() if is_default]
@@ -86,11 +117,13 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         invalid_priority_classes=classes.keys() - valid_classes.keys(),
         default_priority=default_classes[0].value if default_classes else 0,
     )
-    nodes = _parse_all(by_kind["Node"], parse_node)
-    pods = _parse_all(by_kind["Pod"], parse_pod)
-    queues = _parse_all(by_kind["Queue"], lambda entry: parse_queue(entry, catalog))
+    nodes = _parse_all(by_kind["Node"], guarded(parse_node))
+    pods = _parse_all(by_kind["Pod"], guarded(parse_pod))
+    queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
     tree, cycle_problems = build_queue_tree(queues)
-    workloads = _parse_all(by_kind["Workload"], lambda entry: parse_workload(entry, catalog))
+    workloads = _parse_all(
+        by_kind["Workload"], guarded(lambda entry: parse_workload(entry, catalog))
+    )
 
     inventory = Inventory(
         flavors=dict(catalog.flavors),
@@ -124,6 +157,58 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     inventory.problems = sorted(everything)
     inventory.warnings = sorted(intake.warnings)
     return inventory
+
+
+def guarded(
+    parse: Callable[[Entry], tuple[T, list[Problem]]],
+) -> Callable[[Entry], tuple[T, list[Problem]]]:
+    """``parse``, with any exception it raises turned into a problem of that one object.
+
+    The readers report bad input as problems and do not raise; this is the net
+    under them, so that an input nobody foresaw (or a bug) costs one object,
+    never the snapshot. The object's record is then a placeholder from
+    :data:`FALLBACKS` (its name and, for a Queue or Workload, its parent or
+    queue, so that the isolation rules apply to it like to any invalid object).
+    """
+
+    def run(entry: Entry) -> tuple[T, list[Problem]]:
+        try:
+            return parse(entry)
+        except Exception as exc:  # see the docstring
+            text = str(exc)
+            text = text if len(text) <= 200 else text[:197] + "..."
+            problem = Problem(
+                entry.file, entry.label, "", f"cannot be read: {type(exc).__name__}: {text}"
+            )
+            value: T = FALLBACKS[entry.kind](entry)
+            return value, [problem]
+
+    return run
+
+
+def _text_at(entry: Entry, section: str, key: str) -> str | None:
+    value = entry.body.get(section)
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+FALLBACKS: dict[str, Callable[[Entry], Any]] = {
+    "ResourceFlavor": lambda entry: Flavor(entry.name),
+    "PriorityClass": lambda entry: (PriorityClass(entry.name, 0), False),
+    "Node": lambda entry: Node(entry.name, {}, {}),
+    "Pod": lambda entry: Pod(entry.namespace or "default", entry.name, {}),
+    "Queue": lambda entry: QueueSpec(
+        entry.name, parent=_text_at(entry, "spec", "parent"), source=entry.file
+    ),
+    "Workload": lambda entry: Workload(
+        entry.namespace or "default",
+        entry.name,
+        _text_at(entry, "spec", "queueName") or "",
+        (),
+        source=entry.file,
+    ),
+}
+"""A placeholder record per kind, for an object that could not be read at all."""
 
 
 def _parse_all(
@@ -191,6 +276,18 @@ class _Intake:
     def document(self, file: str, document: Any) -> None:
         if document is None:
             return  # an empty YAML document, e.g. after a trailing ---
+        if isinstance(document, StrayDocument):
+            value = document.value
+            kind = "plain text" if isinstance(value, str) else type(value).__name__
+            self.problems.append(
+                Problem(
+                    file,
+                    "",
+                    f"document {document.index}",
+                    f"expected an object (a mapping) or a list of objects, got {kind}; skipped",
+                )
+            )
+            return
         if isinstance(document, list):  # a JSON file holding a list of objects
             for index, item in enumerate(document):
                 self.object(file, item, at_index("", index))
@@ -206,7 +303,7 @@ class _Intake:
         kind = obj.get("kind")
         if not isinstance(kind, str) or not kind:
             message = (
-                "required field is missing" if kind is None else f"expected a kind, got {kind!r}"
+                "required field is missing" if kind is None else f"expected a kind, got {shown(kind)}"
             )
             self.problems.append(Problem(file, "", child(at, "kind"), message))
             return
@@ -218,7 +315,7 @@ class _Intake:
             metadata = {}
         elif not isinstance(metadata, dict):
             self.problems.append(
-                Problem(file, kind, child(at, "metadata"), f"expected a mapping, got {metadata!r}")
+                Problem(file, kind, child(at, "metadata"), f"expected a mapping, got {shown(metadata)}")
             )
             return
         name = metadata.get("name")
@@ -232,13 +329,13 @@ class _Intake:
                     file,
                     label,
                     child(at, "kind" if expected is None else "apiVersion"),
-                    f"unknown kind {kind!r} (apiVersion {api_version!r}); skipped",
+                    f"unknown kind {kind!r} (apiVersion {shown(api_version)}); skipped",
                 )
             )
             return
         if not isinstance(name, str) or not name:
             message = (
-                "required field is missing" if name is None else f"expected a name, got {name!r}"
+                "required field is missing" if name is None else f"expected a name, got {shown(name)}"
             )
             self.problems.append(Problem(file, kind, child(at, "metadata.name"), message))
             return
@@ -252,7 +349,7 @@ class _Intake:
                     file,
                     f"{kind}/{name}",
                     child(at, "metadata.namespace"),
-                    f"expected a string, got {namespace!r}",
+                    f"expected a string, got {shown(namespace)}",
                 )
             )
             return
@@ -264,7 +361,7 @@ class _Intake:
             return
         path = child(at, "items")
         if not isinstance(items, list):
-            self.problems.append(Problem(file, kind, path, f"expected a list, got {items!r}"))
+            self.problems.append(Problem(file, kind, path, f"expected a list, got {shown(items)}"))
             return
         for index, item in enumerate(items):
             if item is None:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ..model import Flavor, PriorityClass, Taint, Toleration
-from ..quantity import QuantityError, parse_duration, parse_quantity, parse_timestamp
+from ..quantity import (
+    MAX_AMOUNT,
+    QuantityError,
+    parse_duration,
+    parse_quantity,
+    parse_timestamp,
+)
 
 __all__ = [
     "Catalog",
@@ -29,6 +35,8 @@ __all__ = [
     "at_key",
     "child",
     "describe",
+    "escape",
+    "shown",
 ]
 
 T = TypeVar("T")
@@ -46,13 +54,29 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = ": ".join(part for part in (self.file, self.object, self.path) if part)
-        return f"{where}: {self.message}" if where else self.message
+        """One line, always: names and values from the input are escaped (see :func:`escape`)."""
+        where = ": ".join(escape(part) for part in (self.file, self.object, self.path) if part)
+        return f"{where}: {escape(self.message)}" if where else escape(self.message)
 
 
 def describe(problem: Problem) -> str:
-    """The problem without its file: what an ``Inadmissible`` message quotes."""
-    return ": ".join(part for part in (problem.object, problem.path, problem.message) if part)
+    """The problem without its file: what an ``Inadmissible`` message quotes (one line)."""
+    parts = (problem.object, problem.path, problem.message)
+    return ": ".join(escape(part) for part in parts if part)
+
+
+def escape(text: str) -> str:
+    """``text`` with every character that is not printable written as an escape.
+
+    Problems are reported one per line, and object names, keys and values come
+    from the input: a name holding a newline (or a carriage return, or a
+    terminal control sequence) must not start a line of its own that reads
+    like another problem. A backslash is left alone: only non-printable
+    characters are changed, so an ordinary message reads as it always did.
+    """
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def child(at: str, key: str) -> str:
@@ -68,9 +92,16 @@ def at_key(at: str, key: str) -> str:
     return f"{at}[{key}]"
 
 
-def _shown(value: object) -> str:
+def shown(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _in_range(value: int) -> bool:
+    """Integers are 64-bit in Kubernetes; a larger one is an error, never wrapped or kept."""
+    return -MAX_AMOUNT - 1 <= value <= MAX_AMOUNT
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +184,7 @@ class Fields:
             return {}
         if isinstance(value, dict):
             return value
-        self.report(child(at, key), f"expected a mapping, got {_shown(value)}")
+        self.report(child(at, key), f"expected a mapping, got {shown(value)}")
         return {}
 
     def items(
@@ -167,7 +198,7 @@ class Fields:
                 self.report(path, "must list at least one element")
             return []
         if not isinstance(value, list):
-            self.report(path, f"expected a list, got {_shown(value)}")
+            self.report(path, f"expected a list, got {shown(value)}")
             return []
         return [(at_index(path, i), item) for i, item in enumerate(value)]
 
@@ -180,7 +211,7 @@ class Fields:
             if isinstance(item, dict):
                 found.append((path, item))
             else:
-                self.report(path, f"expected a mapping, got {_shown(item)}")
+                self.report(path, f"expected a mapping, got {shown(item)}")
         return found
 
     def text(
@@ -193,7 +224,7 @@ class Fields:
                 self._missing(path)
             return None
         if not isinstance(value, str):
-            self.report(path, f"expected a string, got {_shown(value)}")
+            self.report(path, f"expected a string, got {shown(value)}")
             return None
         if not value and required:
             self.report(path, "must not be empty")
@@ -216,7 +247,10 @@ class Fields:
                 self._missing(path)
             return None
         if isinstance(value, bool) or not isinstance(value, int):
-            self.report(path, f"expected an integer, got {_shown(value)}")
+            self.report(path, f"expected an integer, got {shown(value)}")
+            return None
+        if not _in_range(value):
+            self.report(path, f"integer {shown(value)} does not fit 64 bits")
             return None
         if minimum is not None and value < minimum:
             self.report(path, f"must be at least {minimum}, got {value}")
@@ -225,9 +259,11 @@ class Fields:
 
     def integer_text(self, value: object, path: str) -> int | None:
         """An integer written as a string, as annotations carry them."""
-        if isinstance(value, str) and _INTEGER_TEXT.match(value.strip()):
-            return int(value)
-        self.report(path, f"expected an integer, got {_shown(value)}")
+        if isinstance(value, str) and _INTEGER_TEXT.match(value.strip()) and len(value) < 40:
+            number = int(value)
+            if _in_range(number):
+                return number
+        self.report(path, f"expected an integer, got {shown(value)}")
         return None
 
     def flag(self, obj: Mapping[str, Any], key: str, at: str) -> bool:
@@ -236,7 +272,7 @@ class Fields:
             return False
         if isinstance(value, bool):
             return value
-        self.report(child(at, key), f"expected true or false, got {_shown(value)}")
+        self.report(child(at, key), f"expected true or false, got {shown(value)}")
         return False
 
     def choice(
@@ -299,7 +335,7 @@ class Fields:
                 strings[name] = value
             else:
                 self.report(
-                    at_key(path, name), f"expected a string (quote it), got {_shown(value)}"
+                    at_key(path, name), f"expected a string (quote it), got {shown(value)}"
                 )
         return strings
 
@@ -311,7 +347,7 @@ class Fields:
                 entries.append((name, value))
             else:
                 self.report(
-                    at_key(path, str(name)), f"expected a non-empty string key, got {name!r}"
+                    at_key(path, shown(name)), f"expected a non-empty string key, got {shown(name)}"
                 )
         return entries
 

@@ -1,13 +1,21 @@
 """Queue objects and the queue tree (private to :mod:`objects`).
 
 A Queue is read on its own first (:func:`parse_queue`); the tree is checked
-once every Queue is read (:func:`build_queue_tree`), because a cycle or an
-invalid ancestor is a property of the tree, not of one object.
+once every Queue is read (:func:`build_queue_tree`), because a cycle, an
+invalid ancestor or too deep a tree is a property of the tree, not of one
+object.
+
+Depth. A queue tree may be at most :data:`MAX_DEPTH` levels deep (a root is
+level 1; an implicit cohort counts as a level). The Queue that would be one
+level deeper is an error at its ``spec.parent``, and, as for any invalid
+Queue, its whole tree is out. Everything here walks the tree without
+recursion, and the limit keeps the rest of the code (quota, snapshot,
+plugins' walks up and down the tree) well within bounds on any input.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -26,9 +34,12 @@ from ..model import (
     WithinQueue,
 )
 from ..quantity import format_quantity
-from .fields import Catalog, Entry, Fields, Parsed, Problem, child, describe
+from .fields import Catalog, Entry, Fields, Parsed, Problem, child, describe, shown
 
-__all__ = ["QueueTree", "build_queue_tree", "parse_queue"]
+__all__ = ["MAX_DEPTH", "QueueTree", "build_queue_tree", "parse_queue"]
+
+MAX_DEPTH = 64
+"""The deepest queue tree accepted, in levels (real trees have a handful)."""
 
 T = TypeVar("T")
 
@@ -100,7 +111,7 @@ def _resource_groups(
         covered: list[str] = []
         for path, resource in fields.items(group, "coveredResources", group_path, non_empty=True):
             if not isinstance(resource, str) or not resource:
-                fields.report(path, f"expected a resource name, got {resource!r}")
+                fields.report(path, f"expected a resource name, got {shown(resource)}")
                 continue
             if resource in covered:
                 fields.report(path, f"resource {resource!r} is listed twice in coveredResources")
@@ -274,7 +285,10 @@ def build_queue_tree(
     }
     implicit = {parent for parents in edges.values() for parent in parents} - parsed.keys()
     cycles = _cycles(parsed)
+    too_deep = _too_deep(parsed, cycles.keys())
     invalid: dict[str, list[Problem]] = {name: [problem] for name, problem in cycles.items()}
+    for name, problem in too_deep.items():
+        invalid.setdefault(name, []).append(problem)
     for name, copies in parsed.items():
         for copy in copies:
             if copy.problems or len(copies) > 1:
@@ -304,7 +318,43 @@ def build_queue_tree(
         known=frozenset(parsed.keys() | implicit),
         parents=frozenset(parent for parents in edges.values() for parent in parents),
     )
-    return tree, sorted(cycles.values())
+    return tree, sorted([*cycles.values(), *too_deep.values()])
+
+
+def _too_deep(
+    parsed: Mapping[str, Sequence[Parsed[QueueSpec]]], in_cycles: Set[str]
+) -> dict[str, Problem]:
+    """A problem for every Queue at level ``MAX_DEPTH + 1``: the first too deep on its path."""
+    parent_of = {
+        name: copies[0].value.parent
+        for name, copies in parsed.items()
+        if len(copies) == 1 and copies[0].value.parent is not None and name not in in_cycles
+    }
+    # Level 1: a queue without a parent, an implicit cohort, or (already invalid) a queue
+    # in a cycle or defined twice; every other level is its parent's plus one.
+    level: dict[str, int] = {}
+    for start in sorted(parent_of):
+        chain: list[str] = []
+        name = start
+        while name in parent_of and name not in level:
+            chain.append(name)
+            name = parent_of[name]
+        above = level.get(name, 1)
+        for member in reversed(chain):
+            above += 1
+            level[member] = above
+    problems: dict[str, Problem] = {}
+    for name in sorted(level):
+        if level[name] == MAX_DEPTH + 1:
+            entry = parsed[name][0].entry
+            problems[name] = Problem(
+                entry.file,
+                entry.label,
+                "spec.parent",
+                f"the queue tree is more than {MAX_DEPTH} levels deep here "
+                f"(at most {MAX_DEPTH} are allowed)",
+            )
+    return problems
 
 
 def _cycles(parsed: Mapping[str, Sequence[Parsed[QueueSpec]]]) -> dict[str, Problem]:

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import DEPLOYMENT, Admission, PodSet, PodSetAdmission, PriorityClass, Workload
-from .fields import Catalog, Entry, Fields, Problem, at_key, child
+from ..quantity import MAX_AMOUNT
+from .fields import Catalog, Entry, Fields, Problem, at_key, child, shown
 
 __all__ = ["parse_priority_class", "parse_workload"]
 
@@ -187,17 +188,17 @@ def _flavor_scan(fields: Fields, status: Mapping[str, Any]) -> dict[str, dict[st
     for pod_set, resources in sorted(entries, key=lambda entry: str(entry[0])):
         pod_set_at = at_key(at, str(pod_set))
         if not isinstance(resources, dict):
-            fields.report(pod_set_at, f"expected a mapping, got {resources!r}")
+            fields.report(pod_set_at, f"expected a mapping, got {shown(resources)}")
             continue
         indexes: dict[str, int] = {}
         for resource, index in sorted(resources.items(), key=lambda entry: str(entry[0])):
             # -1 means the whole flavor list was scanned (SEMANTICS §3).
-            if isinstance(index, int) and not isinstance(index, bool) and index >= -1:
+            if isinstance(index, int) and not isinstance(index, bool) and -1 <= index <= MAX_AMOUNT:
                 indexes[str(resource)] = index
             else:
                 fields.report(
                     at_key(pod_set_at, str(resource)),
-                    f"expected a flavor index (an integer, -1 or more), got {index!r}",
+                    f"expected a flavor index (an integer, -1 or more), got {shown(index)}",
                 )
         scan[str(pod_set)] = indexes
     return scan

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..model import FR, PodSet, Workload
+from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import (
     CLASS_HIERARCHICAL,
@@ -142,7 +143,9 @@ class _Walk:
         admission = rest.workload.admission
         assert admission is not None and spec.min_count is not None
         count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
-        taken = sum(1 for v in victims if v.workload is rest.workload and v.single_pod)
+        taken = sum(
+            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+        )
         return taken >= count - spec.min_count
 
     def _lender_may_give(self, candidate: Candidate) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
-from ..pods import NORMAL
+from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..snapshot import pod_set_usage
@@ -135,11 +135,31 @@ def _units(
     assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
     per_pod = pod_set_usage(spec, 1, flavors)
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    committed = sum(psa.count for psa in workload.admission.pod_sets)
+    if len(pods) > committed:
+        # Shrinking (SEMANTICS §4): the surplus pods are on their way out. Their usage
+        # is gone from the committed count already; each is a unit already evicted,
+        # relied on for its room and never taken again.
+        gone = set(taken.pod_names) if taken is not None else set()
+        live: list[Pod] = []
+        for one, pod_class in classify(pods, committed, ordered=True):
+            if pod_class != SURPLUS:
+                live.append(one)
+            elif one.key not in gone:
+                unit = Candidate(
+                    workload, leaf, {}, reason, group, 1, spec.name, (one,),
+                    ((one.node_name, one.requests),) if one.node_name else (), only_within_nominal,
+                    True, True, priority, (key, "pod", one.name),
+                )
+                unit.pod_class = SURPLUS
+                units.append(unit)
+        pods = live
     # Newest pods go first, as a scale-down would pick them.
-    pods = sorted(session.snapshot.pods_by_workload.get(key, ()), key=lambda p: (-p.created, p.name))
+    pods = sorted(pods, key=lambda p: (-p.created, p.name))
     singles = admitted - spec.min_count
     already = taken.pods if taken is not None else 0
-    units: list[Candidate] = []
     rest = dict(usage)
     for i in range(singles):
         pod = tuple(pods[i : i + 1])

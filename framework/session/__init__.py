@@ -34,7 +34,7 @@ from .candidates import (
     Taken,
 )
 from .hooks import ScenarioFilter, hookimpl
-from .registry import Impl, PluginError, Registry
+from .registry import ANSWERS, Impl, PluginError, Registry, bad_answer
 from .session import (
     KNOWN_ACTIONS,
     Scenario,
@@ -48,6 +48,7 @@ from .session import (
 from .statement import Statement
 
 __all__ = [
+    "ANSWERS",
     "CLASS_HIERARCHICAL",
     "CLASS_OTHER_QUEUE",
     "CLASS_SAME_QUEUE",
@@ -78,6 +79,7 @@ __all__ = [
     "Statement",
     "Taken",
     "VictimSearch",
+    "bad_answer",
     "collect_candidates",
     "hookimpl",
     "order_for",

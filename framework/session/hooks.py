@@ -8,9 +8,11 @@ Hooks that sit on a hot path (``is_preemptible``, the scenario filters, the
 order keys) are not called through pluggy once per element: the session takes
 each plugin's implementation once at ``session_open`` and calls it directly,
 wrapping it so that a raising plugin fails safe instead of stopping the
-session (see :mod:`.registry`). A plugin must never mutate the snapshot or the
-workloads it is handed; per-session state belongs on the plugin's own objects
-or in ``session.state[plugin_name]``.
+session (see :mod:`.registry`). Every answer is type-checked where the answers
+are combined; a wrong one is the plugin's failure, as a raise is. A plugin must
+never mutate the snapshot or the workloads it is handed; per-session state
+belongs on the plugin's own objects or in ``session.state[plugin_name]``. The
+session's attributes cannot be reassigned.
 """
 
 from __future__ import annotations
@@ -80,7 +82,8 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     ``action`` is ``"preempt"`` when both are in the same leaf queue and
     ``"reclaim"`` otherwise. Combined as AND over plugins; a plugin that does
     not answer (returns ``None``) does not restrict. Called once per candidate
-    per search; a plugin that raises counts as ``False`` (not preemptible).
+    per search; a plugin that raises, or answers anything but a bool or ``None``,
+    counts as ``False`` (not preemptible) and as failed.
     """
 
 
@@ -146,8 +149,14 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
 
     The first plugin that returns an :class:`Assignment` wins; with no answer
     the framework takes, per podSet and resource group, the first flavor that
-    fits. Called once per nomination. A plugin that raises is treated as no
-    answer.
+    fits. Called once per nomination. A plugin that raises, or returns anything
+    but an ``Assignment`` or ``None``, is treated as no answer (and counted as
+    failed).
+
+    The built-in ``flavor-fungibility`` plugin comes before every third-party
+    plugin and answers for every workload: while it is enabled, a third-party
+    ``assign_flavors`` is never called (``preemptd plugins`` says so). Disable
+    ``flavor-fungibility`` to choose flavors in a plugin of your own.
     """
 
 

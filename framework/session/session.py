@@ -35,7 +35,7 @@ from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, DeferredPods, Taken
-from .registry import Impl, Registry
+from .registry import Impl, Registry, bad_answer
 from .statement import Statement
 
 __all__ = [
@@ -55,8 +55,16 @@ ScenarioFilters = list[tuple[str, Callable[["Scenario"], bool]]]
 KNOWN_ACTIONS = ("allocate", "preempt", "reclaim")
 
 
+# What may still be assigned once a session is built: the framework flips it around
+# each candidate collection. Everything else is fixed for the session's life, so a
+# plugin that assigns (``session.state = None``) fails in its own hook instead of
+# breaking the hooks and actions after it.
+_ASSIGNABLE = frozenset({"defer_pods"})
+
+
 class Session:
     __slots__ = (
+        "_built",
         "_notes",
         "_preemptible",
         "_veto_reasons",
@@ -122,6 +130,15 @@ class Session:
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
+        self._built = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _ASSIGNABLE and getattr(self, "_built", False):
+            raise AttributeError(f"session attribute {name!r} is read-only")
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"session attribute {name!r} cannot be deleted")
 
     # -- plugin access -----------------------------------------------------
 
@@ -146,15 +163,17 @@ class Session:
                 # sorts after every answer, so one broken plugin cannot stop ordering.
                 try:
                     parts.append((0, *key(w)))
-                except Exception as exc:
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:
                     registry.record_failure(name, "workload_order", exc)
                     parts.append((1,))
             parts.append(w.created)
             parts.extend(w.tiebreak)
             return tuple(parts)
 
-        self.workload_key = self._cached(composed if keys else self._default_key)
-        self._preemptible = self.registry.impls("is_preemptible")
+        object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
+        object.__setattr__(self, "_preemptible", self.registry.impls("is_preemptible"))
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
             reason = getattr(plugin, "VETO_REASON", None)
@@ -187,19 +206,28 @@ class Session:
     def is_preemptible(self, action: str, preemptor: Workload, candidate: Candidate) -> str | None:
         """``None`` when every plugin allows it, else the name of the first plugin that vetoed.
 
-        A plugin that raises vetoes (fail safe) and is counted as failed.
+        A plugin that raises, or answers anything but a bool or ``None``, vetoes (fail
+        safe) and is counted as failed.
         """
         for impl in self._preemptible:
             try:
                 ok = impl.call(
                     {"session": self, "action": action, "preemptor": preemptor, "preemptee": candidate}
                 )
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.registry.record_failure(impl.plugin, "is_preemptible", exc)
                 return impl.plugin
+            if ok is True or ok is None:
+                continue
             if ok is False:
                 self.registry.vetoes[impl.plugin] += 1
-                return impl.plugin
+            else:
+                self.registry.record_failure(
+                    impl.plugin, "is_preemptible", bad_answer(ok, "a bool or None")
+                )
+            return impl.plugin
         return None
 
     def plugin_assignment(self, workload: Workload) -> Assignment | None:
@@ -227,18 +255,24 @@ class Session:
         """The first plugin whose filter rejects ``victims`` (``None``: all accept).
 
         The list is handed over as it is: filters read it and must not keep or change
-        it. A filter that raises rejects (fail safe) and is counted as failed; with
-        ``veto`` a rejection is also counted as the plugin's veto."""
+        it. A filter that raises, or answers anything but a bool, rejects (fail safe)
+        and is counted as failed; with ``veto`` a rejection is also counted as the
+        plugin's veto."""
         if not filters:
             return None
         scenario = Scenario(self, preemptor, victims, "preempt")
         for plugin, accept in filters:
+            ok: Any  # a plugin may answer anything
             try:
                 ok = accept(scenario)
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 self.registry.record_failure(plugin, "scenario_filter", exc)
                 ok = False
-            if not ok:
+            if ok is not True:
+                if ok is not False:
+                    self.registry.record_failure(plugin, "scenario_filter", bad_answer(ok, "a bool"))
                 if veto:
                     self.registry.vetoes[plugin] += 1
                 return plugin
@@ -316,7 +350,9 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
             # candidates the plugin could rank: (0, *key) sorts before (1,).
             try:
                 parts.append((0, *extra(c)))
-            except Exception as exc:
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
                 session.registry.record_failure(name, "victim_order", exc)
                 parts.append((1,))
         parts.extend(c.sort_key[2:])  # the base order and the unit's index, computed once

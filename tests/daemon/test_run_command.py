@@ -39,6 +39,17 @@ def test_daemon_timings_and_address_are_checked_with_file_and_line(tmp_path: Pat
     assert expected == [str(p) for p in problems]
 
 
+def test_owner_settle_is_shorter_than_the_cycle_deadline(tmp_path: Path) -> None:
+    """A cycle cannot wait for the owner reconciler as long as it may run in all."""
+    config = tmp_path / "preemptd.toml"
+    config.write_text('[daemon]\ncycle_deadline = "2s"\nowner_settle = "2s"\n')
+    _, problems = read_config(config)
+    assert [f"{config}:3: daemon.owner_settle: must be shorter than cycle_deadline"] == [str(p) for p in problems]
+    config.write_text('[daemon]\nowner_settle = "0s"\n')
+    settings, problems = read_config(config)
+    assert ([], 0) == (problems, settings.daemon.owner_settle)
+
+
 def test_addresses_split_into_host_and_port() -> None:
     """IPv4, bracketed IPv6, and an empty host (every interface)."""
     assert [("127.0.0.1", 8080), ("::1", 9090), ("0.0.0.0", 80)] == [

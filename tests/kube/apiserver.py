@@ -15,6 +15,13 @@ on 127.0.0.1 on a free port and serves
   ownerReference, as the garbage collector would);
 * the ``status`` subresource (a write there changes only status; a write to
   the main resource never changes status);
+* the batch/v1 Job update rules for what preemptd writes (:func:`check_job_update`):
+  an immutable ``spec.template`` whose scheduling directives may change only
+  while the Job is suspended and has no ``status.startTime``, and a
+  ``startTime`` that only a suspended Job may lose;
+* custom resources: no update (PUT) without a resourceVersion; schema
+  ``format: date-time``, ``maxLength``/``maxItems``/``maxProperties`` and
+  ``x-kubernetes-list-type`` map/set uniqueness;
 * watch streams (chunked JSON lines ``{type, object}``; ADDED, MODIFIED,
   DELETED, BOOKMARK with ``allowWatchBookmarks``; resume from a
   resourceVersion; ``ERROR`` 410 Gone when the version is older than the kept
@@ -30,8 +37,12 @@ requests get a status such as 500 or 409), :attr:`ApiServer.latency`,
 :meth:`ApiServer.drop_watches` (cut every stream, abruptly or cleanly),
 :meth:`ApiServer.compact` (forget history: resuming watches get 410) and
 :meth:`ApiServer.restart` (a new resourceVersion epoch: all of the above at
-once), and :attr:`ApiServer.before_write` (a hook run before each write,
-e.g. to race the daemon with a user's edit).
+once), :meth:`ApiServer.heal` (forget injected failures), and
+:attr:`ApiServer.before_write` (a hook run before each write, e.g. to race the
+daemon with a user's edit, or to inject a fault mid-commit).
+
+:attr:`ApiServer.journal` keeps every change ever stored, whatever was
+compacted or restarted, for tests to check what happened.
 
 Tests may also reach the store directly (:meth:`ApiServer.put`,
 :meth:`ApiServer.get`, :meth:`ApiServer.remove`): such changes are seen by
@@ -46,6 +57,7 @@ import copy
 import datetime as dt
 import json
 import re
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -279,6 +291,10 @@ def validate(schema: Obj, value: Any, path: str, errors: list[str]) -> Any:
             errors.append(f"{path}: Invalid value: {value!r} does not match {schema['pattern']!r}")
         if len(value) < schema.get("minLength", 0):
             errors.append(f"{path}: Invalid value: shorter than {schema['minLength']}")
+        if "maxLength" in schema and len(value) > schema["maxLength"]:
+            errors.append(f"{path}: Too long: may not be longer than {schema['maxLength']}")
+        if schema.get("format") == "date-time" and not _RFC3339.match(value):
+            errors.append(f"{path}: Invalid value: {value!r} is not a date-time (RFC 3339)")
     if isinstance(value, int | float) and not isinstance(value, bool):
         if "minimum" in schema and value < schema["minimum"]:
             errors.append(f"{path}: Invalid value: {value} is less than {schema['minimum']}")
@@ -287,11 +303,29 @@ def validate(schema: Obj, value: Any, path: str, errors: list[str]) -> Any:
     if isinstance(value, list):
         if len(value) < schema.get("minItems", 0):
             errors.append(f"{path}: Invalid value: fewer than {schema['minItems']} items")
+        if "maxItems" in schema and len(value) > schema["maxItems"]:
+            errors.append(f"{path}: Too many: {len(value)}: must have at most {schema['maxItems']} items")
+        list_type = schema.get("x-kubernetes-list-type")
+        if list_type in ("map", "set"):
+            keys = schema.get("x-kubernetes-list-map-keys") or () if list_type == "map" else ()
+            seen: set[str] = set()
+            for i, item in enumerate(value):
+                if keys:
+                    if not isinstance(item, dict):
+                        continue
+                    identity = json.dumps([item.get(k) for k in keys])
+                else:
+                    identity = json.dumps(item, sort_keys=True)
+                if identity in seen:
+                    errors.append(f"{path}[{i}]: Duplicate value: {identity}")
+                seen.add(identity)
         items = schema.get("items")
         if isinstance(items, dict):
             return [validate(items, item, f"{path}[{i}]", errors) for i, item in enumerate(value)]
         return value
     if isinstance(value, dict):
+        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
+            errors.append(f"{path}: Too many: {len(value)}: must have at most {schema['maxProperties']} items")
         for name in schema.get("required", ()):
             if name not in value:
                 errors.append(f"{path}.{name}: Required value")
@@ -309,6 +343,99 @@ def validate(schema: Obj, value: Any, path: str, errors: list[str]) -> Any:
             # else: pruned, as the real server drops fields its structural schema does not know
         return result
     return value
+
+
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+# --- Job update rules -------------------------------------------------------------------------
+
+# What the Job API lets change in the pod template of a suspended Job that has never
+# started (status.startTime unset): the scheduling directives. Node selector, tolerations
+# and node affinity since the mutable-scheduling-directives feature (beta in 1.23, GA in
+# 1.27); the template's labels and annotations, and schedulingGates (1.27), alongside.
+_MUTABLE_TEMPLATE_SPEC = ("nodeSelector", "tolerations", "schedulingGates")
+_MUTABLE_TEMPLATE_METADATA = ("labels", "annotations")
+
+
+def _job_template_for_comparison(template: Any, other: Any) -> Any:
+    """``template`` with the scheduling directives taken from ``other``."""
+    if not isinstance(template, dict):
+        return template
+    result = copy.deepcopy(template)
+    other = other if isinstance(other, dict) else {}
+    metadata = dict(result.get("metadata") or {})
+    other_metadata = other.get("metadata") or {}
+    for name in _MUTABLE_TEMPLATE_METADATA:
+        metadata.pop(name, None)
+        if name in other_metadata:
+            metadata[name] = other_metadata[name]
+    result["metadata"] = metadata
+    spec = dict(result.get("spec") or {})
+    other_spec = other.get("spec") or {}
+    for name in _MUTABLE_TEMPLATE_SPEC:
+        spec.pop(name, None)
+        if name in other_spec:
+            spec[name] = other_spec[name]
+    affinity = dict(spec.get("affinity") or {})
+    other_affinity = other_spec.get("affinity") or {}
+    affinity.pop("nodeAffinity", None)
+    if "nodeAffinity" in other_affinity:
+        affinity["nodeAffinity"] = other_affinity["nodeAffinity"]
+    if affinity:
+        spec["affinity"] = affinity
+    else:
+        spec.pop("affinity", None)
+    result["spec"] = spec
+    return result
+
+
+def _empty_to_none(value: Any) -> Any:
+    """Empty maps and lists are absent fields, as the server's Go types make them."""
+    if isinstance(value, dict):
+        cleaned = {k: _empty_to_none(v) for k, v in value.items()}
+        return {k: v for k, v in cleaned.items() if v is not None} or None
+    if isinstance(value, list):
+        return [_empty_to_none(v) for v in value] or None
+    return value
+
+
+def check_job_update(new: Obj, old: Obj) -> None:
+    """The batch/v1 Job update rules for the fields preemptd writes (422 Invalid as the server does).
+
+    ``spec.template`` is immutable, except that the scheduling directives may change
+    while the *old* Job is suspended and has never started (no ``status.startTime``):
+    the rule of the Job strategy's ``AllowMutableSchedulingDirectives``. The Job
+    controller sets ``startTime`` when a Job is resumed and never clears it, so a Job
+    that ran must have it cleared (through /status, once suspended) before its
+    directives can be given back. ``selector``, ``completionMode`` and ``completions``
+    (non-indexed) are immutable too.
+    """
+    name = (new.get("metadata") or {}).get("name", "")
+    new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+    errors = []
+    for field_name in ("selector", "completionMode", "completions"):
+        if _empty_to_none(new_spec.get(field_name)) != _empty_to_none(old_spec.get(field_name)):
+            errors.append(f"spec.{field_name}: Invalid value: field is immutable")
+    new_template, old_template = new_spec.get("template"), old_spec.get("template")
+    suspended = old_spec.get("suspend") is True
+    started = (old.get("status") or {}).get("startTime") is not None
+    if suspended and not started:
+        old_template = _job_template_for_comparison(old_template, new_template)
+    if _empty_to_none(new_template) != _empty_to_none(old_template):
+        errors.append("spec.template: Invalid value: field is immutable")
+    if errors:
+        raise ApiFailure(422, "Invalid", f'Job.batch "{name}" is invalid: ' + "; ".join(errors))
+
+
+def check_job_status_update(new: Obj, old: Obj) -> None:
+    """A started Job's ``status.startTime`` changes only while the Job is suspended."""
+    old_start = (old.get("status") or {}).get("startTime")
+    new_start = (new.get("status") or {}).get("startTime")
+    if old_start is not None and new_start != old_start and (new.get("spec") or {}).get("suspend") is not True:
+        name = (new.get("metadata") or {}).get("name", "")
+        raise ApiFailure(422, "Invalid", f'Job.batch "{name}" is invalid: status.startTime: Required value: '
+                         "startTime cannot be removed for unsuspended job")
 
 
 # --- label selectors --------------------------------------------------------------------------
@@ -368,6 +495,7 @@ class Request:
     subresource: str | None
     namespace: str | None
     name: str | None
+    at: float = 0.0  # when it arrived (time.monotonic), before any injected latency
 
 
 class ApiServer:
@@ -378,6 +506,8 @@ class ApiServer:
         self.objects: dict[tuple[str, str], dict[tuple[str, str], Obj]] = {k.ref: {} for k in BUILTIN_KINDS}
         self.version = 1
         self.history: deque[_Event] = deque(maxlen=history)
+        # Every change ever stored, never compacted nor lost in a restart: what tests check.
+        self.journal: list[_Event] = []
         self.oldest = 1  # watches may resume from this version on; older ones are gone
         self.bookmark_interval = bookmark_interval
         self.latency = 0.0
@@ -425,6 +555,10 @@ class ApiServer:
     ) -> None:
         """The next ``count`` requests that ``when`` matches are answered ``code``."""
         self._failures.append((count, code, reason, when))
+
+    def heal(self) -> None:
+        """Forget every injected failure not yet served."""
+        self._failures.clear()
 
     def drop_watches(self, *, abrupt: bool = True) -> None:
         """End every open watch stream: cut the connection (``abrupt``) or end it cleanly."""
@@ -535,6 +669,7 @@ class ApiServer:
         event = _Event(self.version, kind, type_, obj)
         event.line = (json.dumps({"type": type_, "object": obj}, separators=(",", ":")) + "\n").encode()
         self.history.append(event)
+        self.journal.append(event)
         self.last_versions[kind.ref] = self.version
         if len(self.history) == self.history.maxlen:
             self.oldest = self.history[0].version
@@ -600,7 +735,7 @@ class ApiServer:
             kind, namespace, name, sub = self._route(request)
             watch = request.query.get("watch") in ("true", "1")
             verb = _verb(request.method, name, watch)
-            record = Request(request.method, verb, kind.group, kind.plural, sub, namespace, name)
+            record = Request(request.method, verb, kind.group, kind.plural, sub, namespace, name, time.monotonic())
             self.requests.append(record)
             if self.latency:
                 await asyncio.sleep(self.latency)
@@ -647,7 +782,7 @@ class ApiServer:
             if not isinstance(body, dict):
                 raise ApiFailure(400, "BadRequest", "the body must be an object")
             wanted = (body.get("metadata") or {}).get("resourceVersion")
-            return self._update(kind, key, current, body, sub, wanted), 200
+            return self._update(kind, key, current, body, sub, wanted, put=True), 200
         # patch
         content_type = request.content_type
         if content_type == "application/json-patch+json":
@@ -730,8 +865,13 @@ class ApiServer:
         return self._store(kind, key, obj, "ADDED")
 
     def _update(
-        self, kind: Kind, key: tuple[str, str], current: Obj, wanted_obj: Obj, sub: str | None, version: Any
+        self, kind: Kind, key: tuple[str, str], current: Obj, wanted_obj: Obj, sub: str | None, version: Any,
+        *, put: bool = False,
     ) -> Obj:
+        if put and kind.schema is not None and version in (None, ""):
+            # Custom resources never allow an unconditional update (the apiextensions strategy).
+            raise ApiFailure(422, "Invalid", f'{kind.kind} "{key[1]}" is invalid: metadata.resourceVersion: '
+                             "Invalid value: 0: must be specified for an update")
         if version not in (None, "") and str(version) != current["metadata"]["resourceVersion"]:
             raise ApiFailure(
                 409,
@@ -758,6 +898,11 @@ class ApiServer:
             if obj.get("spec") != current.get("spec"):
                 metadata["generation"] = int(current["metadata"].get("generation", 1)) + 1
         obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+        if kind.ref == ("batch", "jobs"):
+            if sub == "status":
+                check_job_status_update(obj, current)
+            else:
+                check_job_update(obj, current)
         obj = self._check(kind, obj, status_only=sub == "status")
         return self._store(kind, key, obj, "MODIFIED")
 

@@ -7,7 +7,8 @@ plays the parts of the cluster that the daemon relies on, one explicit
 * the Job controller: an unsuspended Job gets ``parallelism`` running pods,
   a suspended one has its pods deleted (with their grace period: they
   terminate until :meth:`~Controllers.finish_terminating`), ``status.active``
-  is kept up to date;
+  is kept up to date, and ``status.startTime`` is set when the Job runs (and,
+  as the real controller, never cleared: a suspended Job keeps it);
 * the Deployment controller (its ReplicaSet, really): ``replicas`` running
   pods; on a scale-down the pod with the lowest pod-deletion-cost goes first
   (then the newest), as the ReplicaSet controller does;
@@ -227,10 +228,17 @@ class Controllers:
             for pod in sorted(pods, key=_removal_order)[: max(0, len(pods) - want)]:
                 self._delete(pod)
         active = min(want, len(self.pods_of(obj)))
-        if (obj.get("status") or {}).get("active", 0) != active:
+        status = dict(obj.get("status") or {})
+        changed = status.get("active", 0) != active
+        if not spec.get("suspend") and status.get("startTime") is None:
+            # Set on resume and never cleared by the controller (whoever suspends clears it).
+            status["startTime"] = "2026-01-01T00:00:00Z"
+            changed = True
+        if changed:
             current = self.server.get("batch", "jobs", obj["metadata"]["name"], obj["metadata"]["namespace"])
             assert current is not None
-            self.server.put("batch", "jobs", {**current, "status": {**(current.get("status") or {}), "active": active}})
+            status["active"] = active
+            self.server.put("batch", "jobs", {**current, "status": {**(current.get("status") or {}), **status}})
 
     def _deployment(self, obj: Obj) -> None:
         want = int(obj["spec"].get("replicas", 1))

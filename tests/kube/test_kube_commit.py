@@ -5,7 +5,18 @@ from __future__ import annotations
 import pytest
 
 from .apiserver import ApiServer, Request
-from .cluster import Controllers, conditions, flavor, job, node, priority_class, queue, step
+from .cluster import (
+    Controllers,
+    conditions,
+    events_for,
+    flavor,
+    job,
+    node,
+    priority_class,
+    queue,
+    step,
+)
+from .conftest import NOW_MS
 
 pytestmark = pytest.mark.asyncio
 
@@ -140,3 +151,59 @@ async def test_dry_run_decides_but_writes_nothing(server, make_backend, controll
     assert ["default/job-train"] == [a.workload for a in report.decisions.admitted]
     assert [] == [r for r in server.requests[since:] if r.verb not in ("get", "list", "watch")]
     assert server.get("preemptd.io", "workloads", "job-train", "default") is None
+
+
+def _reword(server: ApiServer, name: str, message: str) -> None:
+    """Give the Workload's QuotaReserved condition another text (as an earlier cycle wrote it)."""
+    current = server.get("preemptd.io", "workloads", name, "default")
+    status = current["status"]
+    reworded = [{**c, "message": message} if c["type"] == "QuotaReserved" else c for c in status["conditions"]]
+    server.put("preemptd.io", "workloads", {**current, "status": {**status, "conditions": reworded}})
+
+
+async def test_a_waiting_workload_status_and_event_are_written_when_the_meaning_changes_not_the_text(
+    server, make_backend, controllers: Controllers
+) -> None:
+    """Preemptors wait while their victims' pods stop, cycle after cycle, the clock moving: each
+    one's status and Event are written once. A message whose words differ but whose reason and
+    victims are the same (victims in another order; other figures) is left as it is; a new set
+    of victims is written."""
+    _setup(server)
+    now = [NOW_MS]
+
+    def clock() -> int:
+        now[0] += 7_000
+        return now[0]
+
+    backend = await make_backend(clock=clock)
+    for name in ("low-1", "low-2", "low-3", "low-4"):
+        server.put("batch", "jobs", job(name, "team-a", {"cpu": "1"}, priority_class_name="low"))
+    await step(backend, server, controllers)
+    for name in ("high-1", "high-2", "high-3"):
+        server.put("batch", "jobs", job(name, "team-a", {"cpu": "2"}, priority_class_name="high"))
+    await step(backend, server, controllers)  # the victims are chosen; their pods keep terminating
+    reasons: dict[str, list[str]] = {}
+    for name in ("job-high-1", "job-high-2", "job-high-3"):
+        quota = conditions(server.get("preemptd.io", "workloads", name, "default"))["QuotaReserved"]
+        reasons.setdefault(quota["reason"], []).append(name)
+    assert (2, 1) == (len(reasons["PendingPreemption"]), len(reasons["PreemptionNoCandidates"]))
+    same, changed = reasons["PendingPreemption"]
+    (short,) = reasons["PreemptionNoCandidates"]
+    quota = conditions(server.get("preemptd.io", "workloads", same, "default"))["QuotaReserved"]
+    victims = quota["message"].removeprefix("preempting ").partition(";")[0].split(", ")
+    # The same victims, named in another order and once more: other words, the same meaning.
+    _reword(server, same, f"preempting {', '.join([*reversed(victims), victims[0]])}; admitted once they have "
+            "released their quota")
+    _reword(server, short, "no set of preemptible victims frees enough room (2 cpu short)")
+    _reword(server, changed, "preempting default/job-gone; admitted once it has released its quota")
+    first = len(_status_writes(server))
+    for _ in range(4):
+        report = await step(backend, server, controllers)
+        assert [] == report.decisions.admitted
+    written = [r.name for r in _status_writes(server)[first:]]
+    assert [changed] == written  # its victims were not those: the one change of meaning
+    for name in (same, short):  # one Event each: none asked for after the first cycle
+        found = [e for e in events_for(server, name) if e[1] in ("PendingPreemption", "PreemptionNoCandidates")]
+        assert 1 == len(found), (name, found)
+        assert 1 == max(e.get("count", 1) for e in server.list("", "events", "default")
+                        if e["involvedObject"]["name"] == name and e["reason"] == found[0][1])

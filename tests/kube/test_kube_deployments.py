@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from preemptd.daemon.backends.kubernetes.deployments import sync_deployment
 
 from .apiserver import ApiServer
 from .cluster import (
@@ -108,3 +109,23 @@ async def test_lowering_desired_replicas_lowers_the_committed_count_first(server
     assert 1 == workload["spec"]["podSets"][0]["count"]
     assert 1 == workload["status"]["admission"]["podSets"][0]["count"]
     assert 1 == server.get("apps", "deployments", "llm", "default")["spec"]["replicas"]
+
+
+async def test_sync_deployment_says_whether_the_deployment_matches_its_workload(server, backend, controllers) -> None:
+    """True once taken over and scaled to what is admitted (and again, writing nothing); False when
+    a write is refused, so that the owner is driven again later."""
+    _setup(server)
+    server.put("apps", "deployments", deployment("llm", "serving", {"cpu": "1", "nvidia.com/gpu": "1"}, replicas=2,
+                                                 priority_class_name="low"))
+    await step(backend, server, controllers)
+
+    def current() -> tuple[dict, dict]:
+        return (server.get("apps", "deployments", "llm", "default"),
+                server.get("preemptd.io", "workloads", "deployment-llm", "default"))
+
+    since = len(server.requests)
+    assert await sync_deployment(backend, *current()) is True
+    assert [] == [r for r in server.requests[since:] if r.verb != "get"]
+    llm, workload = current()
+    server.fail(1, code=503, reason="ServiceUnavailable", when=lambda r: r.plural == "deployments")
+    assert await sync_deployment(backend, {**llm, "spec": {**llm["spec"], "replicas": 1}}, workload) is False

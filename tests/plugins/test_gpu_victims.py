@@ -458,8 +458,8 @@ def test_placement_score_ranks_after_priority_and_before_creation() -> None:
     ]
 
 
-def test_a_failing_placement_score_counts_as_zero_and_is_recorded() -> None:
-    """A scorer that raises scores 0 (creation time decides) and is recorded as a plugin failure."""
+def test_a_failing_placement_score_counts_as_zero_and_is_blamed_on_its_plugin() -> None:
+    """A scorer that raises scores 0 (creation time decides) and is recorded as a failure of the plugin that returned it, not of gpu-victims."""
     session = open_session(
         [
             _deployment("high", 100, 0),
@@ -471,7 +471,9 @@ def test_a_failing_placement_score_counts_as_zero_and_is_recorded() -> None:
     )
     ranked = sorted(units(session, "mid").values(), key=order_key(session, "high"))
     assert [u.pods[0].name for u in ranked] == ["mid-2", "mid-1"]
-    assert session.registry.failures["gpu-victims"] > 0
+    assert session.registry.failures["broken"] > 0
+    assert session.registry.failures["gpu-victims"] == 0
+    assert {(e.plugin, e.hook) for e in session.registry.errors} == {("broken", "placement_score")}
 
 
 def test_equal_or_higher_priority_pods_are_never_victims_of_a_deployment(cluster: Session) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from preemptd.daemon.cli import main
 
 FLAVOR = {
@@ -221,3 +223,135 @@ def test_shrunk_elastic_victim_keeps_its_run_and_is_not_shrunk_again(
     e = _named(applied, "e")
     assert e["status"]["admission"]["podSets"][0]["count"] == 2
     assert e["status"]["admittedAt"] == "2026-01-01T00:10:00Z"
+
+
+def _node(name: str, cpu: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name},
+        "status": {"allocatable": {"cpu": cpu}},
+    }
+
+
+def _pod(name: str, workload: str, node: str, cpu: str, created: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "ml",
+            "creationTimestamp": created,
+            "labels": {"preemptd.io/workload": workload},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+def test_repeating_a_session_never_takes_a_shrinking_elastic_victim_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Surplus pods of a shrunk elastic victim are relied on (waitingFor pod:...), never taken again, and the workload is never evicted by repeated sessions at one --now."""
+    # Flavor default (no labels) = node n1, cpu 8. Queue q cpu nominal 8, withinQueue
+    # LowerPriority. e (priority 0, count 4, minCount 1, cpu 2 per pod, admitted 00:10)
+    # has pods e-0..e-3 (created 00:10:00..00:10:03) on n1: quota 8/8, n1 full.
+    # p (priority 10, 1 pod cpu 3) is pending.
+    objects = [
+        FLAVOR,
+        _node("n1", "8"),
+        _queue("q", "8"),
+        _workload(
+            "e", 0, "2", created="2026-01-01T00:00:00Z", count=4, min_count=1,
+            admitted_at="2026-01-01T00:10:00Z",
+        ),
+        _workload("p", 10, "3", created="2026-01-01T00:40:00Z"),
+        *[_pod(f"e-{i}", "e", "n1", "2", f"2026-01-01T00:10:0{i}Z") for i in range(4)],
+    ]
+    now = "2026-01-01T01:00:00Z"
+
+    # Session 1: Available 0 < 3 → search; e gives 4 - 1 = 3 single pods, newest first
+    # (e-3, e-2, e-1) then the rest. e-3 → quota 2, room 2 < 3; e-2 → 4 ≥ 3 on both →
+    # fits; fill back cannot drop e-3 (2 < 3) → e loses 2 pods, count 2 = pods taken.
+    first, _ = _cycle(_write(tmp_path / "s1.yaml", objects), now, tmp_path / "o1.yaml", capsys)
+    assert [(v["workload"], v["count"]) for v in first["preempted"]] == [("ml/e", 2)]
+    assert [(w["workload"], w["reason"]) for w in first["pending"]] == [
+        ("ml/p", "PendingPreemption")
+    ]
+
+    # Session 2 on o1: e committed 2, 4 live pods → 2 surplus (SEMANTICS §4/§6: cost 0,
+    # newest first → e-3, e-2), on their way out: usage already gone, so quota
+    # 8 - 4 = 4 ≥ 3 fits, but n1 is still full (4 pods × 2). The surplus pods are relied
+    # on first: e-3 → room 2 < 3, e-2 → 4 ≥ 3 → fits; fill back keeps both. Nothing new
+    # is preempted; p waits for the two pods.
+    second, applied = _cycle(tmp_path / "o1.yaml", now, tmp_path / "o2.yaml", capsys)
+    assert second["preempted"] == []
+    assert second["admitted"] == []
+    assert [(w["workload"], w["reason"], w["waitingFor"]) for w in second["pending"]] == [
+        ("ml/p", "PendingPreemption", ["pod:ml/e-2", "pod:ml/e-3"])
+    ]
+    assert _named(applied, "e")["status"]["admission"]["podSets"][0]["count"] == 2
+
+    # Session 3 on o2: the same snapshot again → the same answer; e is never evicted.
+    third, applied = _cycle(tmp_path / "o2.yaml", now, tmp_path / "o3.yaml", capsys)
+    assert third["preempted"] == []
+    assert [(w["workload"], w["waitingFor"]) for w in third["pending"]] == [
+        ("ml/p", ["pod:ml/e-2", "pod:ml/e-3"])
+    ]
+    e = _named(applied, "e")
+    assert e["status"]["admission"]["podSets"][0]["count"] == 2
+    assert not _evicted(e)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    count=st.integers(2, 6),
+    data=st.data(),
+)
+def test_stepping_sessions_never_takes_a_pod_twice_nor_the_whole_after_a_shrink_that_sufficed(
+    tmp_path_factory: pytest.TempPathFactory,
+    capsys: pytest.CaptureFixture[str],
+    count: int,
+    data: st.DataObject,
+) -> None:
+    """Random elastic victim (count, minCount, cpu per pod) full on its node and quota, and a preemptor a shrink can satisfy: the first session takes ceil(request / per pod) pods; the next two at the same --now take nothing more, rely on exactly those pods and never evict the workload."""
+    min_count = data.draw(st.integers(1, count - 1), label="min_count")
+    per_pod = data.draw(st.integers(1, 3), label="per_pod")
+    request = data.draw(st.integers(1, (count - min_count) * per_pod), label="request")
+    tmp_path = tmp_path_factory.mktemp("steps")
+    total = str(count * per_pod)
+    objects = [
+        FLAVOR,
+        _node("n1", total),
+        _queue("q", total),
+        _workload(
+            "e", 0, str(per_pod), created="2026-01-01T00:00:00Z", count=count,
+            min_count=min_count, admitted_at="2026-01-01T00:10:00Z",
+        ),
+        _workload("p", 10, str(request), created="2026-01-01T00:40:00Z"),
+        *[
+            _pod(f"e-{i}", "e", "n1", str(per_pod), f"2026-01-01T00:10:0{i}Z")
+            for i in range(count)
+        ],
+    ]
+    now = "2026-01-01T01:00:00Z"
+    # SEMANTICS §4: single pods above minCount, newest first, each freeing per_pod of
+    # quota and of room on n1; the first j with j × per_pod ≥ request fits, and fill back
+    # cannot drop any of them ((j - 1) × per_pod < request).
+    taken = -(-request // per_pod)
+    first, _ = _cycle(_write(tmp_path / "s1.yaml", objects), now, tmp_path / "o1.yaml", capsys)
+    assert [(v["workload"], v["count"]) for v in first["preempted"]] == [("ml/e", taken)]
+    newest = sorted(f"pod:ml/e-{i}" for i in range(count - taken, count))
+    source = tmp_path / "o1.yaml"
+    for step in (2, 3):
+        out = tmp_path / f"o{step}.yaml"
+        later, applied = _cycle(source, now, out, capsys)
+        assert later["preempted"] == []
+        assert [(w["workload"], w["waitingFor"]) for w in later["pending"]] == [("ml/p", newest)]
+        e = _named(applied, "e")
+        assert e["status"]["admission"]["podSets"][0]["count"] == count - taken
+        assert not _evicted(e)
+        source = out

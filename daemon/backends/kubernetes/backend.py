@@ -1,15 +1,35 @@
 """The Kubernetes backend: informers in, one session per cycle, commits out.
 
 One :class:`KubernetesBackend` owns the informers (one named task each), the
-incremental inventory, the writer and the Event recorder. A cycle is:
+incremental inventory, the writer, the Event recorder and the owner reconciler
+(``reconciler``). A cycle is:
 
-1. **sync** the Jobs and Deployments whose objects (or Workloads, or pods)
-   changed since the last cycle: create missing Workloads, finish what an
-   earlier commit or a crash left half done (``jobs.sync_job``,
-   ``deployments.sync_deployment``);
-2. **snapshot** the inventory (its cost is what changed, see ``inventory``) and
-   run one **session**;
-3. **commit** the decisions (``commit``), then write each Queue's status.
+1. **snapshot** the inventory (a frozen copy: later watch events do not reach
+   it; its cost is what changed, see ``inventory``) and run one **session** in
+   a worker thread, so that the event loop keeps renewing the Lease, answering
+   ``/healthz``, following watches and taking signals while it decides;
+2. **commit** the decisions (``commit``): each Workload's status, with bounded
+   concurrency; then write each Queue's status.
+
+Owners are not synced inside a cycle: the owner reconciler, fed by watch
+events and by the commit, creates the Workloads of new Jobs and Deployments
+and drives every owner to what its Workload says (level-triggered, with a
+backoff per owner). A cycle ends once its decisions are in the Workloads'
+status, so the next session starts then, and its snapshot already holds them
+(nothing is admitted or evicted twice). Before its snapshot a cycle waits at
+most ``settle_owners`` seconds for the reconciler to catch up, so that a burst
+of new Jobs is decided in one session, yet a slow API server never holds a
+cycle for longer (the daemon's ``owner_settle``). With ``settle_owners`` infinite
+(the default) a cycle also waits for the owners after its commit: one cycle is
+then one whole step, which tests and one-shot tools rely on.
+
+**An abandoned session.** When the loop abandons a cycle (its deadline, a lost
+lease, shutdown) while the session runs, the thread cannot be stopped: it runs
+to its end, and its decisions are discarded (logged, counted in
+:attr:`sessions_discarded`), never committed. Only one session thread exists
+at a time: the next cycle waits for the abandoned one to end before it starts
+its own (and its own deadline bounds that wait). The thread is a daemon
+thread, so a session that never ends cannot keep the process from exiting.
 
 Watch events set :attr:`wake`; the loop (``daemon.loop``) runs a cycle soon
 after it is set and at least every ``cycle_interval``. Cycles never overlap:
@@ -23,20 +43,26 @@ shutdown leaves none half applied (``commit``'s design note).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import logging
+import math
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.model import WORKLOAD_LABEL, Flavor
+from preemptd.framework.objects import Inventory
 from preemptd.framework.quantity import format_quantity
 from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config
 from ...logging import DecisionLog
-from ...plugins import Plugins
+from ...plugins import FailureLog, Plugins
 from .client import (
     DEPLOYMENTS,
     FLAVORS,
@@ -56,6 +82,7 @@ from .events import EventRecorder
 from .informers import Informer, object_key, trim_metadata, trim_pod
 from .inventory import ClusterInventory
 from .jobs import sync_job
+from .reconciler import OwnerReconciler
 from .workloads import QUEUE_LABEL, workload_name
 
 __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
@@ -66,6 +93,8 @@ WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS,
 """Every resource the backend lists and watches (the RBAC role grants list+watch on each)."""
 
 _OWNERS = {"Job": JOBS, "Deployment": DEPLOYMENTS}
+
+T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -96,6 +125,8 @@ class KubernetesBackend:
         clock: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         watch_timeout: int = 300,
         gate: Callable[[], bool] = lambda: True,
+        settle_owners: float = math.inf,
+        owner_retry: tuple[float, float] = (0.5, 30.0),
     ) -> None:
         self.kube = kube
         self.config = config
@@ -106,7 +137,18 @@ class KubernetesBackend:
         self.resync = False  # a write was refused: decide again at once
         self.draining = False  # shutting down: decisions not yet begun are left alone
         self.inventory = ClusterInventory()
-        self._dirty: set[tuple[str, str]] = set()  # (owner kind, namespace/name)
+        self.settle_owners = settle_owners
+        first_retry, max_retry = owner_retry
+        # Owner syncs take at most half the write slots: a burst of new Jobs never leaves the
+        # commit of decisions waiting behind it.
+        self.owners = OwnerReconciler(
+            self._sync_owner, concurrency=max(1, concurrency // 2), gate=gate,
+            first_retry=first_retry, max_retry=max_retry,
+        )
+        self.sessions_discarded = 0  # sessions that ended after their cycle was abandoned
+        self.on_discard: Callable[[], None] = lambda: None  # hears of each (metrics)
+        self._session_ended: asyncio.Future[None] | None = None
+        self._session_began = 0.0  # time.monotonic() when the last session thread started
         self._pods_by_workload: dict[str, set[str]] = {}
         self._queue_status: dict[str, Obj] = {}
         self.informers: dict[Resource, Informer] = {}
@@ -135,6 +177,7 @@ class KubernetesBackend:
             concurrency=concurrency,
         )
         self.decision_log = DecisionLog(dry_run=dry_run)
+        self.plugin_failures = FailureLog()
         self._tasks: list[asyncio.Task[None]] = []
 
     # -- the Cluster protocol (owners.py) -----------------------------------------
@@ -169,8 +212,8 @@ class KubernetesBackend:
             self._tasks.append(asyncio.create_task(informer.run(), name=informer.name))
         self._tasks.append(asyncio.create_task(self._events.run(), name="events"))
         await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in self.informers.values())), timeout)
-        self._dirty.update(("Job", key) for key in self.informers[JOBS].store)
-        self._dirty.update(("Deployment", key) for key in self.informers[DEPLOYMENTS].store)
+        self._mark_every_owner()
+        self._tasks.append(asyncio.create_task(self.owners.run(), name="owner-reconciler"))
         self.wake.set()
 
     async def stop(self) -> None:
@@ -204,7 +247,7 @@ class KubernetesBackend:
                 return
             if kind in ("Job", "Deployment"):
                 if not deleted:
-                    self._dirty.add((kind, object_key(obj)))
+                    self.owners.mark((kind, object_key(obj)))
             else:
                 self.inventory.apply(kind, obj, deleted=deleted)
                 if kind == "Workload":
@@ -212,8 +255,7 @@ class KubernetesBackend:
                 elif kind == "Pod":
                     self._index_pod(old, None if deleted else new)
                 elif kind == "PriorityClass":
-                    self._dirty.update(("Job", key) for key in self.informers[JOBS].store)
-                    self._dirty.update(("Deployment", key) for key in self.informers[DEPLOYMENTS].store)
+                    self._mark_every_owner()
             self.wake.set()
 
         return handle
@@ -227,11 +269,12 @@ class KubernetesBackend:
             if not label:
                 continue
             workload_key = f"{metadata.get('namespace') or 'default'}/{label}"
-            pods = self._pods_by_workload.setdefault(workload_key, set())
             if add:
-                pods.add(object_key(pod))
-            else:
+                self._pods_by_workload.setdefault(workload_key, set()).add(object_key(pod))
+            elif (pods := self._pods_by_workload.get(workload_key)) is not None:
                 pods.discard(object_key(pod))
+                if not pods:  # forgotten with its last pod: churn leaves no empty entries behind
+                    del self._pods_by_workload[workload_key]
             workload = self.informers[WORKLOADS].store.get(workload_key)
             if workload is not None:
                 self._mark_owner(workload)
@@ -247,7 +290,13 @@ class KubernetesBackend:
     def _mark_owner(self, workload: Obj) -> None:
         reference = self._owner_reference(workload)
         if reference is not None:
-            self._dirty.add(reference)
+            self.owners.mark(reference)
+
+    def _mark_every_owner(self) -> None:
+        for key in self.informers[JOBS].store:
+            self.owners.mark(("Job", key))
+        for key in self.informers[DEPLOYMENTS].store:
+            self.owners.mark(("Deployment", key))
 
     def _owner_of(self, workload: Obj) -> Obj | None:
         reference = self._owner_reference(workload)
@@ -259,36 +308,27 @@ class KubernetesBackend:
         self.resync = True
         self.wake.set()
 
-    # -- a cycle ----------------------------------------------------------------------
+    # -- owners -----------------------------------------------------------------------
 
-    async def _sync_owner(self, kind: str, key: str) -> None:
+    async def _sync_owner(self, kind: str, key: str) -> bool | None:
+        """One pass of the owner reconciler: None or True when the owner matches its Workload."""
         owner = self.informers[_OWNERS[kind]].store.get(key)
         if owner is None:
-            return
+            return True
         namespace, _, name = key.partition("/")
         workload = self.informers[WORKLOADS].store.get(f"{namespace}/{workload_name(kind, name)}")
-        failures = self._writer.errors + self._writer.fenced
         if kind == "Job":
-            await sync_job(self, owner, workload)
-        else:
-            await sync_deployment(self, owner, workload)
-        if self._writer.errors + self._writer.fenced > failures:
-            # A write failed (5xx, timeout): try again next cycle. Not at once — the
-            # periodic cycle is the backoff for a server that is struggling.
-            self._dirty.add((kind, key))
+            return await _converged(sync_job(self, owner, workload))
+        return await _converged(sync_deployment(self, owner, workload))
 
     async def _sync_owner_of(self, workload_key: str) -> None:
+        """A decision about this Workload is written: hand its owner to the reconciler."""
         workload = self.informers[WORKLOADS].store.get(workload_key)
         reference = None if workload is None else self._owner_reference(workload)
         if reference is not None:
-            self._dirty.discard(reference)
-            await self._sync_owner(*reference)
+            self.owners.mark(reference, now=True)
 
-    async def sync_owners(self) -> int:
-        """Sync every owner marked since the last call; returns how many."""
-        dirty, self._dirty = self._dirty, set()
-        await asyncio.gather(*(self._sync_owner(kind, key) for kind, key in sorted(dirty)))
-        return len(dirty)
+    # -- a cycle ----------------------------------------------------------------------
 
     async def cycle(self, *, actions: Sequence[str] | None = None) -> CycleReport:
         """One cycle (see the module docstring); ``actions`` overrides the configured ones."""
@@ -297,31 +337,101 @@ class KubernetesBackend:
         self.resync = False
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        synced = await self.sync_owners()
+        synced = self.owners.synced
+        if self.settle_owners == math.inf:
+            await self.owners.idle()
+        elif self.settle_owners > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.owners.idle(), self.settle_owners)
+        await self._previous_session()
         timings["sync"] = time.perf_counter() - started
-        started = time.perf_counter()
-        inventory = self.inventory.inventory()
-        snapshot = Snapshot.build(inventory, now=self.clock())
-        timings["snapshot"] = time.perf_counter() - started
+        # A frozen view: the watch events applied while the session runs do not reach it,
+        # and the Workloads as they are now are the versions its decisions are about.
+        inventory = _frozen(self.inventory.inventory())
+        workloads = dict(self.informers[WORKLOADS].store)
         registry = self.plugins.registry()
-        decisions = run_session(snapshot, registry, actions=actions, timings=timings)
-        for error in registry.errors:
-            log.warning("plugin %s failed in %s: %s", error.plugin, error.hook, error.message)
-        # No await since the snapshot: the cache holds exactly what the session saw.
-        seen = seen_workloads(decisions, self.informers[WORKLOADS].store)
+        now = self.clock()
+
+        def session() -> tuple[Snapshot, Decisions]:
+            began = time.perf_counter()
+            snapshot = Snapshot.build(inventory, now=now)
+            timings["snapshot"] = time.perf_counter() - began
+            return snapshot, run_session(snapshot, registry, actions=actions, timings=timings)
+
+        snapshot, decisions = await self._off_loop(session)
+        self.plugin_failures.report(registry, log, time.monotonic())
+        seen = seen_workloads(decisions, workloads)
         self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
         report = CycleReport(
-            decisions, CommitStats(), synced, timings, actions,
+            decisions, CommitStats(), 0, timings, actions,
             queues=_queue_counts(snapshot),
             plugin_failures=dict(registry.failures),
             plugin_vetoes=dict(registry.vetoes),
         )
         started = time.perf_counter()
-        report.commit = await self.committer.commit(decisions, seen=seen)
+        held = {ref for obj in seen.values() if (ref := self._owner_reference(obj)) is not None}
+        try:
+            await self.owners.hold(held)
+            report.commit = await self.committer.commit(decisions, seen=seen)
+        finally:
+            self.owners.release(held)
         if not self.draining:
             await self._write_queue_status(snapshot)
+        if self.settle_owners == math.inf:
+            await self.owners.idle()
         timings["commit"] = time.perf_counter() - started
+        report.synced_owners = self.owners.synced - synced
         return report
+
+    async def _previous_session(self) -> None:
+        """Wait for an abandoned session still running: never two session threads at once."""
+        ended = self._session_ended
+        if ended is None or ended.done():
+            return
+        log.warning("the previous session was abandoned and is still running; waiting for it to end")
+        await asyncio.shield(ended)
+
+    def session_age(self) -> float:
+        """Seconds the session thread under way has been running (0 when none runs)."""
+        ended = self._session_ended
+        if ended is None or ended.done():
+            return 0.0
+        return time.monotonic() - self._session_began
+
+    def _off_loop(self, work: Callable[[], T]) -> asyncio.Future[T]:
+        """Run ``work`` in a session thread; its result, unless the awaiting cycle was abandoned."""
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[T] = loop.create_future()
+        ended: asyncio.Future[None] = loop.create_future()
+        self._session_ended = ended
+        began = self._session_began = time.monotonic()
+
+        def finish(value: T | None, error: BaseException | None) -> None:
+            ended.set_result(None)
+            if result.cancelled():
+                self.sessions_discarded += 1
+                self.on_discard()
+                log.warning("an abandoned session ended after %.1fs; its decisions are discarded",
+                            time.monotonic() - began)
+            elif error is not None:
+                result.set_exception(error)
+            else:
+                result.set_result(value)  # type: ignore[arg-type]
+
+        def target() -> None:
+            value: T | None = None
+            error: BaseException | None = None
+            try:
+                value = work()
+            except Exception as exc:
+                error = exc
+            except BaseException as exc:  # e.g. sys.exit in a hook: this session failed, not the daemon
+                error = RuntimeError(f"the session raised {type(exc).__name__}: {exc}")
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the process is ending
+                loop.call_soon_threadsafe(finish, value, error)
+
+        threading.Thread(target=target, name="preemptd-session", daemon=True).start()
+        return result
 
     async def _write_queue_status(self, snapshot: Snapshot) -> None:
         """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``."""
@@ -334,6 +444,28 @@ class KubernetesBackend:
                 continue
             writes.append(self._writer.patch(QUEUES, name, None, {"status": status}, subresource="status"))
         await asyncio.gather(*writes)
+
+
+async def _converged(sync: Awaitable[object]) -> bool:
+    """A sync's answer: only False means "not there yet" (None, from a sync that does not say, is done)."""
+    return (await sync) is not False
+
+
+def _frozen(inventory: Inventory) -> Inventory:
+    """A copy of the inventory's containers; their entries are replaced on change, never mutated."""
+    return dataclasses.replace(
+        inventory,
+        flavors=dict(inventory.flavors),
+        queues=dict(inventory.queues),
+        workloads=dict(inventory.workloads),
+        nodes=dict(inventory.nodes),
+        pods=dict(inventory.pods),
+        priority_classes=dict(inventory.priority_classes),
+        problems=list(inventory.problems),
+        warnings=list(inventory.warnings),
+        inadmissible=dict(inventory.inadmissible),
+        excluded_queues=set(inventory.excluded_queues),
+    )
 
 
 def _queue_status(name: str, snapshot: Snapshot) -> Obj:

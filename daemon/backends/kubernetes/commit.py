@@ -5,14 +5,17 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
 1. **The Workload status is written first and is the source of truth.** Each
    decision is one merge patch of the Workload's status subresource, carrying
    the resourceVersion of the Workload the session saw. Only after it succeeds is
-   the Job or Deployment changed, by the same ``sync`` that every cycle runs for
-   owners whose objects changed: the owner is made to match its Workload
-   (unsuspend with the flavor's node selector; suspend and restore; parallelism;
-   replicas). So a crash between the two writes leaves a Workload that says what
-   was decided and an owner that lags; the next cycle's sync finishes the job.
-   Nothing is decided twice: an evicted Workload is seen as evicted by the next
-   session (which re-uses it rather than choosing another victim), and an
-   admitted one as admitted.
+   the Job or Deployment handed to the backend's owner reconciler, which makes
+   it match its Workload (unsuspend with the flavor's node selector; suspend and
+   restore; parallelism; replicas) and keeps trying, with a per-owner backoff,
+   until it does. This is level-triggered: the Workload's admission is the
+   desired state, so a commit cancelled between the two writes, a failed owner
+   write, a crash or a restart leaves a Workload that says what was decided and
+   an owner that lags, never an owner left behind for good. Nothing is decided
+   twice: an evicted Workload is seen as evicted by the next session (which
+   re-uses it rather than choosing another victim), and an admitted one as
+   admitted. A commit is over once every Workload status is written: that is
+   when the next session may start, since its snapshot already holds them.
 2. **Optimistic concurrency.** A 409 means the Workload changed after the
    snapshot (a user, another daemon, a late event). The decision was made on
    stale state, so it is dropped, never forced: the object is read again into
@@ -36,16 +39,22 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    the scale-down (a crash, or a 409 on the Workload) is harmless: the next
    session chooses again, and the Deployment's sync removes marks that no
    pending scale-down explains.
+7. **A waiting workload's status changes with its meaning only.** Its
+   ``QuotaReserved`` condition (and the Event that goes with it) is rewritten
+   when the reason or the set of victims it waits for changes, not when only
+   the wording of the message would: the message already written is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from preemptd.framework.decisions import Admitted, Decisions, Pending, PodAction, Preempted
@@ -57,12 +66,33 @@ from .events import EventRecorder
 from .informers import Informer
 from .workloads import admission_patch, eviction_patch, pending_patch, shrink_patch
 
-__all__ = ["VICTIM_DELETION_COST", "CommitStats", "Committer", "Writer", "seen_workloads"]
+__all__ = ["VICTIM_DELETION_COST", "CommitStats", "Committer", "Writer", "failed_writes", "seen_workloads"]
 
 log = logging.getLogger("preemptd.kubernetes.commit")
 
 # The lowest pod-deletion-cost: the ReplicaSet removes this pod before any other.
 VICTIM_DELETION_COST = "-2147483648"
+
+# The writes refused or failed in the current task (and the tasks it starts), when counted.
+_FAILED: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("preemptd_failed_writes", default=None)
+
+
+@contextlib.contextmanager
+def failed_writes() -> Iterator[list[int]]:
+    """Count the writes of this task that did not go through: ``with failed_writes() as failed``;
+    ``failed[0]`` is how many failed (5xx, timeout), were refused (409) or were fenced."""
+    box = [0]
+    token = _FAILED.set(box)
+    try:
+        yield box
+    finally:
+        _FAILED.reset(token)
+
+
+def _count_failure() -> None:
+    box = _FAILED.get()
+    if box is not None:
+        box[0] += 1
 
 
 class Writer:
@@ -98,6 +128,7 @@ class Writer:
         if self.gate():
             return True
         self.fenced += 1
+        _count_failure()
         log.warning("not leading: %s %s %s not sent", verb, resource.kind, what)
         return False
 
@@ -154,6 +185,7 @@ class Writer:
             except ApiError as exc:
                 if exc.conflict:
                     self.conflicts += 1
+                    _count_failure()
                     log.info("conflict on %s %s/%s: re-reading, deciding again", resource.kind, namespace, name)
                     await self._reread(resource, name, namespace)
                     self.on_conflict()
@@ -200,6 +232,7 @@ class Writer:
 
     def _failed(self, verb: str, resource: Resource, what: str, exc: ApiError) -> None:
         self.errors += 1
+        _count_failure()
         log.warning("%s %s %s failed: %s", verb, resource.kind, what, exc)
 
 
@@ -343,7 +376,7 @@ class Committer:
         self, pending: Pending, scan: Mapping[str, Mapping[str, int]] | None, seen: Mapping[str, Obj], now: int
     ) -> bool:
         workload = seen[pending.workload]
-        patch = pending_patch(workload, pending.reason, pending.message, scan, now)
+        patch = pending_patch(workload, pending.reason, _message_of_meaning(workload, pending), scan, now)
         if patch is None:
             return True
         written = await self._write_status(pending.workload, patch)
@@ -351,6 +384,35 @@ class Committer:
             kind = "Warning" if pending.reason == "Inadmissible" else "Normal"
             self.events.record(written, kind, pending.reason, pending.message)
         return written is not None
+
+
+def _message_of_meaning(workload: Obj, pending: Pending) -> str:
+    """The message to write for ``pending``: the one already there when it means the same.
+
+    A waiting workload's meaning is its reason and the set of victims it waits for, not
+    the words of its message (which may name them in another order, or carry figures that
+    move at every cycle); so a status is rewritten, and an Event asked for, only when the
+    reason or the victims change (design note, point 7).
+    """
+    status = workload.get("status") or {}
+    current = next(
+        (c for c in status.get("conditions") or [] if isinstance(c, dict) and c.get("type") == "QuotaReserved"),
+        None,
+    )
+    if current is None or current.get("status") != "False" or current.get("reason") != pending.reason:
+        return pending.message
+    text = current.get("message")
+    if not isinstance(text, str) or _victims_named(text) != frozenset(pending.waiting_for):
+        return pending.message
+    return text
+
+
+def _victims_named(message: str) -> frozenset[str]:
+    """The victims a "preempting a, b; admitted once ..." message names (none for any other)."""
+    if not message.startswith("preempting "):
+        return frozenset()
+    named = message.removeprefix("preempting ").partition(";")[0]
+    return frozenset(name.strip() for name in named.split(",") if name.strip())
 
 
 def seen_workloads(decisions: Decisions, store: Mapping[str, Obj]) -> dict[str, Obj]:

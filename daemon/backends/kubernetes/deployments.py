@@ -56,53 +56,62 @@ def desired_replicas(deployment: Obj) -> int | None:
     return None
 
 
-async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> None:
-    """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent."""
+async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> bool:
+    """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent.
+
+    True when the Deployment now is as the Workload wants it; False when another
+    pass is needed later (a write was refused, or an evicted Workload's pods are
+    still stopping).
+    """
     owner = Owner(DEPLOYMENTS, deployment)
     if DESIRED_REPLICAS_ANNOTATION not in annotations_of(deployment):
         taken = await _take_over(cluster, owner, workload)
         if taken is None:
-            return
+            return False
         owner = Owner(DEPLOYMENTS, taken)
     desired = desired_replicas(owner.obj)
     if desired is None:
         text = annotations_of(owner.obj).get(DESIRED_REPLICAS_ANNOTATION)
         message = f"annotation {DESIRED_REPLICAS_ANNOTATION}={text!r} is not a replica count"
         cluster.events.record(owner.obj, "Warning", "InvalidDesiredReplicas", message)
-        return
+        return True  # nothing to do until the annotation changes
     if workload is None:
-        if desired > 0:
-            await ensure_workload(cluster, owner, count=desired, min_count=None)
-        await _scale(cluster, owner, None, 0)
-        return
+        created = desired == 0 or await ensure_workload(cluster, owner, count=desired, min_count=None)
+        return await _scale(cluster, owner, None, 0) and created
     name = str((workload.get("metadata") or {}).get("name", ""))
     key = f"{owner.namespace}/{name}"
     count = committed(workload)
     if desired == 0:
         # Nothing wanted: no Workload (a podSet needs at least one pod), no replicas.
         if await _scale(cluster, owner, None, 0):
-            await cluster.writer.delete(WORKLOADS, name, owner.namespace)
-        return
+            return await cluster.writer.delete(WORKLOADS, name, owner.namespace)
+        return False
     updated = await update_workload_spec(cluster, owner, workload, count=desired, min_count=None, admitted=count > 0)
     if updated is None:
-        return
+        return False
     workload = updated
     evicted = condition_true(workload, "Evicted")
     if evicted:
-        await _scale(cluster, owner, None, 0)
-        if count and not cluster.live_pods(key):
-            patch = eviction_finished_patch(workload, cluster.now_ms())
-            written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
-            if written is not None:
-                cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
-        return
+        if not await _scale(cluster, owner, None, 0):
+            return False
+        if not count:
+            return True
+        if cluster.live_pods(key):
+            return False  # the ReplicaSet is still stopping its pods
+        patch = eviction_finished_patch(workload, cluster.now_ms())
+        written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
+        if written is None:
+            return False
+        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
+        return True
     if count > desired:
         lowered = await _lower_committed(cluster, workload, desired)
         if lowered is None:
-            return
+            return False
         workload, count = lowered, desired
     if await _scale(cluster, owner, workload if count else None, count):
-        await _clear_stale_marks(cluster, key, count)
+        return await _clear_stale_marks(cluster, key, count)
+    return False
 
 
 async def _take_over(cluster: Cluster, owner: Owner, workload: Obj | None) -> Obj | None:
@@ -159,7 +168,7 @@ async def _lower_committed(cluster: Cluster, workload: Obj, count: int) -> Obj |
     return await cluster.writer.patch(WORKLOADS, name, namespace, patch, subresource="status")
 
 
-async def _clear_stale_marks(cluster: Cluster, key: str, replicas: int) -> None:
+async def _clear_stale_marks(cluster: Cluster, key: str, replicas: int) -> bool:
     """Remove victim marks that no pending scale-down explains.
 
     A pod is marked just before its Workload's committed count is lowered; if that
@@ -170,9 +179,12 @@ async def _clear_stale_marks(cluster: Cluster, key: str, replicas: int) -> None:
     """
     pods = [p for p in cluster.live_pods(key) if not (p.get("metadata") or {}).get("deletionTimestamp")]
     if len(pods) > replicas:
-        return
+        return True  # a scale-down under way: its pods go when the ReplicaSet removes them
+    cleared = True
     for pod in pods:
         metadata = pod.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(_DELETION_COST) == VICTIM_DELETION_COST:
             patch: Obj = {"metadata": {"annotations": {_DELETION_COST: None}}}
-            await cluster.writer.patch(PODS, str(metadata.get("name")), str(metadata.get("namespace")), patch)
+            written = await cluster.writer.patch(PODS, str(metadata.get("name")), str(metadata.get("namespace")), patch)
+            cleared = cleared and written is not None
+    return cleared

@@ -8,13 +8,17 @@ a session's snapshot costs what changed since the last one:
 * a ResourceFlavor, PriorityClass or Queue event marks the *catalog* stale
   (flavors, priority classes and the queue tree, which workloads are read
   against); the next :meth:`ClusterInventory.inventory` rebuilds it and
-  re-reads every workload. These kinds are few and change rarely.
+  re-reads every workload. These kinds are few and change rarely. The catalog
+  is marked fresh only once a rebuild has finished: a rebuild that fails is
+  tried again at the next call, never leaving the view frozen at what it was.
 
 The rules are the ones ``parse_objects`` applies (CONTRACT §2): an invalid
 object is reported in ``problems`` and left out, a workload that is invalid or
 whose queue is unknown, not a leaf or in an invalid tree is ``inadmissible``
-with the reason, and an invalid Queue takes its whole tree out. In a cluster
-two objects cannot share a key, so the duplicate rule never applies.
+with the reason, and an invalid Queue takes its whole tree out. Every object
+is read through :func:`~preemptd.framework.objects.guarded`, so even a reader
+that raises costs that one object only. In a cluster two objects cannot share
+a key, so the duplicate rule never applies.
 
 A Workload whose ``Finished`` condition is True is gone as far as scheduling
 goes: its Job completed and the quota is free.
@@ -26,7 +30,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from preemptd.framework.model import Flavor, Node, Pod
-from preemptd.framework.objects import Inventory
+from preemptd.framework.objects import Inventory, guarded
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
 from preemptd.framework.objects.nodes import parse_flavor, parse_node, parse_pod
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
@@ -119,7 +123,7 @@ class ClusterInventory:
             into.pop(entry.key, None)
         else:
             self.reads += 1
-            value, problems = parse(entry)
+            value, problems = guarded(parse)(entry)
             if problems:
                 into.pop(entry.key, None)
                 self._problems[slot] = problems
@@ -183,7 +187,8 @@ class ClusterInventory:
             return
         assert self._tree is not None
         self.reads += 1
-        workload, problems = parse_workload(entry, self._catalog)
+        catalog = self._catalog
+        workload, problems = guarded(lambda entry: parse_workload(entry, catalog))(entry)
         if workload.queue:
             problem = self._tree.queue_problem(workload.queue)
             if problem is not None:
@@ -198,7 +203,6 @@ class ClusterInventory:
             inventory.workloads[key] = workload
 
     def _rebuild_catalog(self) -> None:
-        self._catalog_stale = False
         problems: list[Problem] = []
         flavors = _read_all(self._catalog_objects["ResourceFlavor"], "ResourceFlavor", parse_flavor, problems)
         classes = _read_all(self._catalog_objects["PriorityClass"], "PriorityClass", parse_priority_class, problems)
@@ -226,11 +230,12 @@ class ClusterInventory:
             default_priority=default_priority,
         )
         parsed: dict[str, list[Parsed[Any]]] = {}
+        read_queue = guarded(lambda entry: parse_queue(entry, catalog))
         for key in sorted(self._catalog_objects["Queue"]):
             entry = entry_of("Queue", self._catalog_objects["Queue"][key], namespaced=False)
             if entry is None:
                 continue
-            value, found = parse_queue(entry, catalog)
+            value, found = read_queue(entry)
             parsed[key] = [Parsed(entry, value, found)]
             problems += found
         tree, cycle_problems = build_queue_tree(parsed)
@@ -244,6 +249,7 @@ class ClusterInventory:
         inventory.priority_classes = dict(catalog.priority_classes)
         inventory.queues = tree.queues
         inventory.excluded_queues = set(tree.excluded)
+        self._catalog_stale = False  # only now: a rebuild that raised is tried again
 
 
 def _read_all(
@@ -257,7 +263,7 @@ def _read_all(
         entry = entry_of(kind, objects[key], namespaced=False)
         if entry is None:
             continue
-        value, found = parse(entry)
+        value, found = guarded(parse)(entry)
         if found:
             problems += found
         else:

@@ -14,15 +14,21 @@ Workload                       Job
 no quota                       suspended, with the user's template
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
                                the committed count (lowered again when shrunk)
-evicted                        suspended, template and parallelism restored; once no pod
-                               runs any more, the Workload gives its quota back
+evicted                        suspended first, then template and parallelism restored
+                               (see :func:`_stop`); once no pod runs any more, the
+                               Workload gives its quota back
 Job complete or failed         Workload ``Finished``: quota free
 =============================  ==========================================================
+
+The Job API allows a pod template's scheduling directives to change only while
+the Job is suspended and has never started, so a running Job is never suspended
+and re-placed in one write: it is suspended, its ``status.startTime`` cleared,
+and only then its template given back (the same order as Kueue's job
+reconciler). Each step that is already done is skipped, so a pass that stops
+half-way is finished by the next one.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from .client import JOBS, WORKLOADS, Obj
 from .owners import (
@@ -77,8 +83,13 @@ def _finished(job: Obj) -> tuple[str, str] | None:
     return None
 
 
-async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> None:
-    """Bring ``job`` in line with ``workload`` (creating it when missing); idempotent."""
+async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
+    """Bring ``job`` in line with ``workload`` (creating it when missing); idempotent.
+
+    True when the Job now is as the Workload wants it; False when another pass is
+    needed later (a write was refused, or the pods of an evicted Job are still
+    stopping). The caller retries a False with its own backoff.
+    """
     owner = Owner(JOBS, job)
     spec = job.get("spec") or {}
     suspended = bool(spec.get("suspend"))
@@ -86,71 +97,145 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> None:
     finished = _finished(job)
     if workload is None:
         if finished is not None:
-            return
+            return True
         if not suspended and ORIGINAL_TEMPLATE_ANNOTATION not in annotations_of(job):
             # Created running, not through preemptd: hold it until it is admitted.
-            await _suspend(cluster, owner, restore=None)
-        await ensure_workload(cluster, owner, count=parallelism, min_count=minimum)
-        return
+            held = await cluster.writer.patch(JOBS, owner.name, owner.namespace, _suspend_patch(job))
+            if held is None:
+                return False
+            owner = Owner(JOBS, held)
+        return await ensure_workload(cluster, owner, count=parallelism, min_count=minimum)
     name = str((workload.get("metadata") or {}).get("name", ""))
     if finished is not None:
         if not condition_true(workload, "Finished"):
             reason, message = finished
             patch = finished_patch(workload, reason, message, cluster.now_ms())
-            await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
-        return
+            return await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status") is not None
+        return True
     count = committed(workload)
     if count == 0:
         if await update_workload_spec(cluster, owner, workload, count=parallelism, min_count=minimum, admitted=False) is None:
-            return
-        if not suspended:
-            await _suspend(cluster, owner, restore=Placement.of(job))
-        return
+            return False
+        return await _stop(cluster, owner) is not None
     if condition_true(workload, "Evicted"):
-        if not suspended:
-            await _suspend(cluster, owner, restore=Placement.of(job))
-            return
-        active = (job.get("status") or {}).get("active") or 0
-        if not active and not cluster.live_pods(f"{owner.namespace}/{name}"):
-            patch = eviction_finished_patch(workload, cluster.now_ms())
-            written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
-            if written is not None:
-                cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
-        return
+        stopped = await _stop(cluster, owner)
+        if stopped is None:
+            return False
+        active = (stopped.get("status") or {}).get("active") or 0
+        if active or cluster.live_pods(f"{owner.namespace}/{name}"):
+            return False  # the Job controller is still stopping its pods
+        patch = eviction_finished_patch(workload, cluster.now_ms())
+        written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
+        if written is None:
+            return False
+        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
+        return True
     if suspended:
-        await _start(cluster, owner, workload, count)
-    elif isinstance(spec.get("parallelism"), int) and spec["parallelism"] > count:
+        return await _start(cluster, owner, workload, count)
+    if isinstance(spec.get("parallelism"), int) and spec["parallelism"] > count:
         shrink: Obj = {"metadata": {"resourceVersion": version_of(job)}, "spec": {"parallelism": count}}
-        await cluster.writer.patch(JOBS, owner.name, owner.namespace, shrink)
+        return await cluster.writer.patch(JOBS, owner.name, owner.namespace, shrink) is not None
+    return True
 
 
-async def _start(cluster: Cluster, owner: Owner, workload: Obj, count: int) -> None:
+def _started(job: Obj) -> bool:
+    return (job.get("status") or {}).get("startTime") is not None
+
+
+async def _directives_mutable(cluster: Cluster, job: Obj) -> Obj | None:
+    """The suspended ``job`` in a state whose scheduling directives may change; None if refused.
+
+    The Job API lets the pod template's node selector, tolerations, node affinity,
+    labels, annotations and scheduling gates change only while the Job is
+    suspended and has never started (no ``status.startTime``). The Job controller
+    sets ``startTime`` when the Job runs and keeps it when it is suspended, so a
+    Job that ran has it cleared here, through /status, once it is suspended.
+    """
+    if not _started(job):
+        return job
+    name = str((job.get("metadata") or {}).get("name", ""))
+    namespace = str((job.get("metadata") or {}).get("namespace", ""))
+    patch: Obj = {"metadata": {"resourceVersion": version_of(job)}, "status": {"startTime": None}}
+    return await cluster.writer.patch(JOBS, name, namespace, patch, subresource="status")
+
+
+async def _start(cluster: Cluster, owner: Owner, workload: Obj, count: int) -> bool:
     job = owner.obj
     original = Placement.of(job, parallelism=(job.get("spec") or {}).get("parallelism"))
-    template: Obj = {"metadata": {"labels": {WORKLOAD_LABEL: workload_name(owner.kind, owner.name)}}}
+    label = workload_name(owner.kind, owner.name)
+    template: Obj = {}
+    template_metadata = (((job.get("spec") or {}).get("template") or {}).get("metadata") or {})
+    if (template_metadata.get("labels") or {}).get(WORKLOAD_LABEL) != label:
+        template["metadata"] = {"labels": {WORKLOAD_LABEL: label}}
     template_spec = placement_patch(job, workload, cluster.flavors(), original)
     if template_spec is not None:
         template["spec"] = template_spec
+    if template:
+        mutable = await _directives_mutable(cluster, job)
+        if mutable is None:
+            return False
+        job = mutable
+    spec: Obj = {"suspend": False, "parallelism": count}
+    if template:
+        spec["template"] = template
     patch: Obj = {
         "metadata": {
             "resourceVersion": version_of(job),
             "annotations": {ORIGINAL_TEMPLATE_ANNOTATION: original.dumps()},
         },
-        "spec": {"suspend": False, "parallelism": count, "template": template},
+        "spec": spec,
     }
-    await cluster.writer.patch(JOBS, owner.name, owner.namespace, patch)
+    return await cluster.writer.patch(JOBS, owner.name, owner.namespace, patch) is not None
 
 
-async def _suspend(cluster: Cluster, owner: Owner, *, restore: Placement | None) -> None:
+def _suspend_patch(job: Obj) -> Obj:
+    return {"metadata": {"resourceVersion": version_of(job)}, "spec": {"suspend": True}}
+
+
+async def _stop(cluster: Cluster, owner: Owner) -> Obj | None:
+    """Suspend the Job, then give the user's template back; the Job as it ends, None if refused.
+
+    In this order, as the Job API requires: the suspension alone first (with the
+    original parallelism, which may change at any time), then ``startTime``
+    cleared, then the scheduling directives restored and the saved original
+    dropped. Each step is skipped when already done, so an interrupted stop is
+    finished by the next pass; a Job whose template needs no change is stopped
+    in one write.
+    """
     job = owner.obj
-    spec: dict[str, Any] = {"suspend": True}
-    metadata: Obj = {"resourceVersion": version_of(job)}
-    if restore is not None and ORIGINAL_TEMPLATE_ANNOTATION in annotations_of(job):
-        template_spec = restore_patch(job, restore)
-        if template_spec is not None:
-            spec["template"] = {"spec": template_spec}
-        parallelism = restore.extra.get("parallelism")
-        if isinstance(parallelism, int):
-            spec["parallelism"] = parallelism
-        metadata["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: None}
-    await cluster.writer.patch(JOBS, owner.name, owner.namespace, {"metadata": metadata, "spec": spec})
+    saved = ORIGINAL_TEMPLATE_ANNOTATION in annotations_of(job)
+    restore = Placement.of(job)
+    template_spec = restore_patch(job, restore) if saved else None
+    spec_now = job.get("spec") or {}
+    parallelism = restore.extra.get("parallelism") if saved else None
+    if not isinstance(parallelism, int) or parallelism == spec_now.get("parallelism"):
+        parallelism = None
+    if not spec_now.get("suspend"):
+        patch = _suspend_patch(job)
+        if parallelism is not None:
+            patch["spec"]["parallelism"] = parallelism
+            parallelism = None
+        if saved and template_spec is None:
+            patch["metadata"]["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: None}
+            saved = False
+        suspended = await cluster.writer.patch(JOBS, owner.name, owner.namespace, patch)
+        if suspended is None:
+            return None
+        job = suspended
+    if not saved:
+        return job
+    metadata: Obj = {"annotations": {ORIGINAL_TEMPLATE_ANNOTATION: None}}
+    spec: Obj = {}
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if template_spec is not None:
+        mutable = await _directives_mutable(cluster, job)
+        if mutable is None:
+            return None
+        job = mutable
+        spec["template"] = {"spec": template_spec}
+    metadata["resourceVersion"] = version_of(job)
+    restored: Obj = {"metadata": metadata}
+    if spec:
+        restored["spec"] = spec
+    return await cluster.writer.patch(JOBS, owner.name, owner.namespace, restored)

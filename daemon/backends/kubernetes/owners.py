@@ -74,14 +74,18 @@ def version_of(obj: Obj) -> str | None:
     return None if version is None else str(version)
 
 
-async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_count: int | None) -> Obj | None:
-    """Create the owner's Workload; an unusable pod template is a Warning on the owner instead."""
+async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_count: int | None) -> bool:
+    """Create the owner's Workload; an unusable pod template is a Warning on the owner instead.
+
+    True when done (created, or nothing to create until the owner changes); False
+    when the create was refused and must be tried again.
+    """
     spec = owner.obj.get("spec") or {}
     template = spec.get("template")
     pod_set, problem = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
     if pod_set is None:
         cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
-        return None
+        return True
     queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
     class_name = _priority_class(template)
     body = new_workload(
@@ -91,7 +95,7 @@ async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_cou
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
         cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message)
-    return created
+    return created is not None
 
 
 def _priority_class(template: Any) -> str | None:
