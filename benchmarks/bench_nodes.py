@@ -36,8 +36,8 @@ from preemptd.framework.model import (
     Workload,
 )
 from preemptd.framework.objects import Inventory
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session, run_session
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry, Session
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import gpu_victims, priority
 

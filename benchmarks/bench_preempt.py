@@ -13,7 +13,6 @@ import random
 import statistics
 import time
 
-from preemptd.framework.actions.preempt import find_victims
 from preemptd.framework.model import (
     Admission,
     Flavor,
@@ -27,8 +26,8 @@ from preemptd.framework.model import (
     Workload,
 )
 from preemptd.framework.objects import Inventory
-from preemptd.framework.registry import Registry
-from preemptd.framework.session import Session
+from preemptd.framework.preemption import find_victims
+from preemptd.framework.session import Registry, Session
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import cohort_reclaim, priority
 

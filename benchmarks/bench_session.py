@@ -83,7 +83,7 @@ def measure(
     """Every figure of one shape, as a JSON-able dict; parse and snapshot are timed
     ``setup_repeats`` times (default: ``repeats``)."""
     from preemptd.framework.objects import parse_objects
-    from preemptd.framework.session import run_session
+    from preemptd.framework.run import run_session
     from preemptd.framework.snapshot import Snapshot
 
     actions, registry = default_session()

@@ -33,9 +33,9 @@ EXAMPLE = ROOT / "examples" / "scenarios" / "gpu-fleet.yaml"
 
 def measure(size: str | None, *, hours: float, cycle: str, path: str | None = None, seed: int = 1) -> dict[str, Any]:
     """Every figure of one run, as a JSON-able dict."""
-    from preemptd.daemon.backends.simulation import simulate
-    from preemptd.daemon.scenario import load_scenario, scenario_from_data
-    from preemptd.daemon.simulate import setup
+    from preemptd.daemon.simulation.command import setup
+    from preemptd.daemon.simulation.engine import simulate
+    from preemptd.daemon.simulation.scenario import load_scenario, scenario_from_data
 
     from benchmarks.scenario_gen import generate_scenario
 

@@ -19,7 +19,7 @@ import random
 import sys
 from typing import Any
 
-from preemptd.daemon.scenario import RUNTIME_ANNOTATION
+from preemptd.daemon.simulation.scenario import RUNTIME_ANNOTATION
 from preemptd.framework.quantity import format_duration, parse_timestamp
 
 from benchmarks.generate import NOW, generate

@@ -17,16 +17,15 @@ from dataclasses import dataclass
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.objects import Inventory, parse_objects
 from preemptd.framework.quantity import QuantityError, parse_timestamp
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 from rich.console import Console
 
 from preemptd import __version__
 
 from . import report
-from .backends.files import apply_decisions, write_documents
+from .backends.files import Document, LoadError, apply_decisions, load_files, write_documents
 from .config import Config, ConfigError, ConfigProblem, read_config
-from .files import Document, LoadError, load_files
 from .plugins import Plugins, describe_failure, resolve_plugins
 
 __all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_OK", "main"]
@@ -301,7 +300,8 @@ def _daemon(args: argparse.Namespace) -> int:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from .simulate import run_command  # the simulator's modules load only for this command
+    # The simulator's modules load only for this command.
+    from .simulation.command import run_command
 
     return run_command(
         args.scenario,

@@ -56,11 +56,52 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from .clock import Clock, SystemClock, first_of
-from .leader import AlwaysLeader, Leadership
 
-__all__ = ["PREEMPTING_ACTIONS", "CycleOutcome", "Cycler", "Heartbeat", "Scheduler"]
+__all__ = [
+    "PREEMPTING_ACTIONS",
+    "AlwaysLeader",
+    "CycleOutcome",
+    "Cycler",
+    "Heartbeat",
+    "Leadership",
+    "Scheduler",
+]
 
 log = logging.getLogger("preemptd.loop")
+
+
+class Leadership(Protocol):
+    """What the scheduler and the writers need to know about leading."""
+
+    @property
+    def leading(self) -> bool: ...
+
+    @property
+    def elected(self) -> asyncio.Event: ...
+
+    @property
+    def deposed(self) -> asyncio.Event: ...
+
+
+class AlwaysLeader:
+    """Leader election switched off (or a dry run): this replica leads alone."""
+
+    def __init__(self) -> None:
+        self._elected = asyncio.Event()
+        self._elected.set()
+        self._deposed = asyncio.Event()
+
+    @property
+    def leading(self) -> bool:
+        return True
+
+    @property
+    def elected(self) -> asyncio.Event:
+        return self._elected
+
+    @property
+    def deposed(self) -> asyncio.Event:
+        return self._deposed
 
 PREEMPTING_ACTIONS = frozenset({"preempt", "reclaim"})
 """The actions that choose victims: left out of sessions while the cache is stale."""

@@ -24,8 +24,7 @@ from logging import Logger
 from typing import Any, Protocol
 
 import pluggy
-from preemptd.framework import hooks
-from preemptd.framework.registry import PluginError, Registry
+from preemptd.framework.session import PluginError, Registry, hooks
 
 from .config import Config, ConfigProblem, check_table, describe
 

@@ -6,7 +6,7 @@ Design note. A :class:`Daemon` is a handful of named tasks around one
 ==================  ====================================================================
 ``informer:*``      list+watch caches (the backend's), from start to exit
 ``events``          the Event writer (the backend's)
-``leader-election`` the Lease campaign (:mod:`.leader`); absent when election is off
+``leader-election`` the Lease campaign (:mod:`.backends.kubernetes.lease`); absent when election is off
 ``scheduler``       cycles (:mod:`.loop`); it cycles only while this replica leads
 ``watchdog``        feeds systemd's watchdog from the scheduler's heartbeat
 ==================  ====================================================================
@@ -41,12 +41,12 @@ from preemptd.framework.decisions import Decisions
 
 from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
+from .backends.kubernetes.lease import Elector, identity
 from .clock import Clock, SystemClock, first_of
 from .config import Config, ConfigProblem, read_config
 from .http import HttpServer
-from .leader import AlwaysLeader, Elector, Leadership, identity
 from .logging import set_level
-from .loop import CycleOutcome, Scheduler
+from .loop import AlwaysLeader, CycleOutcome, Leadership, Scheduler
 from .metrics import Metrics
 from .notify import Notifier, feed_watchdog
 from .plugins import Plugins, resolve_plugins

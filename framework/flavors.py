@@ -11,112 +11,26 @@ framework takes the first flavor that fits, else the best that can preempt.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from .candidates import CLASS_SAME_QUEUE, Candidate
 from .model import FR, PodSet, ResourceGroup, Workload
-from .nodes import flavor_taints_tolerated, pod_terms
+from .nodes import flavor_taints_tolerated
+from .preemption import find_victims
 from .quantity import format_quantity
 from .quota import QuotaNode
-from .statement import Statement
+from .session import (
+    CLASS_SAME_QUEUE,
+    FIT,
+    NOCANDIDATES,
+    NOFIT,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    FlavorOption,
+    PodSetAssignment,
+    Session,
+)
 
-if TYPE_CHECKING:
-    from .actions.nodechoice import NodeChoice
-    from .actions.preempt import SearchResult
-    from .session import Session
-
-__all__ = [
-    "FIT",
-    "MODE_NAMES",
-    "NOCANDIDATES",
-    "NOFIT",
-    "PREEMPT",
-    "RECLAIM",
-    "Assignment",
-    "FlavorOption",
-    "PodSetAssignment",
-    "default_assign",
-    "evaluate_flavor",
-    "finish_assignment",
-]
-
-# SEMANTICS §3: NoFit < NoCandidates < Preempt < Reclaim < Fit.
-NOFIT, NOCANDIDATES, PREEMPT, RECLAIM, FIT = range(5)
-MODE_NAMES = ("NoFit", "NoCandidates", "Preempt", "Reclaim", "Fit")
-
-
-@dataclass(slots=True)
-class FlavorOption:
-    """What one flavor offers one podSet's resource group."""
-
-    flavor: str
-    mode: int
-    level: int = 0
-    needed: frozenset[FR] = frozenset()
-    usage: dict[FR, int] = field(default_factory=dict)
-    message: str = ""
-    victims: list[Candidate] = field(default_factory=list)
-    vetoed_by: frozenset[str] = frozenset()
-    search: SearchResult | None = None
-
-    def describe(self) -> str:
-        borrow = f", borrowing level {self.level}" if self.level else ""
-        text = f"flavor {self.flavor}: {MODE_NAMES[self.mode]}{borrow}"
-        return f"{text} ({self.message})" if self.message else text
-
-
-@dataclass(slots=True)
-class PodSetAssignment:
-    name: str
-    count: int
-    flavors: dict[str, str]
-    usage: dict[FR, int]
-    spec: PodSet
-
-
-@dataclass(slots=True)
-class Assignment:
-    """A workload's chosen flavors, and what admitting it needs."""
-
-    workload: Workload
-    leaf: QuotaNode
-    pod_sets: list[PodSetAssignment] = field(default_factory=list)
-    usage: dict[FR, int] = field(default_factory=dict)
-    mode: int = FIT
-    level: int = 0
-    needed: frozenset[FR] = frozenset()
-    message: str = ""
-    victims: list[Candidate] = field(default_factory=list)
-    allow_borrowing: bool = True
-    vetoed_by: frozenset[str] = frozenset()
-    node_short: bool = False  # the quota fits or not, the nodes lack room right now
-    # Deployments (SEMANTICS §6): why it may not grow now; the committed total an
-    # admission raises it to; the node and victims of each replica it preempts for.
-    blocked: str = ""
-    committed_total: dict[str, int] = field(default_factory=dict)
-    replicas: list[NodeChoice] = field(default_factory=list)
-    search: SearchResult | None = None  # the victim search behind ``victims``
-    # podSet -> resource -> index of the last flavor examined (-1: whole list scanned).
-    flavor_scan: dict[str, dict[str, int]] = field(default_factory=dict)
-    tried: list[str] = field(default_factory=list)
-
-    @property
-    def borrowing(self) -> bool:
-        return self.level > 0
-
-    @property
-    def needs_preemption(self) -> bool:
-        return self.mode in (NOCANDIDATES, PREEMPT, RECLAIM)
-
-    def node_targets(self) -> list[tuple[PodSet, int, str]]:
-        """(podSet, count, flavor) of every podSet placed on a single flavor."""
-        out = []
-        for ps in self.pod_sets:
-            flavors = set(ps.flavors.values())
-            if len(flavors) == 1:
-                out.append((ps.spec, ps.count, next(iter(flavors))))
-        return out
+__all__ = ["default_assign", "evaluate_flavor", "finish_assignment"]
 
 
 def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str | None:
@@ -190,13 +104,11 @@ def evaluate_flavor(
     node_short = False
     placements = session.placements
     if placements is not None and placements.has_nodes(flavor_name):
-        node_short = not pods_fit(session, [(pod_set, count, flavor_name)])
+        node_short = not session.pods_fit([(pod_set, count, flavor_name)])
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
         return FlavorOption(flavor_name, FIT, level=level, usage=usage)
-    from .actions.preempt import find_victims
-
     # Evicting only adds room: the nodes matter to the search only when they are short now.
     targets = [(pod_set, count, flavor_name)] if node_short else []
     search = find_victims(session, workload, leaf, usage, frozenset(needed), targets)
@@ -288,40 +200,6 @@ def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, 
     return usage
 
 
-def pods_fit(
-    session: Session,
-    targets: list[tuple[PodSet, int, str]],
-    *,
-    statement: Statement | None = None,
-) -> bool:
-    """Whether every pod of ``targets`` can be placed on its flavor's nodes right now
-    (on the placements of ``statement``, the session's by default)."""
-    statement = statement if statement is not None else session.statement
-    placements = statement.placements
-    if placements is None:
-        return True
-    targets = [t for t in targets if placements.has_nodes(t[2])]
-    if not targets:
-        return True
-    checkpoint = statement.checkpoint()
-    try:
-        last = len(targets) - 1
-        for i, (spec, count, flavor_name) in enumerate(targets):
-            flavor = session.snapshot.flavors[flavor_name]
-            selector, tolerations = pod_terms(flavor, spec)
-            if i == last:
-                return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
-            # Earlier podSets take their room so the later ones see it gone.
-            for _ in range(count):
-                node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
-                if node is None:
-                    return False
-                statement.take_room(node, spec.requests)
-        return True
-    finally:
-        statement.rollback(checkpoint)
-
-
 def finish_assignment(session: Session, assignment: Assignment, only: FlavorOption | None = None) -> Assignment:
     """Total usage, borrowing level and — when something does not fit — the victims for
     the whole assignment, measured against the session's accounting as it stands.
@@ -345,7 +223,7 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
         # The option was judged on the nodes as they are: no need to place it twice.
         assignment.node_short = False
     else:
-        assignment.node_short = bool(targets) and not pods_fit(session, targets)
+        assignment.node_short = bool(targets) and not session.pods_fit(targets)
     if assignment.node_short:
         assert placements is not None
         needed.extend(fr for fr in usage if fr not in needed and placements.has_nodes(fr[0]))
@@ -357,8 +235,6 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
             (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
         )
         return assignment
-    from .actions.preempt import find_victims
-
     if only is not None and only.search is not None and only.usage == usage:
         search = only.search
     else:

@@ -14,7 +14,7 @@ best fit.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .model import GPU_RESOURCES, Flavor, Node, PodSet, Taint, Toleration, tolerates
 
@@ -166,6 +166,34 @@ class Placements:
                 if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
                     return name
         return None
+
+    def place_pods(
+        self,
+        flavor: str,
+        requests: Mapping[str, int],
+        count: int,
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        take: Callable[[str, Mapping[str, int]], None] | None = None,
+    ) -> list[str]:
+        """Place up to ``count`` identical pods best fit, one at a time; the nodes chosen.
+
+        Each pod's room is taken before the next is placed, with ``take`` (a statement's
+        ``take_room``, or whatever binds the pod) or else :meth:`take`. Stops at the
+        first pod that fits nowhere, so fewer than ``count`` nodes means not all fit.
+        The one best-fit placement loop: the snapshot (pods not created yet), the
+        session (pods of earlier podSets, an admitted workload's pods) and the
+        simulated cluster all place through it.
+        """
+        take_room = take if take is not None else self.take
+        chosen: list[str] = []
+        for _ in range(count):
+            node = self.best_fit(flavor, requests, selector, tolerations)
+            if node is None:
+                break
+            take_room(node, requests)
+            chosen.append(node)
+        return chosen
 
     def can_place(
         self,

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 from .model import FR, QueueSpec
 
-__all__ = ["Accounting", "QuotaNode", "QuotaTree"]
+__all__ = ["Accounting", "QuotaNode", "QuotaTree", "lender_may_give"]
 
 
 class QuotaNode:
@@ -261,3 +261,24 @@ class Accounting:
             amount -= max(0, node.guaranteed.get(fr, 0) - used)
             node = node.parent
         return None
+
+
+def lender_may_give(
+    accounting: Accounting,
+    leaf: QuotaNode,
+    lender: QuotaNode,
+    usage: Mapping[FR, int],
+    needed: frozenset[FR],
+    path: frozenset[QuotaNode] | None = None,
+) -> bool:
+    """Whether taking ``usage`` from a workload of queue ``lender`` keeps that queue — and
+    every cohort between it and the preemptor's ``leaf`` — at or above nominal: each must
+    still borrow on some needed flavor-resource the taken usage holds (SEMANTICS §4).
+    ``path``: the preemptor's leaf and ancestors, when the caller has it already."""
+    preemptor_path = path if path is not None else frozenset(leaf.path())
+    node: QuotaNode | None = lender
+    while node is not None and node not in preemptor_path:
+        if not any(accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in needed if fr in usage):
+            return False
+        node = node.parent
+    return True

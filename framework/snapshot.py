@@ -246,11 +246,7 @@ class Snapshot:
         if flavor is None or not placements.has_nodes(flavor_name):
             return
         selector, tolerations = pod_terms(flavor, spec)
-        for _ in range(missing):
-            node = placements.best_fit(flavor_name, spec.requests, selector, tolerations)
-            if node is None:
-                return
-            placements.take(node, spec.requests)
+        for node in placements.place_pods(flavor_name, spec.requests, missing, selector, tolerations):
             reserved.append(PendingPlacement(workload.key, spec.name, node))
 
     def pod_classes(self, workload: Workload) -> list[tuple[Pod, int]]:

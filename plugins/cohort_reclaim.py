@@ -18,18 +18,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from preemptd.framework.actions.preempt import VictimSearch, candidate_units
-from preemptd.framework.candidates import (
+from preemptd.framework import (
     CLASS_HIERARCHICAL,
     CLASS_OTHER_QUEUE,
+    FR,
     IN_COHORT_RECLAIM,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
+    Accounting,
     Candidate,
+    PreemptionPolicy,
+    QuotaNode,
+    Session,
+    VictimSearch,
+    Workload,
+    candidate_units,
+    hookimpl,
 )
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import FR, PreemptionPolicy, Workload
-from preemptd.framework.quota import Accounting, QuotaNode
-from preemptd.framework.session import Session
 
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:

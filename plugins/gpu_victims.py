@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from math import isfinite
 
-from preemptd.framework.candidates import Candidate, Scenario
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import Workload
-from preemptd.framework.pods import NORMAL, Descending
-from preemptd.framework.registry import bad_answer
-from preemptd.framework.session import Session
+from preemptd.framework import (
+    NORMAL,
+    Candidate,
+    Descending,
+    Scenario,
+    Session,
+    Workload,
+    bad_answer,
+    hookimpl,
+)
 
 
 @hookimpl

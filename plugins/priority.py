@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from preemptd.framework.actions.preempt import VictimSearch, candidate_units
-from preemptd.framework.candidates import CLASS_SAME_QUEUE, IN_QUEUE, Candidate
-from preemptd.framework.hooks import hookimpl
-from preemptd.framework.model import Workload
-from preemptd.framework.session import Session
+from preemptd.framework import (
+    CLASS_SAME_QUEUE,
+    IN_QUEUE,
+    Candidate,
+    Session,
+    VictimSearch,
+    Workload,
+    candidate_units,
+    hookimpl,
+)
 
 
 def _order(workload: Workload) -> Sequence[object]:

@@ -24,7 +24,7 @@ if str(_ROOT) not in sys.path:
 
 from preemptd.framework.model import Workload  # noqa: E402
 from preemptd.framework.objects import Inventory, parse_objects  # noqa: E402
-from preemptd.framework.session import run_session  # noqa: E402
+from preemptd.framework.run import run_session  # noqa: E402
 from preemptd.framework.snapshot import Snapshot  # noqa: E402
 
 from benchmarks import generate as gen  # noqa: E402

@@ -14,15 +14,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, replace
 
-from ..candidates import Candidate
 from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
-from ..flavors import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, default_assign, pods_fit
-from ..model import FR, Workload
-from ..nodes import pod_terms
+from ..flavors import default_assign
+from ..model import Workload
 from ..pods import NORMAL, TERMINATING
-from ..quota import Accounting, QuotaNode
-from ..session import Session, Taken
-from ..statement import Statement
+from ..quota import QuotaNode
+from ..session import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, Candidate, Session, Taken
+from .books import Books, place, reserve
 from .deployments import nominate_deployment
 
 __all__ = ["nominate", "run_rounds"]
@@ -40,58 +38,16 @@ class _Queue:
     blocked: bool = False
 
 
-class _Books:
-    """The session's accounting seen *without* the victims chosen so far.
+@dataclass(slots=True)
+class _Rounds:
+    """What the rounds of one session keep besides the session itself."""
 
-    SEMANTICS §2.4 re-checks each entry "with all victims chosen so far in the
-    session and its own removed"; keeping that view up to date as victims are
-    chosen makes the re-check cost the entry's own victims, not the session's.
-    Its placements also hold the room reserved for preemptors, which nobody else
-    may take in this session.
-
-    Until the first victim is chosen the view equals the session's own, so it is
-    only copied then: a session without preemption pays nothing for it.
-
-    A Fit entry must also fit the *physical* view — every victim still holding
-    its quota, preemptors not yet holding theirs — so that the Fit entries of a
-    round do not, together, take quota only the victims will free.
-    """
-
-    __slots__ = ("own", "physical", "session", "victims")
-
-    def __init__(self, session: Session) -> None:
-        self.session = session
-        self.own: Statement | None = None
-        self.physical: Accounting | None = None
-        self.victims: dict[tuple[object, ...], Candidate] = {}
-
-    @property
-    def statement(self) -> Statement:
-        return self.own if self.own is not None else self.session.statement
-
-    def add_usage(self, leaf: QuotaNode, usage: dict[FR, int], *, preemptor: bool = False) -> None:
-        """Mirror usage the session added (its own statement already has it). What a
-        preemptor reserves is not physically used until its victims are gone."""
-        if self.own is not None:
-            self.own.add_usage(leaf, usage)
-        if self.physical is not None and not preemptor:
-            self.physical.add_all(leaf, usage)
-
-    def place(self, assignment: Assignment) -> None:
-        if self.own is not None:
-            _place(self.session, self.own, assignment)
-
-    def evict(self, victim: Candidate) -> None:
-        if self.own is None:
-            session = self.session
-            placements = session.placements.copy() if session.placements is not None else None
-            self.own = Statement(session.accounting.copy(), placements)
-            self.physical = session.accounting.copy()
-        self.own.evict(victim)
-
-    def commit(self) -> None:
-        if self.own is not None:
-            self.own.commit()
+    books: Books
+    # The verdict of every workload not admitted; one offered again in a later round
+    # replaces its earlier verdict.
+    pending: dict[str, Pending] = field(default_factory=dict)
+    # Victim workload -> its entry in ``decisions.preempted`` (one per victim).
+    preempted_at: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -110,7 +66,8 @@ def run_rounds(session: Session) -> None:
         _Queue(snapshot.tree.leaves[name], sorted(items, key=key))
         for name, items in sorted(snapshot.pending_by_queue.items())
     ]
-    books = _Books(session)
+    rounds = _Rounds(Books(session))
+    books = rounds.books
     while True:
         entries = []
         for queue in queues:
@@ -126,7 +83,7 @@ def run_rounds(session: Session) -> None:
         entries.sort(key=lambda e: e.order)
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(entries):
-            outcome = _process(session, books, entry, relied_on)
+            outcome = _process(session, rounds, entry, relied_on)
             session.statement.commit()
             books.commit()
             if outcome == _AGAIN and i > 0:
@@ -139,13 +96,13 @@ def run_rounds(session: Session) -> None:
                 queue.blocked = True
                 for behind in queue.items[queue.pos :]:
                     _pending(
-                        session,
+                        rounds,
                         behind.key,
                         "WaitingForQuota",
                         f"behind {entry.workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
                         "which was not admitted",
                     )
-    for pending in session.state.pop("_pending", {}).values():
+    for pending in rounds.pending.values():
         session.decisions.pending.append(pending)
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
@@ -189,13 +146,14 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
 
 
 def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
-    found = session.registry.call_first("assign_flavors", session=session, workload=workload)
-    if isinstance(found, Assignment):
+    found = session.plugin_assignment(workload)
+    if found is not None:
         return found
     return default_assign(session, workload, leaf)
 
 
-def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
+def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
+    books = rounds.books
     workload = entry.workload
     assignment = entry.assignment
     decisions = session.decisions
@@ -203,11 +161,11 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
     for line in assignment.tried:
         session.explain(key, line)
     if assignment.mode == NOFIT:
-        _pending(session, key, "NoFit", assignment.message or "no flavor fits")
+        _pending(rounds, key, "NoFit", assignment.message or "no flavor fits")
         _record_scan(session, workload, assignment)
         return _DONE
     if assignment.blocked:
-        _pending(session, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
+        _pending(rounds, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
         return _DONE
     if assignment.needs_preemption and not assignment.victims:
         reason = "PreemptionNoCandidates"
@@ -217,27 +175,27 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
                 reason = veto
                 break
         if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
-            _reserve(session, books, entry.queue.leaf, assignment)
+            reserve(session, books, entry.queue.leaf, assignment)
         message = "; ".join([assignment.message or "no victims found", *session.notes(key)])
-        _pending(session, key, reason, message)
+        _pending(rounds, key, reason, message)
         _record_scan(session, workload, assignment)
         return _DONE
     units = {v.unit for v in assignment.victims}
     overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})
     if overlap:
         _pending(
-            session,
+            rounds,
             key,
             "WaitingForQuota",
             "its victims are relied on by another workload of this session: " + ", ".join(overlap),
         )
         return _AGAIN
     if not _still_fits(session, books, entry):
-        _pending(session, key, "WaitingForQuota", "no longer fits after other workloads of this session")
+        _pending(rounds, key, "WaitingForQuota", "no longer fits after other workloads of this session")
         return _AGAIN
     leaf = entry.queue.leaf
     if assignment.victims:
-        _preempt(session, books, entry)
+        _preempt(session, rounds, entry)
         relied_on |= units
         session.statement.add_usage(leaf, assignment.usage)
         books.add_usage(leaf, assignment.usage, preemptor=True)
@@ -253,7 +211,7 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
         return _DONE
     session.statement.admit(workload, leaf, assignment.usage)
     books.add_usage(leaf, assignment.usage)
-    _place(session, session.statement, assignment)
+    place(session, session.statement, assignment)
     books.place(assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
     totals = assignment.committed_total
@@ -270,17 +228,12 @@ def _process(session: Session, books: _Books, entry: _Entry, relied_on: set[tupl
     )
     if workload.flavor_scan:
         decisions.flavor_scans[key] = {}  # an admitted workload starts its next scan afresh
-    _forget_pending(session, key)
+    rounds.pending.pop(key, None)
     return _ADMITTED
 
 
-def _pending(session: Session, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
-    # A workload offered again in a later round replaces its earlier verdict.
-    session.state.setdefault("_pending", {})[key] = Pending(key, reason, message, waiting_for)
-
-
-def _forget_pending(session: Session, key: str) -> None:
-    session.state.get("_pending", {}).pop(key, None)
+def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
+    rounds.pending[key] = Pending(key, reason, message, waiting_for)
 
 
 def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:
@@ -288,30 +241,7 @@ def _record_scan(session: Session, workload: Workload, assignment: Assignment) -
         session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)
 
 
-def _reserve(session: Session, books: _Books, leaf: QuotaNode, assignment: Assignment) -> None:
-    """SEMANTICS §2.4: a preemptor without victims keeps later entries of its cohort tree
-    from taking the quota it is waiting for."""
-    accounting = session.accounting
-    borrows = any(
-        accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
-    )
-    reserve: dict[FR, int] = {}
-    for fr, amount in assignment.usage.items():
-        used = accounting.used(leaf, fr)
-        nominal = leaf.subtree.get(fr, 0)
-        if borrows:
-            limit = leaf.borrowing_limit.get(fr)
-            value = amount if limit is None else min(amount, nominal + limit - used)
-        else:
-            value = min(amount, nominal - used)
-        if value > 0:
-            reserve[fr] = value
-    if reserve:
-        session.statement.add_usage(leaf, reserve)
-        books.add_usage(leaf, reserve)
-
-
-def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
+def _still_fits(session: Session, books: Books, entry: _Entry) -> bool:
     """Re-check against what earlier entries changed, with every victim of the session
     and its own removed (SEMANTICS §2.4)."""
     assignment = entry.assignment
@@ -329,7 +259,7 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
         free = placements.free[node]
         if any(free.get(r, 0) < amount for r, amount in room.items()):
             return False
-    if not assignment.victims and targets and not pods_fit(session, targets):
+    if not assignment.victims and targets and not session.pods_fit(targets):
         # Node room is physical: a victim's pods still occupy it until they are gone.
         return False
     statement = books.statement
@@ -347,33 +277,13 @@ def _still_fits(session: Session, books: _Books, entry: _Entry) -> bool:
                 return False  # only victims of this session would free it
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        return not targets or pods_fit(session, targets, statement=statement)
+        return not targets or session.pods_fit(targets, statement=statement)
     finally:
         statement.rollback(checkpoint)
 
 
-def _place(session: Session, statement: Statement, assignment: Assignment) -> None:
-    """Place the assignment's pods, best fit, on the placements of ``statement``."""
-    placements = statement.placements
-    if placements is None:
-        return
-    for ps in assignment.pod_sets:
-        flavors = set(ps.flavors.values())
-        if len(flavors) != 1:
-            continue
-        (flavor_name,) = flavors
-        if not placements.has_nodes(flavor_name):
-            continue
-        flavor = session.snapshot.flavors[flavor_name]
-        selector, tolerations = pod_terms(flavor, ps.spec)
-        for _ in range(ps.count):
-            node = placements.best_fit(flavor_name, ps.spec.requests, selector, tolerations)
-            if node is None:
-                break
-            statement.take_room(node, ps.spec.requests)
-
-
-def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
+def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
+    books = rounds.books
     workload = entry.workload
     assignment = entry.assignment
     chosen = books.victims
@@ -396,7 +306,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
             continue
         if not victim.evicted:
             new.setdefault(victim.key, []).append(victim)
-    entries: dict[str, int] = session.state.setdefault("_preempted_at", {})
+    entries = rounds.preempted_at
     for victim_key, units in sorted(new.items()):
         whole = any(u.count is None for u in units)
         taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
@@ -444,7 +354,7 @@ def _preempt(session: Session, books: _Books, entry: _Entry) -> None:
         )
     )
     _pending(
-        session,
+        rounds,
         workload.key,
         "PendingPreemption",
         f"preempting {', '.join(waiting)}; admitted once they have released their quota",

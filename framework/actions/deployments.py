@@ -12,29 +12,24 @@ room is really free.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
-from ..candidates import CLASS_SAME_QUEUE, Candidate, Scenario
-from ..flavors import (
+from ..flavors import finish_assignment
+from ..model import PodSet, Workload
+from ..pods import NORMAL
+from ..preemption.replicas import more_replicas, replica_victims
+from ..quota import QuotaNode
+from ..session import (
+    CLASS_SAME_QUEUE,
     NOCANDIDATES,
     PREEMPT,
     RECLAIM,
     Assignment,
     PodSetAssignment,
-    finish_assignment,
-    pods_fit,
+    Session,
+    with_vetoes,
 )
-from ..model import PodSet, Workload
-from ..pods import NORMAL
-from ..quota import QuotaNode
 from ..snapshot import pod_set_usage
-from .nodechoice import NodeChoice, ReplicaSearch, scenario_accepts
-from .preempt import VictimSearch, collect_candidates, order_for
-
-if TYPE_CHECKING:
-    from ..session import Session
 
 __all__ = ["blocked_reason", "nominate_deployment"]
 
@@ -99,7 +94,7 @@ def _fits_now(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str
     for fr, amount in pod_set_usage(spec, count, flavors).items():
         if amount > accounting.available(leaf, fr):
             return False
-    return pods_fit(session, [(spec, count, flavor) for flavor in set(flavors.values())][:1])
+    return session.pods_fit([(spec, count, flavor) for flavor in set(flavors.values())][:1])
 
 
 def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[str, str], count: int) -> Assignment:
@@ -109,64 +104,6 @@ def _fixed(session: Session, leaf: QuotaNode, workload: Workload, flavors: dict[
         PodSetAssignment(spec.name, count, dict(flavors), pod_set_usage(spec, count, flavors), replace(spec, count=count))
     )
     return finish_assignment(session, assignment)
-
-
-def replica_victims(
-    session: Session,
-    preemptor: Workload,
-    leaf: QuotaNode,
-    spec: PodSet,
-    flavor: str,
-    replicas: int,
-    *,
-    defer_pods: bool = True,
-) -> tuple[list[NodeChoice], frozenset[str], ReplicaSearch | None]:
-    """Node and victims for up to ``replicas`` replicas, one at a time (SEMANTICS §6);
-    stops at the first replica for which no node has victims. ``defer_pods=False``
-    builds every Deployment pod's unit up front (the same choice, only slower)."""
-    flavors = {r: flavor for r in spec.requests}
-    per_replica = pod_set_usage(spec, 1, flavors)
-    request = VictimSearch(preemptor, leaf, dict(per_replica), frozenset(per_replica))
-    candidates = collect_candidates(session, preemptor, request, with_room=True, defer_pods=defer_pods)
-    if not candidates:
-        return [], frozenset(), None
-    vetoed: set[str] = set()
-    verdicts: dict[int, bool] = {}
-
-    def preemptible(candidate: Candidate) -> bool:
-        found = verdicts.get(id(candidate))
-        if found is None:
-            action = "preempt" if candidate.leaf is leaf else "reclaim"
-            plugin = session.is_preemptible(action, preemptor, candidate)
-            if plugin is not None:
-                vetoed.add(plugin)
-            found = verdicts[id(candidate)] = plugin is None
-        return found
-
-    filters: list[tuple[str, Callable[[Scenario], bool]]] = []
-    for name, found in session.registry.call_all(
-        "get_accumulated_scenario_filters", session=session, action="preempt", preemptor=preemptor
-    ):
-        filters.extend((name, f) for f in found)
-    search = ReplicaSearch(
-        session, preemptor, leaf, spec, flavor, per_replica, candidates, order_for(session, preemptor),
-        preemptible, scenario_accepts(session, preemptor, filters),
-    )
-    choices = more_replicas(search, [], replicas)
-    return choices, frozenset(vetoed), search
-
-
-def more_replicas(search: ReplicaSearch, choices: list[NodeChoice], replicas: int) -> list[NodeChoice]:
-    """Go on placing replicas until ``replicas`` are placed or one finds no victims."""
-    per_replica = search.per_replica
-    while len(choices) < replicas:
-        # The quota of the replicas placed so far counts for the next one.
-        search.usage = {fr: amount * (len(choices) + 1) for fr, amount in per_replica.items()}
-        choice = search.next_replica()
-        if choice is None:
-            break
-        choices.append(choice)
-    return choices
 
 
 def _preempt_replicas(
@@ -191,9 +128,7 @@ def _preempt_replicas(
         assignment.replicas, assignment.vetoed_by, _ = replica_victims(session, workload, leaf, spec, flavor, missing)
     vetoed = assignment.vetoed_by
     if not assignment.replicas:
-        assignment.message = "no node has victims that free room for one replica"
-        if vetoed:
-            assignment.message += " (vetoed by " + ", ".join(sorted(vetoed)) + ")"
+        assignment.message = with_vetoes("no node has victims that free room for one replica", vetoed)
         return assignment
     count = len(assignment.replicas)
     assignment.pod_sets.append(

@@ -9,7 +9,7 @@ import time
 import aiohttp
 import pytest
 from kube.cluster import until
-from preemptd.daemon.leader import Elector
+from preemptd.daemon.backends.kubernetes.lease import Elector
 from running import (
     add_jobs,
     admissions_written,

@@ -9,8 +9,8 @@ import pytest
 import pytest_asyncio
 from doubles import Link, MemoryLeases
 from preemptd.daemon.backends.kubernetes.client import LEASES, ApiError
+from preemptd.daemon.backends.kubernetes.lease import Elector, LeaseApi, identity
 from preemptd.daemon.clock import ManualClock
-from preemptd.daemon.leader import Elector, LeaseApi, identity
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("no_leaked_tasks")]
 

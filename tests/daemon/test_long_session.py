@@ -25,7 +25,7 @@ from preemptd.daemon.config import Config
 from preemptd.daemon.notify import Notifier
 from preemptd.daemon.plugins import resolve_plugins
 from preemptd.daemon.service import Daemon
-from preemptd.framework.hooks import hookimpl
+from preemptd.framework.session import hookimpl
 from running import (
     LEASE,
     Running,

@@ -9,8 +9,7 @@ import pytest
 import pytest_asyncio
 from doubles import CyclingBackend
 from preemptd.daemon.clock import ManualClock
-from preemptd.daemon.leader import AlwaysLeader
-from preemptd.daemon.loop import CycleOutcome, Scheduler
+from preemptd.daemon.loop import AlwaysLeader, CycleOutcome, Scheduler
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.usefixtures("no_leaked_tasks")]
 

@@ -13,7 +13,7 @@ from preemptd.daemon.backends.kubernetes.client import FLAVORS, QUEUES, WORKLOAD
 from .cluster import MANIFESTS, REPO, manifest_documents, role_rules
 
 CODE = REPO / "daemon" / "backends" / "kubernetes"
-SOURCES = [*sorted(CODE.glob("*.py")), REPO / "daemon" / "leader.py"]
+SOURCES = sorted(CODE.glob("*.py"))  # lease.py (leader election) included
 WRITES = {"create", "patch", "delete", "replace"}
 RBAC_VERB = {"replace": "update"}  # Kube.replace is a PUT, which RBAC calls update
 

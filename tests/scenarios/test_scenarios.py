@@ -17,6 +17,10 @@ every given field must match; a mapping matches when each given key matches
 have the same length and match element by element, and ``messageContains``
 (a string or a list of strings) must all occur in ``message``. Keys that
 ``expect`` leaves out are not checked.
+
+Every case also checks that each victim search left the session's accounting and
+node room exactly as it found it (Kueue's preemption tests assert the same of their
+snapshot): a search takes victims on a statement and must roll every step back.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ from typing import Any
 import pytest
 import yaml
 from preemptd.daemon.cli import main
+from preemptd.framework import flavors
+from preemptd.framework.actions import deployments
+from preemptd.framework.session import Session
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.yaml"))
 LISTS = {"admitted": "workload", "preempted": "workload", "podActions": "pod", "pending": "workload"}
@@ -87,9 +94,47 @@ def compare(expect: dict[str, Any], decisions: dict[str, Any]) -> list[str]:
     return found
 
 
+def books(session: Session) -> tuple[Any, ...]:
+    """What a victim search may change and must restore: the usage of every queue-tree
+    node, the free room of every node, and the statement's undo log."""
+    placements = session.placements
+    return (
+        [dict(usage) for usage in session.accounting.usage],
+        None if placements is None else {node: dict(free) for node, free in placements.free.items()},
+        len(session.statement.ops),
+    )
+
+
+@pytest.fixture
+def searches(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any, Any]]:
+    """Every victim search of the session: (name, books before, books after)."""
+    seen: list[tuple[str, Any, Any]] = []
+
+    def watch(module: Any, name: str, session_of: Any) -> None:
+        original = getattr(module, name)
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            session = session_of(*args)
+            before = books(session)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                seen.append((name, before, books(session)))
+
+        monkeypatch.setattr(module, name, watched)
+
+    watch(flavors, "find_victims", lambda session, *_: session)
+    watch(deployments, "replica_victims", lambda session, *_: session)
+    watch(deployments, "more_replicas", lambda search, *_: search.session)
+    return seen
+
+
 @pytest.mark.parametrize("path", CASES, ids=[path.stem for path in CASES])
-def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The session decides exactly what the case, worked out by hand from SEMANTICS, expects."""
+def test_scenario(
+    path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], searches: list[tuple[str, Any, Any]]
+) -> None:
+    """The session decides exactly what the case, worked out by hand from SEMANTICS, expects,
+    and every victim search leaves the session's accounting as it found it."""
     case = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert "§" in case["description"], "a case names the SEMANTICS section it pins"
     unknown = set(case["expect"]) - set(LISTS)
@@ -112,6 +157,10 @@ def test_scenario(path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     decisions = json.loads(captured.out)
     problems = compare(case["expect"], decisions)
     assert not problems, "\n".join([*problems, "decisions:", captured.out, captured.err])
+    if decisions["preempted"] or decisions["podActions"]:
+        assert searches, "victims were chosen, so some victim search ran"
+    for i, (name, before, after) in enumerate(searches):
+        assert before == after, f"search {i} ({name}) changed the session's accounting or node room"
 
 
 def test_every_case_is_collected() -> None:

@@ -57,7 +57,7 @@ from preemptd.framework.decisions import Decisions
 from preemptd.framework.model import WORKLOAD_LABEL, Flavor
 from preemptd.framework.objects import Inventory
 from preemptd.framework.quantity import format_quantity
-from preemptd.framework.session import run_session
+from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 
 from ...config import Config

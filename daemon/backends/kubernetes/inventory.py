@@ -31,10 +31,10 @@ from typing import Any, TypeVar
 
 from preemptd.framework.model import Flavor, Node, Pod
 from preemptd.framework.objects import Inventory, guarded
-from preemptd.framework.objects_fields import Catalog, Entry, Parsed, Problem, describe
-from preemptd.framework.objects_nodes import parse_flavor, parse_node, parse_pod
-from preemptd.framework.objects_queues import QueueTree, build_queue_tree, parse_queue
-from preemptd.framework.objects_workloads import parse_priority_class, parse_workload
+from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
+from preemptd.framework.objects.nodes import parse_flavor, parse_node, parse_pod
+from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
+from preemptd.framework.objects.workloads import parse_priority_class, parse_workload
 
 from .client import Obj
 

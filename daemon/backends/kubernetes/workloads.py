@@ -20,7 +20,7 @@ from typing import Any
 
 from preemptd.framework.decisions import Admitted, Preempted
 from preemptd.framework.model import WORKLOAD_LABEL, Flavor, Toleration
-from preemptd.framework.objects_nodes import parse_pod
+from preemptd.framework.objects.nodes import parse_pod
 from preemptd.framework.quantity import format_quantity, format_timestamp
 
 from .client import WORKLOADS, Obj, Resource

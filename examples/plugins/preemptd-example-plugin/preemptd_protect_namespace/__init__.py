@@ -5,12 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from preemptd.framework.hooks import hookimpl
+from preemptd.framework import hookimpl
 
 if TYPE_CHECKING:
-    from preemptd.framework.candidates import Candidate
-    from preemptd.framework.model import Workload
-    from preemptd.framework.session import Session
+    from preemptd.framework import Candidate, Session, Workload
 
 NAME = "protect-namespace"  # the entry point's name in pyproject.toml
 

@@ -1,0 +1,112 @@
+"""The session seen without its chosen victims; the room and quota preemptors hold.
+
+The rounds (:mod:`.allocate`) keep one :class:`Books` per session. It answers
+SEMANTICS §2.4's re-check ("with all victims chosen so far in the session and its
+own removed") and holds what a preemptor reserves: its quota while it waits for
+its victims (:func:`reserve`) and the room its victims free (:func:`place`).
+"""
+
+from __future__ import annotations
+
+from ..model import FR
+from ..nodes import pod_terms
+from ..quota import Accounting, QuotaNode
+from ..session import Assignment, Candidate, Session, Statement
+
+__all__ = ["Books", "place", "reserve"]
+
+
+class Books:
+    """The session's accounting seen *without* the victims chosen so far.
+
+    SEMANTICS §2.4 re-checks each entry "with all victims chosen so far in the
+    session and its own removed"; keeping that view up to date as victims are
+    chosen makes the re-check cost the entry's own victims, not the session's.
+    Its placements also hold the room reserved for preemptors, which nobody else
+    may take in this session.
+
+    Until the first victim is chosen the view equals the session's own, so it is
+    only copied then: a session without preemption pays nothing for it.
+
+    A Fit entry must also fit the *physical* view — every victim still holding
+    its quota, preemptors not yet holding theirs — so that the Fit entries of a
+    round do not, together, take quota only the victims will free.
+    """
+
+    __slots__ = ("own", "physical", "session", "victims")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.own: Statement | None = None
+        self.physical: Accounting | None = None
+        self.victims: dict[tuple[object, ...], Candidate] = {}
+
+    @property
+    def statement(self) -> Statement:
+        return self.own if self.own is not None else self.session.statement
+
+    def add_usage(self, leaf: QuotaNode, usage: dict[FR, int], *, preemptor: bool = False) -> None:
+        """Mirror usage the session added (its own statement already has it). What a
+        preemptor reserves is not physically used until its victims are gone."""
+        if self.own is not None:
+            self.own.add_usage(leaf, usage)
+        if self.physical is not None and not preemptor:
+            self.physical.add_all(leaf, usage)
+
+    def place(self, assignment: Assignment) -> None:
+        if self.own is not None:
+            place(self.session, self.own, assignment)
+
+    def evict(self, victim: Candidate) -> None:
+        if self.own is None:
+            session = self.session
+            placements = session.placements.copy() if session.placements is not None else None
+            self.own = Statement(session.accounting.copy(), placements)
+            self.physical = session.accounting.copy()
+        self.own.evict(victim)
+
+    def commit(self) -> None:
+        if self.own is not None:
+            self.own.commit()
+
+
+def reserve(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> None:
+    """SEMANTICS §2.4: a preemptor without victims keeps later entries of its cohort tree
+    from taking the quota it is waiting for."""
+    accounting = session.accounting
+    borrows = any(
+        accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
+    )
+    reserve: dict[FR, int] = {}
+    for fr, amount in assignment.usage.items():
+        used = accounting.used(leaf, fr)
+        nominal = leaf.subtree.get(fr, 0)
+        if borrows:
+            limit = leaf.borrowing_limit.get(fr)
+            value = amount if limit is None else min(amount, nominal + limit - used)
+        else:
+            value = min(amount, nominal - used)
+        if value > 0:
+            reserve[fr] = value
+    if reserve:
+        session.statement.add_usage(leaf, reserve)
+        books.add_usage(leaf, reserve)
+
+
+def place(session: Session, statement: Statement, assignment: Assignment) -> None:
+    """Place the assignment's pods, best fit, on the placements of ``statement``."""
+    placements = statement.placements
+    if placements is None:
+        return
+    for ps in assignment.pod_sets:
+        flavors = set(ps.flavors.values())
+        if len(flavors) != 1:
+            continue
+        (flavor_name,) = flavors
+        if not placements.has_nodes(flavor_name):
+            continue
+        flavor = session.snapshot.flavors[flavor_name]
+        selector, tolerations = pod_terms(flavor, ps.spec)
+        placements.place_pods(
+            flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room
+        )

@@ -1,0 +1,378 @@
+"""Kubernetes-style objects (CONTRACT §1) -> the model, with located errors.
+
+This is the only place that turns objects into model records. It never
+raises on bad input: every problem becomes a :class:`Problem` naming the
+file, the object (``Kind/namespace/name`` or ``Kind/name``), the field path
+and what is wrong, and the object is isolated (see :class:`Inventory`).
+
+The result does not depend on the order of the documents: objects referred
+to by name (flavors, priority classes, queues) are resolved before the
+objects referring to them, duplicates invalidate every copy instead of
+letting one win, and every collection is built in sorted order. The field
+readers live in ``fields``; one module per family of kinds does the
+rest (``nodes``, ``queues``, ``workloads``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
+from .fields import (
+    Catalog,
+    Entry,
+    Parsed,
+    Problem,
+    at_index,
+    child,
+    describe,
+    escape,
+    shown,
+)
+from .nodes import parse_flavor, parse_node, parse_pod
+from .queues import build_queue_tree, parse_queue
+from .workloads import parse_priority_class, parse_workload
+
+__all__ = [
+    "FALLBACKS",
+    "Inventory",
+    "Problem",
+    "StrayDocument",
+    "escape",
+    "guarded",
+    "parse_objects",
+]
+
+T = TypeVar("T")
+
+# kind -> (API group, namespaced). The version is not checked: the group says
+# whose object it is (a Kueue Workload is not ours), the shape is the same.
+_KINDS: dict[str, tuple[str, bool]] = {
+    "ResourceFlavor": ("preemptd.io", False),
+    "Queue": ("preemptd.io", False),
+    "Workload": ("preemptd.io", True),
+    "Node": ("", False),
+    "Pod": ("", True),
+    "PriorityClass": ("scheduling.k8s.io", False),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class StrayDocument:
+    """A document of a file that is not an object or a list (a plain line, a number).
+
+    The reader passes it on instead of rejecting the file: it is one bad
+    document, reported with its ``index`` (1-based, in the file) and skipped.
+    ``value`` is kept so that writing the documents back changes nothing.
+    """
+
+    index: int
+    value: Any
+
+
+@dataclass(slots=True)
+class Inventory:
+    """The valid objects of a snapshot, plus everything that was wrong.
+
+    ``queues`` holds only Queues that are valid *and* whose whole tree is
+    valid; ``excluded_queues`` names every queue taken out with its tree (an
+    invalid Queue takes everything under its root queue with it).
+    ``inadmissible`` maps workload keys to the message of why they cannot be
+    scheduled (invalid themselves, on an excluded or unknown queue, ...); such
+    workloads are not in ``workloads`` and are reported pending ``Inadmissible``.
+    """
+
+    flavors: dict[str, Flavor] = field(default_factory=dict)
+    queues: dict[str, QueueSpec] = field(default_factory=dict)
+    workloads: dict[str, Workload] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    pods: dict[str, Pod] = field(default_factory=dict)
+    priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    warnings: list[Problem] = field(default_factory=list)
+    inadmissible: dict[str, str] = field(default_factory=dict)
+    excluded_queues: set[str] = field(default_factory=set)
+
+
+def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
+    """Turn ``(source file, object)`` pairs into an :class:`Inventory`."""
+    intake = _Intake()
+    for file, document in documents:
+        intake.document(file, document)
+    by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
+    for entry in intake.entries:
+        by_kind[entry.kind].setdefault(entry.key, []).append(entry)
+
+    flavors = _parse_all(by_kind["ResourceFlavor"], guarded(parse_flavor))
+    classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
+    _check_global_default(classes)
+    valid_classes = _valid(classes)
+    default_classes = [value for value, is_default in valid_classes.values() if is_default]
+    catalog = Catalog(
+        flavors=_valid(flavors),
+        invalid_flavors=flavors.keys() - _valid(flavors).keys(),
+        priority_classes={name: value for name, (value, _) in valid_classes.items()},
+        invalid_priority_classes=classes.keys() - valid_classes.keys(),
+        default_priority=default_classes[0].value if default_classes else 0,
+    )
+    nodes = _parse_all(by_kind["Node"], guarded(parse_node))
+    pods = _parse_all(by_kind["Pod"], guarded(parse_pod))
+    queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
+    tree, cycle_problems = build_queue_tree(queues)
+    workloads = _parse_all(
+        by_kind["Workload"], guarded(lambda entry: parse_workload(entry, catalog))
+    )
+
+    inventory = Inventory(
+        flavors=dict(catalog.flavors),
+        queues=tree.queues,
+        nodes=_valid(nodes),
+        pods=_valid(pods),
+        priority_classes=dict(catalog.priority_classes),
+        excluded_queues=set(tree.excluded),
+    )
+    for key, copies in workloads.items():
+        for copy in copies:
+            queue = copy.value.queue
+            problem = tree.queue_problem(queue) if queue else None
+            if problem is not None:
+                copy.problems.append(
+                    Problem(copy.entry.file, copy.entry.label, "spec.queueName", problem)
+                )
+        own = sorted(problem for copy in copies for problem in copy.problems)
+        if own:
+            inventory.inadmissible[key] = "; ".join(describe(problem) for problem in own)
+        elif copies[0].value.queue in tree.excluded:
+            inventory.inadmissible[key] = tree.excluded[copies[0].value.queue]
+        else:
+            inventory.workloads[key] = copies[0].value
+
+    everything: list[Problem] = [*intake.problems, *cycle_problems]
+    for parsed in (flavors, classes, nodes, pods, queues, workloads):
+        for versions in parsed.values():
+            for version in versions:
+                everything.extend(version.problems)
+    inventory.problems = sorted(everything)
+    inventory.warnings = sorted(intake.warnings)
+    return inventory
+
+
+def guarded(
+    parse: Callable[[Entry], tuple[T, list[Problem]]],
+) -> Callable[[Entry], tuple[T, list[Problem]]]:
+    """``parse``, with any exception it raises turned into a problem of that one object.
+
+    The readers report bad input as problems and do not raise; this is the net
+    under them, so that an input nobody foresaw (or a bug) costs one object,
+    never the snapshot. The object's record is then a placeholder from
+    :data:`FALLBACKS` (its name and, for a Queue or Workload, its parent or
+    queue, so that the isolation rules apply to it like to any invalid object).
+    """
+
+    def run(entry: Entry) -> tuple[T, list[Problem]]:
+        try:
+            return parse(entry)
+        except Exception as exc:  # see the docstring
+            text = str(exc)
+            text = text if len(text) <= 200 else text[:197] + "..."
+            problem = Problem(
+                entry.file, entry.label, "", f"cannot be read: {type(exc).__name__}: {text}"
+            )
+            value: T = FALLBACKS[entry.kind](entry)
+            return value, [problem]
+
+    return run
+
+
+def _text_at(entry: Entry, section: str, key: str) -> str | None:
+    value = entry.body.get(section)
+    found = value.get(key) if isinstance(value, dict) else None
+    return found if isinstance(found, str) and found else None
+
+
+FALLBACKS: dict[str, Callable[[Entry], Any]] = {
+    "ResourceFlavor": lambda entry: Flavor(entry.name),
+    "PriorityClass": lambda entry: (PriorityClass(entry.name, 0), False),
+    "Node": lambda entry: Node(entry.name, {}, {}),
+    "Pod": lambda entry: Pod(entry.namespace or "default", entry.name, {}),
+    "Queue": lambda entry: QueueSpec(
+        entry.name, parent=_text_at(entry, "spec", "parent"), source=entry.file
+    ),
+    "Workload": lambda entry: Workload(
+        entry.namespace or "default",
+        entry.name,
+        _text_at(entry, "spec", "queueName") or "",
+        (),
+        source=entry.file,
+    ),
+}
+"""A placeholder record per kind, for an object that could not be read at all."""
+
+
+def _parse_all(
+    entries: Mapping[str, list[Entry]], parse: Callable[[Entry], tuple[T, list[Problem]]]
+) -> dict[str, list[Parsed[T]]]:
+    """Every copy of every object of one kind, by key in sorted order.
+
+    Two objects with the same kind and key are both invalid: keeping either
+    would make the result depend on the order of the documents.
+    """
+    parsed: dict[str, list[Parsed[T]]] = {}
+    for key in sorted(entries):
+        copies = [Parsed(entry, *parse(entry)) for entry in entries[key]]
+        if len(copies) > 1:
+            files = ", ".join(sorted(copy.entry.file for copy in copies))
+            for copy in copies:
+                copy.problems.append(
+                    Problem(
+                        copy.entry.file,
+                        copy.entry.label,
+                        "metadata.name",
+                        f"{copy.entry.kind} {key!r} is defined {len(copies)} times "
+                        f"(in {files}); every copy is ignored",
+                    )
+                )
+        parsed[key] = copies
+    return parsed
+
+
+def _valid(parsed: Mapping[str, list[Parsed[T]]]) -> dict[str, T]:
+    return {
+        key: copies[0].value
+        for key, copies in parsed.items()
+        if len(copies) == 1 and not copies[0].problems
+    }
+
+
+def _check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass, bool]]]]) -> None:
+    """Kubernetes allows one ``globalDefault`` PriorityClass; with several, none is trusted."""
+    defaults = [copy for copies in classes.values() for copy in copies if copy.value[1]]
+    if len(defaults) < 2:
+        return
+    names = ", ".join(sorted(copy.entry.name for copy in defaults))
+    for copy in defaults:
+        copy.problems.append(
+            Problem(
+                copy.entry.file,
+                copy.entry.label,
+                "globalDefault",
+                f"more than one PriorityClass is globalDefault ({names})",
+            )
+        )
+
+
+class _Intake:
+    """Documents -> entries of known kinds; Lists are flattened, the rest reported."""
+
+    __slots__ = ("entries", "problems", "warnings")
+
+    def __init__(self) -> None:
+        self.entries: list[Entry] = []
+        self.problems: list[Problem] = []
+        self.warnings: list[Problem] = []
+
+    def document(self, file: str, document: Any) -> None:
+        if document is None:
+            return  # an empty YAML document, e.g. after a trailing ---
+        if isinstance(document, StrayDocument):
+            value = document.value
+            kind = "plain text" if isinstance(value, str) else type(value).__name__
+            self.problems.append(
+                Problem(
+                    file,
+                    "",
+                    f"document {document.index}",
+                    f"expected an object (a mapping) or a list of objects, got {kind}; skipped",
+                )
+            )
+            return
+        if isinstance(document, list):  # a JSON file holding a list of objects
+            for index, item in enumerate(document):
+                self.object(file, item, at_index("", index))
+        else:
+            self.object(file, document, "")
+
+    def object(self, file: str, obj: Any, at: str) -> None:
+        if not isinstance(obj, dict):
+            self.problems.append(
+                Problem(file, "", at, f"expected an object (a mapping), got {type(obj).__name__}")
+            )
+            return
+        kind = obj.get("kind")
+        if not isinstance(kind, str) or not kind:
+            message = (
+                "required field is missing" if kind is None else f"expected a kind, got {shown(kind)}"
+            )
+            self.problems.append(Problem(file, "", child(at, "kind"), message))
+            return
+        if kind.endswith("List"):
+            self._list(file, obj, kind, at)
+            return
+        metadata = obj.get("metadata")
+        if metadata is None:
+            metadata = {}
+        elif not isinstance(metadata, dict):
+            self.problems.append(
+                Problem(file, kind, child(at, "metadata"), f"expected a mapping, got {shown(metadata)}")
+            )
+            return
+        name = metadata.get("name")
+        namespace = metadata.get("namespace")
+        expected = _KINDS.get(kind)
+        api_version = obj.get("apiVersion")
+        if expected is None or (api_version is not None and _group(api_version) != expected[0]):
+            label = "/".join(str(part) for part in (kind, namespace, name) if part)
+            self.warnings.append(
+                Problem(
+                    file,
+                    label,
+                    child(at, "kind" if expected is None else "apiVersion"),
+                    f"unknown kind {kind!r} (apiVersion {shown(api_version)}); skipped",
+                )
+            )
+            return
+        if not isinstance(name, str) or not name:
+            message = (
+                "required field is missing" if name is None else f"expected a name, got {shown(name)}"
+            )
+            self.problems.append(Problem(file, kind, child(at, "metadata.name"), message))
+            return
+        if not expected[1]:
+            namespace = None
+        elif namespace is None or namespace == "":
+            namespace = "default"
+        elif not isinstance(namespace, str):
+            self.problems.append(
+                Problem(
+                    file,
+                    f"{kind}/{name}",
+                    child(at, "metadata.namespace"),
+                    f"expected a string, got {shown(namespace)}",
+                )
+            )
+            return
+        self.entries.append(Entry(file, kind, namespace, name, obj))
+
+    def _list(self, file: str, obj: Mapping[str, Any], kind: str, at: str) -> None:
+        items = obj.get("items")
+        if items is None:
+            return
+        path = child(at, "items")
+        if not isinstance(items, list):
+            self.problems.append(Problem(file, kind, path, f"expected a list, got {shown(items)}"))
+            return
+        for index, item in enumerate(items):
+            if item is None:
+                self.problems.append(Problem(file, "", at_index(path, index), "empty list item"))
+            else:
+                self.object(file, item, at_index(path, index))
+
+
+def _group(api_version: object) -> str | None:
+    """``scheduling.k8s.io/v1`` -> ``scheduling.k8s.io``; the core group ``v1`` -> ``""``."""
+    if not isinstance(api_version, str):
+        return None
+    group, _, _ = api_version.rpartition("/")
+    return group

@@ -1,0 +1,16 @@
+"""The victim search for one preemptor (SEMANTICS §4, §6): mechanism only (floor 5).
+
+Inside the package, from the ground up: ``units`` (what a workload can give),
+``nodeindex`` and ``nodechoice`` (one replica's node and victims), ``replicas``
+(a Deployment's replicas one at a time), ``search`` (a minimal set of whole and
+elastic units) and ``victims`` (which of the two a preemptor needs). Nothing
+here imports ``flavors`` or an action: flavor evaluation calls the search, never
+the other way round (Kueue's ``preemptionOracle`` keeps the same direction).
+"""
+
+from __future__ import annotations
+
+from .units import candidate_units, pod_unit
+from .victims import find_victims
+
+__all__ = ["candidate_units", "find_victims", "pod_unit"]

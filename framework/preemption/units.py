@@ -1,0 +1,312 @@
+"""Victim units: what one running workload can give a preemptor (SEMANTICS §4, §6).
+
+A unit is the whole workload; or, for an elastic workload, one pod above its
+``minCount`` and then the rest; or, for a Deployment, one pod of its lifecycle
+class. Plugins hand units to the search through :func:`candidate_units`, which
+builds them once per session per workload and class (``session.unit_cache``), and
+the node-by-node search builds a deferred Deployment's pod units with
+:func:`pod_unit` only on the nodes it looks at. This is the lowest room of the
+floor: every other module of ``preemption/`` may use it, it uses none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
+from ..pods import NORMAL, SURPLUS, classify
+from ..quota import QuotaNode
+from ..session import Candidate, DeferredPods, Session
+from ..snapshot import pod_set_usage
+
+__all__ = ["candidate_units", "pod_unit"]
+
+
+def candidate_units(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    *,
+    reason: str,
+    group: int,
+    only_within_nominal: bool = False,
+) -> list[Candidate]:
+    """The units a running workload can give: the whole workload, or for an elastic
+    one its single pods above ``minCount`` then the rest as one unit (SEMANTICS §4,
+    "Elastic victims").
+
+    Cached for the session per workload and class: a search over 10k candidates
+    builds them once per session, not once per search. The allocate action drops a
+    workload's entry when the session takes something from it.
+
+    While a node-by-node search collects candidates (``session.defer_pods``), a
+    running Deployment's pods come as one :class:`DeferredPods` instead, which the
+    search expands only on the nodes it looks at."""
+    if session.defer_pods and workload.is_deployment:
+        return _deferred_units(session, workload, leaf, reason, group, only_within_nominal)
+    return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
+
+
+def _deferred_units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
+    """``[DeferredPods]`` for a running Deployment with Pod objects, else its units."""
+    key = workload.key
+    cache = session.unit_cache.get(key)
+    cache_key = (leaf.index, reason, group, only_within_nominal, True)
+    if cache is not None:
+        found = cache.get(cache_key)
+        if found is not None:
+            return found
+    if not _gives_pods(session, workload):
+        return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
+    if cache is None:
+        cache = session.unit_cache[key] = {}
+    # Its usage (one replica's) and pod set are filled in when it is first expanded.
+    found = cache[cache_key] = [
+        DeferredPods(
+            workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
+            workload.priority, (key, "pods"),
+        )
+    ]
+    return found
+
+
+def _cached_units(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+) -> list[Candidate]:
+    key = workload.key
+    cache = session.unit_cache.get(key)
+    if cache is None:
+        cache = session.unit_cache[key] = {}
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
+    found = cache.get(cache_key)
+    if found is None:
+        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
+    return found
+
+
+def _gives_pods(session: Session, workload: Workload) -> bool:
+    """A running Deployment whose units are its Pod objects (see ``_pod_units``)."""
+    if not workload.is_deployment or workload.evicted or workload.admission is None:
+        return False
+    taken = session.taken.get(workload.key)
+    if taken is not None and taken.whole:
+        return False
+    return bool(session.snapshot.pods_by_workload.get(workload.key))
+
+
+def _units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
+    key = workload.key
+    taken = session.taken.get(key)
+    evicted = workload.evicted or (taken is not None and taken.whole)
+    if workload.is_deployment and not evicted and workload.admission is not None:
+        return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
+    usage = session.snapshot.usage.get(key, {})
+    room = _room(session, workload) if session.placements is not None else ()
+    priority = workload.priority
+    elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
+    if elastic is None:
+        unit = Candidate(
+            workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
+            priority, (key,),
+        )
+        # _base_key, written out: this is the path of almost every candidate.
+        admitted_at = workload.admitted_at
+        unit.sort_key = (
+            0 if evicted else 1,
+            group,
+            priority,
+            1,
+            -(admitted_at if admitted_at is not None else session.now),
+            workload.tiebreak,
+            0,
+        )
+        return [unit]
+    spec, admitted = elastic
+    assert spec.min_count is not None and workload.admission is not None
+    flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
+    per_pod = pod_set_usage(spec, 1, flavors)
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    committed = sum(psa.count for psa in workload.admission.pod_sets)
+    if len(pods) > committed:
+        # Shrinking (SEMANTICS §4): the surplus pods are on their way out. Their usage
+        # is gone from the committed count already; each is a unit already evicted,
+        # relied on for its room and never taken again.
+        gone = set(taken.pod_names) if taken is not None else set()
+        live: list[Pod] = []
+        for one, pod_class in classify(pods, committed, ordered=True):
+            if pod_class != SURPLUS:
+                live.append(one)
+            elif one.key not in gone:
+                unit = Candidate(
+                    workload, leaf, {}, reason, group, 1, spec.name, (one,),
+                    ((one.node_name, one.requests),) if one.node_name else (), only_within_nominal,
+                    True, True, priority, (key, "pod", one.name),
+                )
+                unit.pod_class = SURPLUS
+                units.append(unit)
+        pods = live
+    # Newest pods go first, as a scale-down would pick them.
+    pods = sorted(pods, key=lambda p: (-p.created, p.name))
+    singles = admitted - spec.min_count
+    already = taken.pods if taken is not None else 0
+    rest = dict(usage)
+    for i in range(singles):
+        pod = tuple(pods[i : i + 1])
+        unit_room = tuple((p.node_name, p.requests) for p in pod if p.node_name is not None)
+        units.append(
+            Candidate(
+                workload, leaf, per_pod, reason, group, 1, spec.name, pod, unit_room, only_within_nominal,
+                i < already, True, priority, (key, i),
+            )
+        )
+        for fr, amount in per_pod.items():
+            rest[fr] -= amount
+    rest_room = tuple((p.node_name, p.requests) for p in pods[singles:] if p.node_name)
+    rest_room += _reserved_room(session, workload)
+    units.append(
+        Candidate(
+            workload, leaf, rest, reason, group, None, spec.name, (), rest_room, only_within_nominal, False,
+            False, priority, (key, "rest"),
+        )
+    )
+    now = session.now
+    for i, unit in enumerate(units):
+        unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
+    return units
+
+
+def _pod_units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> list[Candidate]:
+    """A Deployment gives pods (SEMANTICS §6): each bound pod is a unit of its lifecycle
+    class; only a normal pod carries a replica's quota (taking it lowers the committed
+    count). Without Pod objects (no nodes) the committed replicas but one are units."""
+    key = workload.key
+    spec, psa = _replica_spec(workload)
+    per_replica = pod_set_usage(spec, 1, psa.flavors)
+    taken = session.taken.get(key)
+    gone = set(taken.pod_names) if taken is not None else set()
+    units: list[Candidate] = []
+    pods = session.snapshot.pods_by_workload.get(key, ())
+    if pods:
+        admitted = workload.admitted_at if workload.admitted_at is not None else session.now
+        for i, (pod, pod_class) in enumerate(session.snapshot.pod_classes(workload)):
+            if gone and pod.key in gone:
+                continue  # its room went to an earlier preemptor of this session
+            units.append(
+                _pod_unit(
+                    workload, leaf, reason, group, only_within_nominal, spec.name, per_replica, pod, pod_class, i,
+                    admitted,
+                )
+            )
+        return units
+    already = taken.pods if taken is not None else 0
+    for i in range(already, psa.count - 1):
+        units.append(
+            Candidate(
+                workload, leaf, per_replica, reason, group, 1, spec.name, (), (), only_within_nominal,
+                False, True, workload.priority, (key, "replica", i),
+            )
+        )
+    now = session.now
+    for i, unit in enumerate(units):
+        unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
+    return units
+
+
+def _pod_unit(
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    pod_set: str,
+    per_replica: Mapping[FR, int],
+    pod: Pod,
+    pod_class: int,
+    index: int,
+    admitted: int,
+) -> Candidate:
+    """One pod of a Deployment as a unit of its class: only a normal pod carries a
+    replica's quota. ``index``: its place in ``classify`` order, the last tie-break."""
+    normal = pod_class == NORMAL
+    priority = pod.priority if pod.priority is not None else workload.priority
+    unit = Candidate(
+        workload, leaf, per_replica if normal else {}, reason, group, 1, pod_set, (pod,),
+        ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
+        not normal, True, priority, (workload.key, "pod", pod.name),
+    )
+    unit.pod_class = pod_class
+    # _base_key of a single pod, written out.
+    unit.sort_key = (1 if normal else 0, group, priority, 0, -admitted, workload.tiebreak, index)
+    return unit
+
+
+def pod_unit(session: Session, deferred: DeferredPods, pod: Pod, pod_class: int, index: int) -> Candidate | None:
+    """The unit of one pod a :class:`DeferredPods` stands for, as ``_pod_units`` builds
+    it (``pod_class`` and ``index`` from ``classify``); ``None`` if this session already
+    took the pod."""
+    workload = deferred.workload
+    taken = session.taken.get(workload.key)
+    if taken is not None and pod.key in taken.pod_names:
+        return None
+    if deferred.pod_set is None:
+        spec, psa = _replica_spec(workload)
+        deferred.pod_set = spec.name
+        deferred.usage = pod_set_usage(spec, 1, psa.flavors)
+    admitted = workload.admitted_at if workload.admitted_at is not None else session.now
+    return _pod_unit(
+        workload, deferred.leaf, deferred.reason, deferred.group, deferred.only_within_nominal, deferred.pod_set,
+        deferred.usage, pod, pod_class, index, admitted,
+    )
+
+
+def _replica_spec(workload: Workload) -> tuple[PodSet, PodSetAdmission]:
+    """A Deployment's replica: its (first) admitted pod set and that pod set's spec."""
+    assert workload.admission is not None
+    psa = workload.admission.pod_sets[0]
+    return next((ps for ps in workload.pod_sets if ps.name == psa.name), workload.pod_sets[0]), psa
+
+
+def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
+    assert workload.admission is not None
+    for spec in workload.pod_sets:
+        if spec.min_count is not None:
+            for psa in workload.admission.pod_sets:
+                if psa.name == spec.name:
+                    return spec, psa.count
+    return None
+
+
+def _room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+    if session.placements is None:
+        return ()
+    pods = session.snapshot.pods_by_workload.get(workload.key, ())
+    return tuple((p.node_name, p.requests) for p in pods if p.node_name) + _reserved_room(session, workload)
+
+
+def _reserved_room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+    """Room held by the workload's pods that have no Pod object yet (placed at session start)."""
+    reserved = session.snapshot.reserved_by_workload.get(workload.key)
+    if not reserved or session.placements is None:
+        return ()
+    specs = {ps.name: ps for ps in workload.pod_sets}
+    return tuple((r.node, specs[r.pod_set].requests) for r in reserved)
+
+
+def _base_key(c: Candidate, now: int) -> tuple[Any, ...]:
+    """SEMANTICS §4 within a group: lower priority, single pods of elastic workloads
+    before whole ones, most recently admitted (no admittedAt = now), tie-break key."""
+    admitted = c.workload.admitted_at if c.workload.admitted_at is not None else now
+    return (c.priority, 0 if c.single_pod else 1, -admitted, c.workload.tiebreak)

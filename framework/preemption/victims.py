@@ -1,0 +1,54 @@
+"""find_victims: the victim search for one preemptor (SEMANTICS §4, §6).
+
+A Deployment whose one missing replica lacks node room frees it node by node
+(:mod:`.replicas`); every other preemptor takes whole-workload and elastic units
+until its request fits (:mod:`.search`). The time spent here is reported under
+the name of the preemption action.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from ..model import FR, PodSet, Workload
+from ..quota import QuotaNode
+from ..session import SearchResult, Session, with_vetoes
+from .replicas import replica_victims
+from .search import find_minimal
+
+__all__ = ["find_victims"]
+
+
+def find_victims(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    usage: dict[FR, int],
+    needed: frozenset[FR],
+    targets: Sequence[tuple[PodSet, int, str]] = (),
+) -> SearchResult:
+    """The minimal set of victims that lets ``usage`` fit in ``leaf`` (and its pods fit
+    the nodes), or an empty result. The accounting is left exactly as it was."""
+    if not (session.in_queue_enabled or session.cross_queue_enabled):
+        return SearchResult(message="preemption is not enabled")
+    started = time.perf_counter()
+    try:
+        if preemptor.is_deployment and len(targets) == 1:
+            # A Deployment whose replica lacks node room frees it node by node (§6).
+            return _replicas(session, preemptor, leaf, targets[0])
+        return find_minimal(session, preemptor, leaf, usage, needed, targets)
+    finally:
+        name = "preempt" if "preempt" in session.actions else "reclaim"
+        session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tuple[PodSet, int, str]) -> SearchResult:
+    spec, count, flavor = target
+    choices, vetoed, search = replica_victims(session, preemptor, leaf, spec, flavor, count)
+    if len(choices) < count:
+        message = with_vetoes("no node has victims that free room for a replica", vetoed)
+        return SearchResult(vetoed_by=vetoed, message=message)
+    victims = [v for choice in choices for v in choice.victims]
+    lines = [f"replica on node {c.node}: victims " + ", ".join(v.name for v in c.victims) for c in choices]
+    return SearchResult(victims, True, 0, vetoed, lines=lines, replicas=choices, resume=search)

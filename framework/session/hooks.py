@@ -1,0 +1,185 @@
+"""The plugin API: one hook specification per extension point.
+
+Every plugin, built-in or third-party, is a module or object carrying
+``@hookimpl`` functions, found through the entry-point group
+``preemptd.plugins`` and switched on or off in TOML.
+
+Hooks that sit on a hot path (``is_preemptible``, the scenario filters, the
+order keys) are not called through pluggy once per element: the session takes
+each plugin's implementation once at ``session_open`` and calls it directly,
+wrapping it so that a raising plugin fails safe instead of stopping the
+session (see :mod:`.registry`). Every answer is type-checked where the answers
+are combined; a wrong one is the plugin's failure, as a raise is. A plugin must
+never mutate the snapshot or the workloads it is handed; per-session state
+belongs on the plugin's own objects or in ``session.state[plugin_name]``. The
+session's attributes cannot be reassigned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from ..model import Workload
+from .assignment import Assignment, VictimSearch
+from .candidates import Candidate
+
+if TYPE_CHECKING:
+    # The one reference up inside the session floor: hooks name the session and
+    # the scenario their implementations receive (as pytest's hookspec does).
+    from .session import Scenario, Session
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "preemptd"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+ScenarioFilter = Callable[["Scenario"], bool]
+OrderKey = Callable[["Workload"], Sequence[Any]]
+VictimKey = Callable[["Candidate"], Sequence[Any]]
+
+
+@hookspec
+def plugin_config_schema() -> type | None:
+    """Return the dataclass that describes this plugin's TOML table.
+
+    Called once per plugin when the configuration is loaded, before any
+    session. The table ``[plugins.<name>]`` (minus ``enabled``) is passed to
+    the dataclass as keyword arguments: an unknown key or a value of the wrong
+    type is a configuration error naming the key, and a ``ValueError`` raised
+    by the dataclass's ``__post_init__`` is reported with the plugin's name.
+    The instance is later available as ``session.plugin_config(name)``.
+    Return ``None`` (or do not implement the hook) for a plugin without
+    settings. Must not perform I/O.
+    """
+
+
+@hookspec
+def session_open(session: Session) -> None:
+    """Called on every enabled plugin when a session opens, in plugin order.
+
+    The place to read configuration, precompute per-session tables and
+    register fast callables with the session. All implementations are called.
+    A plugin that raises here is recorded as failed for the session and its
+    other hooks are still consulted.
+    """
+
+
+@hookspec
+def session_close(session: Session) -> None:
+    """Called on every enabled plugin after the last action, before the
+    decisions are returned. All implementations are called; the decisions can
+    be read from ``session.decisions`` but must not be changed."""
+
+
+@hookspec
+def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool | None:
+    """May ``preemptee`` be taken as a victim for ``preemptor``?
+
+    ``action`` is ``"preempt"`` when both are in the same leaf queue and
+    ``"reclaim"`` otherwise. Combined as AND over plugins; a plugin that does
+    not answer (returns ``None``) does not restrict. Called once per candidate
+    per search; a plugin that raises, or answers anything but a bool or ``None``,
+    counts as ``False`` (not preemptible) and as failed.
+    """
+
+
+@hookspec
+def get_accumulated_scenario_filters(session: Session, action: str, preemptor: Workload) -> list[ScenarioFilter] | None:
+    """Filters over the victims accumulated so far in one victim search.
+
+    Called once per preemptor search; the returned lists are concatenated.
+    Each filter receives a :class:`Scenario` and returns whether it is
+    acceptable; a scenario is valid only if every filter accepts it. A filter
+    that raises rejects the scenario.
+
+    ``action`` is always ``"preempt"``: one search mixes victims of the
+    preemptor's own queue and of other queues of its cohort, so a filter judges
+    each victim by its own leaf (``candidate.leaf is preemptor's leaf`` for an
+    in-queue victim), as ``min-runtime`` does. ``Scenario.action`` is the same.
+    """
+
+
+@hookspec
+def preemption_candidates(session: Session, preemptor: Workload, assignment: VictimSearch) -> list[Candidate] | None:
+    """Candidates a preemptor may take victims from.
+
+    ``assignment`` is the :class:`VictimSearch` of this search (the argument keeps
+    its historical name): the preemptor's leaf, the usage it asks for and the
+    flavor-resources it lacks (``needed``).
+
+    Called once per victim search; lists are concatenated in plugin order
+    (duplicates by key are dropped, the first one kept). A plugin that raises
+    contributes nothing. Build candidates with ``candidate_units``; for a Deployment
+    preemptor's node-by-node search it may return one ``DeferredPods`` for a
+    Deployment's pods, which the search expands node by node: return it as it is.
+    """
+
+
+@hookspec
+def workload_order(session: Session) -> OrderKey | None:
+    """A sort key for pending workloads, called once per session.
+
+    The session composes the keys of all plugins, in plugin order, into one
+    tuple: the first plugin whose key differs decides ("first decisive wins"),
+    and the tie-break key ``(uid, namespace, name)`` ends every tuple. The key
+    is computed once per workload, never per comparison.
+    """
+
+
+@hookspec
+def victim_order(session: Session, preemptor: Workload) -> VictimKey | None:
+    """A sort key for victim candidates of one preemptor search.
+
+    Composed like :func:`workload_order`; placed after the framework's own
+    "already evicted first" part and the class of the candidate. Called once
+    per search. A key whose value does not depend on the preemptor may say so
+    with the attribute ``preemptor_independent = True``: when every key says
+    so, the session keeps each candidate's composed key for the rest of the
+    session instead of computing it again in every search.
+    """
+
+
+@hookspec(firstresult=True)
+def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
+    """Choose flavors for a pending workload's podSets.
+
+    The first plugin that returns an :class:`Assignment` wins; with no answer
+    the framework takes, per podSet and resource group, the first flavor that
+    fits. Called once per nomination. A plugin that raises, or returns anything
+    but an ``Assignment`` or ``None``, is treated as no answer (and counted as
+    failed).
+
+    The built-in ``flavor-fungibility`` plugin comes before every third-party
+    plugin and answers for every workload: while it is enabled, a third-party
+    ``assign_flavors`` is never called (``preemptd plugins`` says so). Disable
+    ``flavor-fungibility`` to choose flavors in a plugin of your own.
+    """
+
+
+@hookspec
+def on_admit(session: Session, workload: Workload, count: int | None) -> None:
+    """A statement admitted (or reserved quota for) ``workload``. All called.
+
+    Only plugins that implement it pay for it: the session checks once per
+    session whether anybody listens.
+    """
+
+
+@hookspec
+def on_evict(session: Session, workload: Workload, count: int | None) -> None:
+    """A statement evicted ``workload`` (or ``count`` of its pods). All called."""
+
+
+@hookspec
+def placement_score(session: Session, preemptor: Workload) -> Callable[[Candidate], float] | None:
+    """The preemptor's score for taking each victim's place (lower = taken first).
+
+    Called once per victim search of a Deployment preemptor; the ``gpu-victims``
+    plugin adds the returned scores up and ranks pods by them after their
+    lifecycle class and priority (SEMANTICS §6). Without an answer every
+    placement scores the same. A scorer that raises scores 0.
+    """

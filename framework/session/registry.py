@@ -1,0 +1,187 @@
+"""The enabled plugins of one scheduler, in order, with failure isolation.
+
+pluggy holds the hook specifications and validates implementations; the
+session does not call hooks through ``pm.hook`` though. It asks the registry
+for each hook's implementations once (``impls``) and calls them directly,
+which keeps pluggy's per-call cost out of the loops that run per candidate,
+and lets every call be guarded: a plugin that raises fails safe, is counted
+in :attr:`Registry.failures` and described in :attr:`Registry.errors` (the
+daemon logs and exports both; the framework itself does no I/O).
+
+A failure is a raise of anything but ``KeyboardInterrupt`` (``sys.exit`` in a
+hook included) or an answer of the wrong type: every answer is checked here,
+where the answers of all plugins are combined (:data:`ANSWERS`), and a wrong one
+is dropped as if the plugin had not answered. ``errors`` holds one entry per
+plugin and hook, the first message and traceback with the number of failures,
+so a hook that fails on every call is reported once, not once per call.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pluggy
+
+from . import hooks
+from .assignment import Assignment
+from .candidates import Candidate, DeferredPods
+
+__all__ = ["ANSWERS", "Impl", "PluginError", "Registry", "bad_answer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Impl:
+    """One plugin's implementation of one hook; pluggy lets it take a subset of the arguments."""
+
+    plugin: str
+    function: Callable[..., Any]
+    argnames: tuple[str, ...]
+
+    def call(self, kwargs: dict[str, Any]) -> Any:
+        return self.function(*[kwargs[name] for name in self.argnames])
+
+
+@dataclass(slots=True)
+class PluginError:
+    """The first failure of one plugin in one hook; ``count``: its failures so far."""
+
+    plugin: str
+    hook: str
+    message: str
+    traceback: str = ""
+    count: int = 1
+
+
+_CANDIDATE_TYPES = frozenset({Candidate, DeferredPods})
+
+
+def _candidates(answer: object) -> bool:
+    if not isinstance(answer, (list, tuple)):
+        return False
+    # One pass in C for the usual case; subclasses are checked one by one.
+    return set(map(type, answer)) <= _CANDIDATE_TYPES or all(isinstance(c, Candidate) for c in answer)
+
+
+def _callables(answer: object) -> bool:
+    return isinstance(answer, (list, tuple)) and all(callable(f) for f in answer)
+
+
+ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "workload_order": (callable, "a callable sort key"),
+    "victim_order": (callable, "a callable sort key"),
+    "placement_score": (callable, "a callable scorer"),
+    "preemption_candidates": (_candidates, "a list of Candidate"),
+    "get_accumulated_scenario_filters": (_callables, "a list of callables"),
+    "assign_flavors": (lambda answer: isinstance(answer, Assignment), "an Assignment"),
+}
+"""What a non-``None`` answer of each hook must be; hooks not listed return nothing
+the framework reads (their answers are ignored)."""
+
+
+def bad_answer(answer: object, expected: str) -> TypeError:
+    """The failure recorded for an answer of the wrong type."""
+    shown = repr(answer)
+    if len(shown) > 80:
+        shown = shown[:77] + "..."
+    return TypeError(f"returned {type(answer).__name__} {shown}, expected {expected}")
+
+
+class Registry:
+    """Plugins registered in the order given (the configuration's order)."""
+
+    __slots__ = ("_error_index", "_impls", "configs", "errors", "failures", "names", "pm", "vetoes")
+
+    def __init__(self, plugins: Sequence[tuple[str, object, object | None]] = ()) -> None:
+        self.pm = pluggy.PluginManager(hooks.PROJECT)
+        self.pm.add_hookspecs(hooks)
+        self.names: list[str] = []
+        self.configs: dict[str, object | None] = {}
+        self.failures: Counter[str] = Counter()
+        self.vetoes: Counter[str] = Counter()
+        self.errors: list[PluginError] = []
+        self._error_index: dict[tuple[str, str], PluginError] = {}
+        self._impls: dict[str, list[Impl]] = {}
+        for name, plugin, config in plugins:
+            self.add(name, plugin, config)
+
+    def add(self, name: str, plugin: object, config: object | None = None) -> None:
+        self.pm.register(plugin, name=name)
+        self.pm.check_pending()
+        self.names.append(name)
+        self.configs[name] = config
+        self._impls.clear()
+
+    def impls(self, hook: str) -> list[Impl]:
+        """Every implementation of ``hook``, in plugin order."""
+        cached = self._impls.get(hook)
+        if cached is None:
+            order = {name: i for i, name in enumerate(self.names)}
+            caller = getattr(self.pm.hook, hook)
+            found = [
+                Impl(impl.plugin_name, impl.function, tuple(impl.argnames))
+                for impl in caller.get_hookimpls()
+            ]
+            found.sort(key=lambda impl: order[impl.plugin])
+            cached = self._impls[hook] = found
+        return cached
+
+    def has(self, hook: str) -> bool:
+        return bool(self.impls(hook))
+
+    def record_failure(self, plugin: str, hook: str, exc: BaseException) -> None:
+        """Count one failure of ``plugin`` in ``hook``; the first one of each pair is
+        described (message and traceback), later ones only counted."""
+        self.failures[plugin] += 1
+        found = self._error_index.get((plugin, hook))
+        if found is not None:
+            found.count += 1
+            return
+        text = "".join(traceback.format_exception(exc))
+        error = self._error_index[(plugin, hook)] = PluginError(
+            plugin, hook, f"{type(exc).__name__}: {exc}", text
+        )
+        self.errors.append(error)
+
+    def call_all(self, hook: str, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Call every implementation, collecting non-``None`` results; failures (a raise,
+        or an answer of the wrong type, see :data:`ANSWERS`) are isolated."""
+        results = []
+        check = ANSWERS.get(hook)
+        for impl in self.impls(hook):
+            try:
+                result = impl.call(kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # a plugin must not take the scheduler down
+                self.record_failure(impl.plugin, hook, exc)
+                continue
+            if result is None:
+                continue
+            if check is not None and not check[0](result):
+                self.record_failure(impl.plugin, hook, bad_answer(result, check[1]))
+                continue
+            results.append((impl.plugin, result))
+        return results
+
+    def call_first(self, hook: str, **kwargs: Any) -> Any:
+        """The first good non-``None`` result, in plugin order; failures count as no answer."""
+        check = ANSWERS.get(hook)
+        for impl in self.impls(hook):
+            try:
+                result = impl.call(kwargs)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                self.record_failure(impl.plugin, hook, exc)
+                continue
+            if result is None:
+                continue
+            if check is not None and not check[0](result):
+                self.record_failure(impl.plugin, hook, bad_answer(result, check[1]))
+                continue
+            return result
+        return None

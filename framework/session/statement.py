@@ -1,0 +1,106 @@
+"""Virtual admit / evict with checkpoint and rollback.
+
+Every change a session makes to its accounting or to node room goes through
+a :class:`Statement` as an operation that knows its own inverse, so "take
+victims until it fits, then put back what is not needed" costs exactly the
+operations undone, and a rollback restores the accounting bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ..model import FR, Workload
+from ..nodes import Placements
+from ..quota import Accounting, QuotaNode
+from .candidates import Candidate
+
+__all__ = ["Statement"]
+
+_ADD = 0
+_REMOVE = 1
+_TAKE = 2
+_GIVE = 3
+
+Listener = Callable[[Workload, int | None], None]
+
+
+class Statement:
+    __slots__ = ("accounting", "on_admit", "on_evict", "ops", "placements")
+
+    def __init__(
+        self,
+        accounting: Accounting,
+        placements: Placements | None,
+        *,
+        on_admit: Listener | None = None,
+        on_evict: Listener | None = None,
+    ) -> None:
+        self.accounting = accounting
+        self.placements = placements
+        self.ops: list[tuple[int, object, Mapping[str, int] | Mapping[FR, int]]] = []
+        self.on_admit = on_admit
+        self.on_evict = on_evict
+
+    def checkpoint(self) -> int:
+        return len(self.ops)
+
+    def rollback(self, checkpoint: int = 0) -> None:
+        ops = self.ops
+        accounting = self.accounting
+        placements = self.placements
+        while len(ops) > checkpoint:
+            kind, target, amounts = ops.pop()
+            if kind == _ADD:
+                accounting.remove_all(target, amounts)  # type: ignore[arg-type]
+            elif kind == _REMOVE:
+                accounting.add_all(target, amounts)  # type: ignore[arg-type]
+            elif kind == _TAKE:
+                assert placements is not None
+                placements.give_back(target, amounts)  # type: ignore[arg-type]
+            else:
+                assert placements is not None
+                placements.take(target, amounts)  # type: ignore[arg-type]
+
+    def commit(self) -> None:
+        """Keep everything done so far; later rollbacks cannot undo it."""
+        self.ops.clear()
+
+    # -- quota -------------------------------------------------------------
+
+    def add_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
+        self.accounting.add_all(leaf, usage)
+        self.ops.append((_ADD, leaf, usage))
+
+    def remove_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
+        self.accounting.remove_all(leaf, usage)
+        self.ops.append((_REMOVE, leaf, usage))
+
+    # -- nodes -------------------------------------------------------------
+
+    def take_room(self, node: str, requests: Mapping[str, int]) -> None:
+        assert self.placements is not None
+        self.placements.take(node, requests)
+        self.ops.append((_TAKE, node, requests))
+
+    def give_room(self, node: str, requests: Mapping[str, int]) -> None:
+        assert self.placements is not None
+        self.placements.give_back(node, requests)
+        self.ops.append((_GIVE, node, requests))
+
+    # -- workloads ---------------------------------------------------------
+
+    def admit(self, workload: Workload, leaf: QuotaNode, usage: Mapping[FR, int], count: int | None = None) -> None:
+        self.add_usage(leaf, usage)
+        if self.on_admit is not None:
+            self.on_admit(workload, count)
+
+    def evict(self, candidate: Candidate, *, nodes: bool = True) -> None:
+        """Virtually take one candidate unit: its quota and (with ``nodes``) its pods'
+        room come free. A search that does not place pods leaves node room alone."""
+        self.remove_usage(candidate.leaf, candidate.usage)
+        if nodes and self.placements is not None:
+            for node, requests in candidate.room:
+                self.give_room(node, requests)
+        if self.on_evict is not None:
+            self.on_evict(candidate.workload, candidate.count)

@@ -1,0 +1,269 @@
+"""Plugin ``flavor-fungibility``: the flavor scan of KEP-582 (SEMANTICS §3).
+
+For every podSet (in order, each seeing the usage of the earlier ones) and
+every resource group it requests, the flavors of the group are tried in order
+with :func:`~preemptd.framework.flavors.evaluate_flavor`, which gives one
+option per flavor: its mode (the worst over the group's resources) and its
+borrowing level. The scan goes on past a flavor that is ``NoFit`` or
+``NoCandidates``, that needs preemption while ``whenCanPreempt`` is
+``TryNextFlavor``, or that borrows while ``whenCanBorrow`` is
+``TryNextFlavor``; any other flavor ends the scan and is taken. A scan that
+reaches the end of the list takes the best flavor it saw, by the queue's
+preference (``BorrowingOverPreemption``: mode, then level;
+``PreemptionOverBorrowing``: level, then mode; ties: the earlier flavor).
+
+Resumption
+----------
+The index of the last flavor examined is recorded per podSet and resource
+(``-1`` once the scan reached the end of the list) in
+``Assignment.flavor_scan``; the framework stores it in the workload's
+``status.flavorScan`` and the next session starts the scan after it. Within a
+session the start is fixed at the first nomination of each workload, so a
+workload nominated again (after losing its flavor to an earlier entry of the
+round, or with a smaller count for partial admission) rescans the same
+flavors (SEMANTICS §2.5).
+
+The position is forgotten when what it was computed against changed; how that
+is detected (the context entry stored with it) is :mod:`.resume`'s subject.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from preemptd.framework import (
+    FR,
+    MODE_NAMES,
+    NOCANDIDATES,
+    NOFIT,
+    PREEMPT,
+    RECLAIM,
+    Assignment,
+    FlavorFungibility,
+    FlavorOption,
+    PodSet,
+    PodSetAssignment,
+    QuotaNode,
+    ResourceGroup,
+    Session,
+    Workload,
+    evaluate_flavor,
+    finish_assignment,
+    hookimpl,
+)
+
+from .resume import CONTEXT_KEY, NAME, Config, context_entry, resume_at, state_of
+
+__all__ = [
+    "BORROWING_OVER_PREEMPTION",
+    "CONTEXT_KEY",
+    "NAME",
+    "PREEMPTION_OVER_BORROWING",
+    "Config",
+    "assign_flavors",
+    "plugin_config_schema",
+    "preference_of",
+    "rank",
+    "stop_reason",
+]
+
+BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
+PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
+_TRY_NEXT = "TryNextFlavor"
+
+
+@dataclass(slots=True)
+class _GroupScan:
+    chosen: FlavorOption | None
+    recorded: int
+    nofit_messages: list[str]
+
+
+@hookimpl
+def plugin_config_schema() -> type:
+    return Config
+
+
+@hookimpl
+def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
+    leaf = session.leaf(workload.queue)
+    if leaf is None:
+        return None
+    state = state_of(session)
+    fungibility = leaf.spec.fungibility
+    preference = preference_of(fungibility, state.config)
+    resume = resume_at(session, state, workload, leaf)
+    assignment = Assignment(workload, leaf)
+    forgotten = state.why_forgotten.get(workload.key)
+    if forgotten is not None:
+        assignment.tried.append(forgotten)
+    prior: dict[FR, int] = {}
+    scan: dict[str, dict[str, int]] = {}
+    for pod_set in workload.pod_sets:
+        groups = [g for g in leaf.spec.resource_groups if any(pod_set.requests.get(r, 0) for r in g.covered)]
+        failure = _uncovered(pod_set, groups, leaf)
+        flavors: dict[str, str] = {}
+        positions: dict[str, int] = {}
+        for group in groups if failure is None else ():
+            result = _scan_group(
+                session, workload, leaf, pod_set, group, prior, resume.get(pod_set.name, {}),
+                fungibility, preference, assignment.tried,
+            )
+            chosen = result.chosen
+            if chosen is None:
+                failure = "; ".join(result.nofit_messages) or f"no flavor of queue {leaf.name} fits"
+                break
+            for resource in group.covered:
+                positions[resource] = result.recorded
+                if pod_set.requests.get(resource, 0):
+                    flavors[resource] = chosen.flavor
+            assignment.vetoed_by |= chosen.vetoed_by
+            prior.update(chosen.usage)
+        if failure is not None:
+            # Kueue keeps no position for a podSet that found no flavor: it starts
+            # over at the first flavor of every group next time.
+            restart = {r: -1 for g in groups for r in g.covered}
+            if restart:
+                scan[pod_set.name] = restart
+            assignment.mode = NOFIT
+            assignment.message = failure
+            break
+        if positions:
+            scan[pod_set.name] = positions
+        assignment.pod_sets.append(
+            PodSetAssignment(pod_set.name, pod_set.count, flavors, _usage(pod_set, flavors), pod_set)
+        )
+    if any(index >= 0 for positions in scan.values() for index in positions.values()):
+        # Only a position to resume from needs its context; -1 starts over anyway.
+        scan[CONTEXT_KEY] = dict(context_entry(session, state, leaf))
+    assignment.flavor_scan = scan
+    return finish_assignment(session, assignment)
+
+
+def preference_of(fungibility: FlavorFungibility, config: Config) -> str:
+    """The preference order a queue's scan uses (SEMANTICS §3)."""
+    if fungibility.preference is not None:
+        return fungibility.preference
+    if config.implicit_preference_default and fungibility.when_can_borrow == _TRY_NEXT:
+        return PREEMPTION_OVER_BORROWING
+    return BORROWING_OVER_PREEMPTION
+
+
+def rank(option: FlavorOption, preference: str) -> tuple[int, int, int]:
+    """Sort key of a flavor option that is not ``NoFit``: lower is better.
+
+    ``NoCandidates`` ranks below every viable mode whatever the preference
+    (Kueue's ``isPreferred``); among options of the same class the preference
+    decides, and equal keys go to the earlier flavor (the caller keeps the first).
+    """
+    viable = 0 if option.mode > NOCANDIDATES else 1
+    if preference == PREEMPTION_OVER_BORROWING:
+        return (viable, option.level, -option.mode)
+    return (viable, -option.mode, option.level)
+
+
+def stop_reason(option: FlavorOption, fungibility: FlavorFungibility) -> str | None:
+    """Why the scan stops at ``option``, or ``None`` when it goes on to the next flavor."""
+    if option.mode in (NOFIT, NOCANDIDATES):
+        return None
+    preempts = option.mode in (PREEMPT, RECLAIM)
+    if preempts and fungibility.when_can_preempt == _TRY_NEXT:
+        return None
+    if option.level > 0 and fungibility.when_can_borrow == _TRY_NEXT:
+        return None
+    if preempts and option.level > 0:
+        return "it can preempt while borrowing and whenCanPreempt and whenCanBorrow are MayStopSearch"
+    if preempts:
+        return "it can preempt and whenCanPreempt is MayStopSearch"
+    if option.level > 0:
+        return "it fits by borrowing and whenCanBorrow is MayStopSearch"
+    return "it fits without borrowing"
+
+
+def _scan_group(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    pod_set: PodSet,
+    group: ResourceGroup,
+    prior: Mapping[FR, int],
+    resume: Mapping[str, int],
+    fungibility: FlavorFungibility,
+    preference: str,
+    tried: list[str],
+) -> _GroupScan:
+    flavors = group.flavors
+    size = len(flavors)
+    start = _start(resume, group)
+    prefix = f"podSet {pod_set.name}"
+    if start:
+        tried.append(
+            f"{prefix}: resuming the scan of [{', '.join(group.covered)}] at flavor "
+            f"{flavors[start].flavor}, after flavor {flavors[start - 1].flavor} (flavorScan {start - 1})"
+        )
+    best: FlavorOption | None = None
+    best_rank: tuple[int, int, int] | None = None
+    last = size - 1
+    stopped: str | None = None
+    nofit: list[str] = []
+    for index in range(start, size):
+        option = evaluate_flavor(
+            session, workload, leaf, pod_set, pod_set.count, group, flavors[index].flavor, prior
+        )
+        tried.append(f"{prefix}: {option.describe()}")
+        if option.mode == NOFIT:
+            nofit.append(option.message or f"flavor {option.flavor} does not fit")
+            continue
+        stopped = stop_reason(option, fungibility)
+        if stopped is not None:
+            # Kueue's findFlavorForPodSets takes the flavor the scan stops at
+            # (bestAssignment = assignments; break): KEP-582 story 2 relies on it.
+            best, last = option, index
+            break
+        option_rank = rank(option, preference)
+        if best_rank is None or option_rank < best_rank:
+            best, best_rank = option, option_rank
+    # Kueue records lastTriedIdx, or -1 once the last flavor was tried, and resumes at
+    # lastTriedIdx + 1 up to the end of the list, never wrapping within one scan
+    # (flavorassigner.go findFlavorForPodSets, workload.go NextFlavorToTryForPodSetResource).
+    recorded = -1 if last >= size - 1 else last
+    if stopped is not None and best is not None:
+        tried.append(f"{prefix}: stopped the scan at flavor {best.flavor}: {stopped}")
+    elif best is not None:
+        level = f", borrowing level {best.level}" if best.level else ""
+        tried.append(
+            f"{prefix}: scanned to the end of the flavor list; took flavor {best.flavor} "
+            f"({MODE_NAMES[best.mode]}{level}), the best by {preference}"
+        )
+    else:
+        tried.append(f"{prefix}: scanned to the end of the flavor list; no flavor fits")
+    return _GroupScan(best, recorded, nofit)
+
+
+def _start(resume: Mapping[str, int], group: ResourceGroup) -> int:
+    """First index to try: after the remembered one; from the top when it was the last
+    one, -1, or no longer inside the list."""
+    for resource in group.covered:
+        last = resume.get(resource)
+        if last is not None:
+            start = last + 1
+            return start if 0 < start < len(group.flavors) else 0
+    return 0
+
+
+def _uncovered(pod_set: PodSet, groups: list[ResourceGroup], leaf: QuotaNode) -> str | None:
+    covered = {r for g in groups for r in g.covered}
+    for resource, amount in sorted(pod_set.requests.items()):
+        if amount and resource not in covered:
+            return f"resource {resource} is not covered by queue {leaf.name}"
+    return None
+
+
+def _usage(pod_set: PodSet, flavors: Mapping[str, str]) -> dict[FR, int]:
+    usage: dict[FR, int] = {}
+    for resource, amount in pod_set.requests.items():
+        if amount:
+            fr = (flavors[resource], resource)
+            usage[fr] = usage.get(fr, 0) + amount * pod_set.count
+    return usage

@@ -1,0 +1,328 @@
+"""Plugin ``min-runtime``: a guaranteed minimum runtime before preemption and reclaim.
+
+SEMANTICS §5, after the min-runtime seed. A running workload may not be taken
+as a victim until it has run for the min-runtime that applies to the pair
+(preemptor, victim):
+
+* **preempt** (both in the same leaf queue): the first ``preemptMinRuntime``
+  set on the victim's queue or one of its ancestors, else
+  ``default_preempt_min_runtime``;
+* **reclaim** (different leaf queues), method ``lca``: the first
+  ``reclaimMinRuntime`` set walking up from the child of the two leaves'
+  lowest common ancestor on the victim's side, else the default. The seed's
+  reason: a setting then only matters between siblings, so parts of the tree
+  can be administered separately. Without a common ancestor the victim's
+  top-level queue decides, else the default. Method ``queue`` walks up from
+  the victim's own leaf instead.
+
+``is_preemptible`` vetoes whole workloads still inside their window. Elastic
+workloads are always let through there, because their pods above
+``minCount`` may go at any time; the scenario filter instead rejects a
+scenario that would take a still-protected elastic workload below its
+``minCount`` (its "rest" unit, which evicts it whole).
+
+Cost: ``is_preemptible`` runs once per candidate of every victim search. The
+session's longest possible window is known at open, so a candidate admitted
+longer ago than that (or with no window at all) is answered with two integer
+operations; only recently admitted candidates resolve their window, which is
+computed once per (preemptor leaf, victim leaf) pair and session and then
+read from a dict keyed by the victim leaf's index.
+
+Which window applies to a pair, and the configuration table, live in
+:mod:`.resolve` (the simulator's invariant checker reads the same module).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from preemptd.framework import ScenarioFilter, format_timestamp, hookimpl
+
+from .resolve import (
+    METHODS,
+    NAME,
+    PREEMPT,
+    RECLAIM,
+    Config,
+    Resolution,
+    reclaim_start,
+    resolve_preempt,
+    resolve_reclaim,
+)
+
+if TYPE_CHECKING:
+    from preemptd.framework import Candidate, QuotaNode, Scenario, Session, Workload
+
+__all__ = [
+    "METHODS",
+    "NAME",
+    "PREEMPT",
+    "RECLAIM",
+    "VETO_REASON",
+    "Config",
+    "Resolution",
+    "reclaim_start",
+    "resolve_preempt",
+    "resolve_reclaim",
+]
+
+VETO_REASON = "MinRuntime"  # the pending reason the session reports for this plugin's vetoes
+# `preemptd explain` lists at most this many protected victims per preemptor; a
+# cluster with thousands of fresh workloads would otherwise bury the explanation.
+EXPLAIN_LIMIT = 10
+
+
+class _Preemptor:
+    """What the plugin has told about one preemptor: its note and explanation lines."""
+
+    __slots__ = ("earliest", "key", "vetoed")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.earliest: int | None = None
+        # Victims refused so far, by identity; holding them keeps every id unique.
+        self.vetoed: dict[int, Workload] = {}
+
+
+class _State:
+    """Per-session tables, on ``session.state["min-runtime"]``."""
+
+    __slots__ = (
+        "elastic_at_risk",
+        "last_leaf",
+        "last_preemptor",
+        "last_row",
+        "last_told",
+        "longest",
+        "method",
+        "now",
+        "preempt",
+        "preempt_default",
+        "preemptors",
+        "reclaim",
+        "reclaim_default",
+        "session",
+    )
+
+    def __init__(self, session: Session, config: Config) -> None:
+        self.session = session
+        self.now = session.now
+        self.method = config.reclaim_resolve_method
+        self.preempt_default = config.default_preempt_min_runtime_ms
+        self.reclaim_default = config.default_reclaim_min_runtime_ms
+        tree = session.snapshot.tree
+        longest = max(self.preempt_default, self.reclaim_default)
+        for node in tree.nodes.values():
+            for value in (node.spec.preempt_min_runtime, node.spec.reclaim_min_runtime):
+                if value is not None and value > longest:
+                    longest = value
+        # No window is longer than this: a candidate admitted before now - longest
+        # is preemptible whatever the queues say.
+        self.longest = longest
+        self.elastic_at_risk = longest > 0 and any(
+            w.admitted_at is not None and self.now < w.admitted_at + longest and w.is_elastic
+            for w in session.snapshot.admitted
+        )
+        self.preempt: dict[int, Resolution] = {}  # victim leaf index -> resolution
+        self.reclaim: dict[int, dict[int, Resolution]] = {}  # preemptor leaf -> victim leaf -> ...
+        self.preemptors: dict[str, _Preemptor] = {}
+        self.last_preemptor: Workload | None = None
+        self.last_leaf: QuotaNode | None = None
+        self.last_row: dict[int, Resolution] = {}
+        self.last_told: _Preemptor | None = None
+
+    def switch(self, preemptor: Workload) -> None:
+        """Point the one-entry cache at ``preemptor``'s leaf (a search asks for one preemptor)."""
+        leaf = self.session.leaf(preemptor.queue)
+        self.last_preemptor = preemptor
+        self.last_told = None
+        self.last_leaf = leaf
+        self.last_row = self.reclaim.setdefault(-1 if leaf is None else leaf.index, {})
+
+    def resolve(self, action: str, victim_leaf: QuotaNode) -> Resolution:
+        """The window for the current preemptor (see :meth:`switch`) and ``victim_leaf``."""
+        if action == "preempt":
+            found = self.preempt.get(victim_leaf.index)
+            if found is None:
+                found = self.preempt[victim_leaf.index] = resolve_preempt(victim_leaf, self.preempt_default)
+            return found
+        found = self.last_row.get(victim_leaf.index)
+        if found is None:
+            found = resolve_reclaim(self.last_leaf, victim_leaf, self.reclaim_default, self.method)
+            self.last_row[victim_leaf.index] = found
+        return found
+
+    def veto(self, victim: Candidate, admitted_at: int, resolution: Resolution, min_count: int = 0) -> None:
+        """Tell the current preemptor's pending message and explanation why ``victim`` was
+        refused. Text is only built when a note or a line is written, not per veto."""
+        told = self.last_told
+        if told is None:
+            assert self.last_preemptor is not None
+            key = self.last_preemptor.key
+            told = self.preemptors.get(key)
+            if told is None:
+                told = self.preemptors[key] = _Preemptor(key)
+            self.last_told = told
+        until = admitted_at + resolution.ms
+        if told.earliest is None or until < told.earliest:
+            told.earliest = until
+            self.session.add_note(
+                told.key,
+                NAME,
+                f"min-runtime: the first protected candidate, {victim.key}, becomes preemptible "
+                f"at {format_timestamp(until)} ({_since(admitted_at, resolution)})",
+            )
+        workload = victim.workload
+        if id(workload) in told.vetoed:
+            return
+        told.vetoed[id(workload)] = workload
+        if len(told.vetoed) <= EXPLAIN_LIMIT:
+            shrink = f"; it may shrink only down to minCount {min_count} meanwhile" if min_count else ""
+            self.session.explain(
+                told.key,
+                f"min-runtime: {victim.key} is protected until {format_timestamp(until)} "
+                f"({_since(admitted_at, resolution)}){shrink}",
+            )
+
+
+def _since(admitted_at: int, resolution: Resolution) -> str:
+    return f"admitted {format_timestamp(admitted_at)} + {resolution.describe()}"
+
+
+def _state(session: Session) -> _State:
+    state: _State | None = session.state.get(NAME)
+    if state is None:
+        config = session.plugin_config(NAME)
+        state = _State(session, config if isinstance(config, Config) else Config())
+        session.state[NAME] = state
+    return state
+
+
+def _min_count(workload: Workload) -> int:
+    """The most pods an elastic workload keeps when shrunk (0: not elastic)."""
+    floor = 0
+    for pod_set in workload.pod_sets:
+        if pod_set.min_count is not None and pod_set.min_count > floor:
+            floor = pod_set.min_count
+    return floor
+
+
+@hookimpl
+def plugin_config_schema() -> type[Config]:
+    return Config
+
+
+@hookimpl
+def session_open(session: Session) -> None:
+    session.state.pop(NAME, None)
+    _state(session)
+
+
+@hookimpl
+def session_close(session: Session) -> None:
+    state = session.state.get(NAME)
+    if not isinstance(state, _State):
+        return
+    for key, told in sorted(state.preemptors.items()):
+        hidden = len(told.vetoed) - EXPLAIN_LIMIT
+        if hidden > 0:
+            session.explain(key, f"min-runtime: {hidden} more protected candidate(s) not listed")
+
+
+@hookimpl
+def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool:
+    state = _state(session)
+    if preemptee.evicted:
+        return True  # already on its way out: not re-checked (SEMANTICS §5)
+    workload = preemptee.workload
+    admitted_at = workload.admitted_at
+    if admitted_at is None or state.now >= admitted_at + state.longest:
+        return True
+    if workload.is_elastic:
+        return True  # its pods above minCount may go; the scenario filter guards the rest
+    if preemptor is not state.last_preemptor:
+        state.switch(preemptor)
+    resolution = state.resolve(action, preemptee.leaf)
+    # A window of 0 protects nothing, even with admittedAt ahead of the clock (the
+    # seed: "0: always preemptible"); otherwise the boundary itself is preemptible.
+    if resolution.ms == 0 or state.now >= admitted_at + resolution.ms:
+        return True
+    state.veto(preemptee, admitted_at, resolution)
+    return False
+
+
+class _ElasticFloor:
+    """The scenario filter of one search: no still-protected elastic workload may be
+    taken below its ``minCount`` (SEMANTICS §5).
+
+    Whether a scenario is valid depends on each victim alone, so verdicts are kept
+    per victim. The framework hands over every victim so far at each step, so a
+    Python loop over them would make a search that needs thousands of victims
+    quadratic in Python. Instead: a scenario that is the last accepted one plus one
+    victim (the common step) is recognised by a list comparison, and any other is
+    checked against the set of victims already found harmless; both run at C speed,
+    and only victims not seen before are judged in Python.
+    """
+
+    __slots__ = ("accepted", "harmless", "kept", "state")
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.accepted: list[Candidate] = []  # a copy of the last accepted scenario
+        self.harmless: set[int] = set()  # ids of victims judged harmless
+        self.kept: list[Candidate] = []  # keeps those ids from being reused
+
+    def __call__(self, scenario: Scenario) -> bool:
+        victims = scenario.victims
+        known = len(self.accepted)
+        if len(victims) == known + 1 and victims[:known] == self.accepted:
+            if not self._judge(scenario, victims[-1]):
+                return False
+            self.accepted.append(victims[-1])
+            return True
+        if not self.harmless.issuperset(map(id, victims)):
+            for victim in victims:
+                if id(victim) not in self.harmless and not self._judge(scenario, victim):
+                    return False
+        self.accepted = list(victims)
+        return True
+
+    def _judge(self, scenario: Scenario, victim: Candidate) -> bool:
+        if id(victim) in self.harmless:
+            return True
+        if not self._offends(scenario, victim):
+            self.harmless.add(id(victim))
+            self.kept.append(victim)
+            return True
+        return False
+
+    def _offends(self, scenario: Scenario, victim: Candidate) -> bool:
+        # Single pods are above minCount by construction, and a victim on its way out
+        # is not re-checked: only a unit that evicts the workload can offend.
+        if victim.single_pod or victim.evicted:
+            return False
+        state = self.state
+        workload = victim.workload
+        admitted_at = workload.admitted_at
+        if admitted_at is None or state.now >= admitted_at + state.longest:
+            return False
+        floor = _min_count(workload)
+        if floor == 0:
+            return False
+        # The hook is asked with "preempt" for every search; the pair of leaves decides.
+        if state.last_preemptor is not scenario.preemptor:
+            state.switch(scenario.preemptor)
+        kind = "preempt" if victim.leaf is state.last_leaf else "reclaim"
+        resolution = state.resolve(kind, victim.leaf)
+        if resolution.ms == 0 or state.now >= admitted_at + resolution.ms:
+            return False
+        state.veto(victim, admitted_at, resolution, floor)
+        return True
+
+
+@hookimpl
+def get_accumulated_scenario_filters(session: Session, action: str, preemptor: Workload) -> list[ScenarioFilter]:
+    state = _state(session)
+    if not state.elastic_at_risk:
+        return []  # no filter at all: the search then builds no scenarios for us
+    return [_ElasticFloor(state)]
