@@ -196,6 +196,21 @@ async def test_a_preempted_job_is_suspended_in_one_write_and_re_placed_when_admi
     own saved). Admitted again on another flavor, the Job, still suspended, has status.startTime
     cleared and then resumes on the new flavor's nodes in one patch, built from the saved original:
     the order the Job API allows, with no write refused."""
+    await _preempt_low_then_free_h100(server, backend, controllers, fail_resume=False)
+
+
+async def test_a_refused_resume_after_start_time_is_cleared_is_finished_by_the_next_pass(
+    server, backend, controllers: Controllers
+) -> None:
+    """The resume patch of a re-placed Job fails (503) after its startTime was cleared: the owner is
+    driven again, and the Job runs on its new flavor; no admission is lost."""
+    backend.owners.first_retry = 0.02
+    await _preempt_low_then_free_h100(server, backend, controllers, fail_resume=True)
+
+
+async def _preempt_low_then_free_h100(
+    server: ApiServer, backend, controllers: Controllers, *, fail_resume: bool
+) -> None:
     _two_flavor_queue(server)
     server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="low",
                                     node_selector={"zone": "z1"}))
@@ -226,11 +241,20 @@ async def test_a_preempted_job_is_suspended_in_one_write_and_re_placed_when_admi
     server.put("batch", "jobs", {**mid, "status": {**mid["status"], "conditions": [{"type": "Complete",
                                                                                   "status": "True"}]}})
     since = len(server.requests)
+    if fail_resume:
+        server.fail(1, code=503, reason="ServiceUnavailable",
+                    when=lambda r: r.plural == "jobs" and r.name == "low" and r.verb == "patch" and not r.subresource)
     # mid's Workload finishes (its quota on h100 is free); low is admitted there.
     admitted = [a.workload for _ in range(2) for a in (await step(backend, server, controllers)).decisions.admitted]
     assert ["default/job-low"] == admitted
-    assert [("status", "patch"), (None, "patch")] == _job_writes(server, since, "low")
-    assert 0 == backend.writer.errors
+    if fail_resume:
+        await until(lambda: server.get("batch", "jobs", "low", "default")["spec"]["suspend"] is False,
+                    what="the resume, driven again")
+        assert [("status", "patch"), (None, "patch"), (None, "patch")] == _job_writes(server, since, "low")
+        controllers.step()
+    else:
+        assert [("status", "patch"), (None, "patch")] == _job_writes(server, since, "low")
+        assert 0 == backend.writer.errors
     low = server.get("batch", "jobs", "low", "default")
     assert low["spec"]["suspend"] is False
     assert {"zone": "z1", "gpu": "h100"} == low["spec"]["template"]["spec"]["nodeSelector"]

@@ -6,8 +6,8 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    decision is one merge patch of the Workload's status subresource, carrying
    the resourceVersion of the Workload the session saw. Only after it succeeds is
    the Job or Deployment handed to the backend's owner reconciler, which makes
-   it match its Workload (unsuspend with the flavor's node selector; suspend and
-   restore; parallelism; replicas) and keeps trying, with a per-owner backoff,
+   it match its Workload (unsuspend with the flavor's node selector; suspend;
+   parallelism; replicas) and keeps trying, with a per-owner backoff,
    until it does. This is level-triggered: the Workload's admission is the
    desired state, so a commit cancelled between the two writes, a failed owner
    write, a crash or a restart leaves a Workload that says what was decided and

@@ -11,7 +11,9 @@ from the template's ``priorityClassName``.
 =============================  ==========================================================
 Workload                       Job
 =============================  ==========================================================
-no quota                       suspended, with the user's template
+no quota                       suspended (a Job placed before keeps that flavor's
+                               directives, the user's saved beside them, until its
+                               next admission)
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
                                the committed count (lowered again when shrunk)
 evicted                        suspended, parallelism restored, in one write (see

@@ -153,8 +153,9 @@ class Placement:
     """Where the owner's pods ran before preemptd placed them, kept in an annotation.
 
     Admission adds the flavors' node selector and tolerations to the pod template;
-    the original is saved first, so that preemption (or a new flavor) restores
-    exactly what the user wrote.
+    the original is saved first, so that the next admission (on another flavor,
+    after a preemption) places the pods from exactly what the user wrote, and so
+    that the Workload asks for it meanwhile (:func:`user_template`).
     """
 
     __slots__ = ("extra", "node_selector", "tolerations")
