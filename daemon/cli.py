@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--output", choices=("table", "json"), default="table")
     cycle.add_argument("--apply", metavar="OUT", help="also write the objects with the decisions committed")
     cycle.add_argument("--strict", action="store_true", help="exit 2 on any invalid object")
-    cycle.add_argument("--timings", action="store_true", help="print seconds per phase and the session's counters to stderr")
+    cycle.add_argument(
+        "--timings", action="store_true", help="print seconds per phase and the session's counters to stderr"
+    )
     cycle.set_defaults(handler=_cycle)
 
     validate = command("validate", "check the configuration and snapshot files, listing every problem")

@@ -32,8 +32,17 @@ Listener = Callable[[Workload, int | None], None]
 
 
 class Statement:
-    __slots__ = ("_nodes_touched", "_touched", "accounting", "epochs", "node_epoch", "on_admit", "on_evict", "ops",
-                 "placements")
+    __slots__ = (
+        "_nodes_touched",
+        "_touched",
+        "accounting",
+        "epochs",
+        "node_epoch",
+        "on_admit",
+        "on_evict",
+        "ops",
+        "placements",
+    )
 
     def __init__(
         self,
