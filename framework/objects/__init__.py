@@ -363,7 +363,7 @@ class _Intake:
         """Items left as JSON text: a plain Pod is taken typed, any other item decoded and
         read like the items of a parsed list (the same checks, the same paths)."""
         in_list = bool(document.at)
-        for index, raw in enumerate(document.items):
+        for index, raw in enumerate(document.take()):
             entry = pod_entry(file, raw)
             if entry is not None:
                 self.entries.append(entry)

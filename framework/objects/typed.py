@@ -237,11 +237,18 @@ class RawItems:
     """The objects of a JSON list document, each still its text.
 
     ``at`` is where the list is in the document: ``""`` for a top-level list,
-    ``"items"`` for a ``kind: List``. See :func:`decode_items`.
+    ``"items"`` for a ``kind: List``. See :func:`decode_items`. The items are read
+    once: :meth:`take` hands them over and lets go of them, so that the file's text
+    they point into is freed as soon as the objects are read.
     """
 
     at: str
     items: list[msgspec.Raw]
+
+    def take(self) -> list[msgspec.Raw]:
+        items = self.items[:]
+        self.items.clear()
+        return items
 
 
 def decode_items(text: str) -> Any:
@@ -269,14 +276,14 @@ class RawObject(Mapping[str, Any]):
 
     __slots__ = ("_decoded", "pod", "raw")
 
-    def __init__(self, raw: msgspec.Raw, pod: Pod | None) -> None:
-        self.raw = raw
+    def __init__(self, raw: msgspec.Raw | None, pod: Pod | None) -> None:
+        self.raw = raw  # None once the record is read: nothing will decode it
         self.pod = pod
         self._decoded: dict[str, Any] | None = None
 
     def _mapping(self) -> dict[str, Any]:
         if self._decoded is None:
-            value = decode_json(bytes(self.raw))
+            value = decode_json(bytes(self.raw)) if self.raw is not None else {}
             self._decoded = value if isinstance(value, dict) else {}
         return self._decoded
 
@@ -317,7 +324,7 @@ def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     entry = Entry(file, "Pod", _intern(namespace), name, _UNREAD)
     pod = _pod_of(entry, _PodDoc(item.metadata, item.spec, item.status))
     # Read now, while its typed record is at hand: the record is all that is kept.
-    return Entry(file, "Pod", entry.namespace, name, RawObject(raw, pod))
+    return Entry(file, "Pod", entry.namespace, name, RawObject(None if pod else raw, pod))
 
 
 _UNREAD: Mapping[str, Any] = {}

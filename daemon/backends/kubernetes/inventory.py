@@ -33,8 +33,8 @@ from preemptd.framework.model import Flavor, Node, Pod
 from preemptd.framework.objects import Inventory, guarded
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
 from preemptd.framework.objects.nodes import parse_flavor, parse_node
-from preemptd.framework.objects.typed import read_pod
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
+from preemptd.framework.objects.typed import read_pod
 from preemptd.framework.objects.workloads import parse_priority_class, parse_workload
 
 from .client import Obj
