@@ -138,10 +138,10 @@ def fast_pod(entry: Entry) -> Pod | None:
         doc = msgspec.convert(body, _PodDoc)
     except msgspec.ValidationError:
         return None
-    return _pod_of(entry, doc)
+    return _pod_of(entry.file, entry.namespace, entry.name, doc)
 
 
-def _pod_of(entry: Entry, doc: _PodDoc) -> Pod | None:
+def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem) -> Pod | None:
     try:
         metadata = doc.metadata or _PodMeta()
         spec = doc.spec or _PodSpec()
@@ -163,13 +163,13 @@ def _pod_of(entry: Entry, doc: _PodDoc) -> Pod | None:
         created_ms = parse_timestamp(created) if created is not None else 0
     except (QuantityError, _NotPlain):
         return None
-    namespace = _intern(entry.namespace or "default")
+    namespace = _intern(namespace or "default")
     node_name = _intern(spec.nodeName) if spec.nodeName else None
     phase = doc.status.phase if doc.status is not None else None
-    workload_name = dict(labels).get(WORKLOAD_LABEL) if labels else None
+    workload_name = metadata.labels.get(WORKLOAD_LABEL) if metadata.labels else None
     return Pod(
         namespace=namespace,
-        name=entry.name,
+        name=name,
         requests=_shared(sorted(total.items())),
         node_name=node_name,
         workload=_intern(f"{namespace}/{workload_name}") if workload_name else None,
@@ -180,7 +180,7 @@ def _pod_of(entry: Entry, doc: _PodDoc) -> Pod | None:
         deletion_cost=deletion_cost,
         phase=_intern(phase) if phase else ("Running" if node_name else "Pending"),
         labels=_shared(labels),
-        source=entry.file,
+        source=file,
     )
 
 
@@ -321,10 +321,7 @@ def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
         namespace = "default"
     elif not isinstance(namespace, str):
         return None
-    entry = Entry(file, "Pod", _intern(namespace), name, _UNREAD)
-    pod = _pod_of(entry, _PodDoc(item.metadata, item.spec, item.status))
+    namespace = _intern(namespace)
     # Read now, while its typed record is at hand: the record is all that is kept.
-    return Entry(file, "Pod", entry.namespace, name, RawObject(None if pod else raw, pod))
-
-
-_UNREAD: Mapping[str, Any] = {}
+    pod = _pod_of(file, namespace, name, item)
+    return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
