@@ -362,7 +362,7 @@ def _live_run(args: argparse.Namespace) -> _Run:
     snapshot = Snapshot.build(inventory, now=_now(args.now))
     registry = plugins.registry()
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
-    return _Run(config, [], inventory, decisions)
+    return _Run(config, Loaded([]), inventory, decisions)
 
 
 async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:
