@@ -35,7 +35,7 @@ from .model import (
     Workload,
 )
 from .pods import NORMAL, Descending
-from .preemption import candidate_units
+from .preemption import QueueUnits, candidate_units, queue_units
 from .quantity import (
     QuantityError,
     format_duration,
@@ -101,6 +101,7 @@ __all__ = [
     "PreemptionPolicy",
     "QuantityError",
     "QueueSpec",
+    "QueueUnits",
     "QuotaNode",
     "ResourceGroup",
     "Scenario",
@@ -119,4 +120,5 @@ __all__ = [
     "parse_duration",
     "parse_quantity",
     "parse_timestamp",
+    "queue_units",
 ]

@@ -34,7 +34,7 @@ from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods, Taken
+from .candidates import Candidate, DeferredPods, Taken, UnitIndex
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Registry, bad_answer
@@ -89,6 +89,7 @@ class Session:
         "taken",
         "timings",
         "unit_cache",
+        "unit_index",
         "workload_key",
     )
 
@@ -126,6 +127,8 @@ class Session:
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
+        # Per queue, its units by priority (preemption/unitindex.py).
+        self.unit_index = UnitIndex()
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
         # victims themselves.
         self.relied: dict[tuple[object, ...], Candidate] = {}
