@@ -9,6 +9,16 @@ nodes per pod would be quadratic over a burst of pods, so each flavor keeps
 its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
 the first fitting node found walking buckets upwards from the request is the
 best fit.
+
+A victim search frees and takes room tentatively, and undoes it after every
+attempt; re-sorting a node in its bucket each time cost more than the search
+itself. Room changed through :meth:`Placements.take_tentatively` and
+:meth:`Placements.give_back_tentatively` changes only the node's free room: the
+node is marked stale, with the place the index still holds for it, and is moved
+in the index by :meth:`Placements.sync` (the session's statement syncs on commit,
+and when a rollback brings it back to the last commit). Until then every query
+skips stale nodes in the index and judges them one by one on their actual room,
+with the same filters and order, so its answer is the one a fresh index gives.
 """
 
 from __future__ import annotations
@@ -111,13 +121,15 @@ class _FlavorIndex:
 class Placements:
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_node_flavors", "free", "pool")
+    __slots__ = ("_index", "_node_flavors", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
         self.free = {name: dict(free) for name, free in pool.free.items()}
         self._index: dict[str, _FlavorIndex] = {}
         self._node_flavors: dict[str, list[_FlavorIndex]] = {}
+        # Nodes whose room changed tentatively -> the (gpus, cpu) the index holds for them.
+        self._stale: dict[str, tuple[int, int]] = {}
         for flavor, members in pool.by_flavor.items():
             index = self._index[flavor] = _FlavorIndex()
             for name in members:
@@ -131,6 +143,7 @@ class Placements:
         clone.free = {name: dict(free) for name, free in self.free.items()}
         clone._index = {}
         clone._node_flavors = {}
+        clone._stale = dict(self._stale)
         for flavor, index in self._index.items():
             copied = clone._index[flavor] = _FlavorIndex()
             copied.keys = list(index.keys)
@@ -159,13 +172,44 @@ class Placements:
         nodes = self.pool.nodes
         free = self.free
         keys = index.keys
+        stale = self._stale
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
             for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                name = bucket[j][1]
+                node_cpu, name = bucket[j]
+                if stale and name in stale:
+                    continue
                 if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                    return name
-        return None
+                    if not stale:
+                        return name
+                    return self._best_stale(index, requests, selector, tolerations, (k, node_cpu, name))
+        if not stale:
+            return None
+        return self._best_stale(index, requests, selector, tolerations, None)
+
+    def _best_stale(
+        self,
+        index: _FlavorIndex,
+        requests: Mapping[str, int],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        best: tuple[int, int, str] | None,
+    ) -> str | None:
+        """The best fit among ``best`` (the index's, from its fresh nodes) and the stale
+        nodes of ``index``, judged as the index would judge them if it were fresh."""
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        nodes = self.pool.nodes
+        for name in self._stale:
+            if index not in self._node_flavors[name]:
+                continue
+            room = self.free[name]
+            key = (gpu_amount(room), room.get("cpu", 0), name)
+            if key[0] < gpus or key[1] < cpu or (best is not None and key > best):
+                continue
+            if _fits(room, requests) and node_matches(nodes[name], selector, tolerations):
+                best = key
+        return best[2] if best is not None else None
 
     def place_pods(
         self,
@@ -220,10 +264,31 @@ class Placements:
         free = self.free
         keys = index.keys
         remaining = count
+        stale = self._stale
+        if stale:
+            # Stale nodes first, on their actual room and with the index's filters.
+            node_flavors = self._node_flavors
+            for name in stale:
+                if index not in node_flavors[name]:
+                    continue
+                room = free[name]
+                if gpu_amount(room) < gpus or room.get("cpu", 0) < cpu:
+                    continue
+                fits = remaining
+                for resource, amount in wanted:
+                    fits = min(fits, room.get(resource, 0) // amount)
+                    if fits == 0:
+                        break
+                if fits and node_matches(nodes[name], selector, tolerations):
+                    remaining -= fits
+                    if remaining <= 0:
+                        return True
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
             for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
                 name = bucket[j][1]
+                if stale and name in stale:
+                    continue
                 room = free[name]
                 fits = remaining
                 for resource, amount in wanted:
@@ -242,9 +307,48 @@ class Placements:
     def give_back(self, node_name: str, requests: Mapping[str, int]) -> None:
         self._adjust(node_name, requests, 1)
 
+    def take_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """:meth:`take`, leaving the index alone until :meth:`sync`."""
+        self._defer(node_name, requests, -1)
+
+    def give_back_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """:meth:`give_back`, leaving the index alone until :meth:`sync`."""
+        self._defer(node_name, requests, 1)
+
+    def sync(self) -> None:
+        """Move every stale node to its place in the index."""
+        stale = self._stale
+        if not stale:
+            return
+        free = self.free
+        for name, (old_gpus, old_cpu) in stale.items():
+            room = free[name]
+            new_gpus = gpu_amount(room)
+            new_cpu = room.get("cpu", 0)
+            if new_gpus != old_gpus or new_cpu != old_cpu:
+                for index in self._node_flavors[name]:
+                    index.delete(old_gpus, old_cpu, name)
+                    index.insert(new_gpus, new_cpu, name)
+        stale.clear()
+
+    def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+        free = self.free.get(node_name)
+        if free is None:
+            return
+        stale = self._stale
+        if node_name not in stale and node_name in self._node_flavors:
+            stale[node_name] = (gpu_amount(free), free.get("cpu", 0))
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) + sign * amount
+
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
         free = self.free.get(node_name)
         if free is None:
+            return
+        if node_name in self._stale:
+            # Its place in the index is the stale one; sync moves it.
+            for resource, amount in requests.items():
+                free[resource] = free.get(resource, 0) + sign * amount
             return
         indexes = self._node_flavors.get(node_name, ())
         old_gpus = gpu_amount(free)
