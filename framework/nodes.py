@@ -121,15 +121,17 @@ class _FlavorIndex:
 class Placements:
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_node_flavors", "_stale", "free", "pool")
+    __slots__ = ("_index", "_moved", "_node_flavors", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
         self.free = {name: dict(free) for name, free in pool.free.items()}
         self._index: dict[str, _FlavorIndex] = {}
         self._node_flavors: dict[str, list[_FlavorIndex]] = {}
-        # Nodes whose room changed tentatively -> the (gpus, cpu) the index holds for them.
+        # Nodes whose room changed tentatively -> the (gpus, cpu) the index holds for
+        # them, and -> their (gpus, cpu) now. A node back at its place is not stale.
         self._stale: dict[str, tuple[int, int]] = {}
+        self._moved: dict[str, tuple[int, int]] = {}
         for flavor, members in pool.by_flavor.items():
             index = self._index[flavor] = _FlavorIndex()
             for name in members:
@@ -144,6 +146,7 @@ class Placements:
         clone._index = {}
         clone._node_flavors = {}
         clone._stale = dict(self._stale)
+        clone._moved = dict(self._moved)
         for flavor, index in self._index.items():
             copied = clone._index[flavor] = _FlavorIndex()
             copied.keys = list(index.keys)
@@ -200,14 +203,14 @@ class Placements:
         gpus = gpu_amount(requests)
         cpu = requests.get("cpu", 0)
         nodes = self.pool.nodes
-        for name in self._stale:
-            if index not in self._node_flavors[name]:
+        node_flavors = self._node_flavors
+        for name, (node_gpus, node_cpu) in self._moved.items():
+            if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
                 continue
-            room = self.free[name]
-            key = (gpu_amount(room), room.get("cpu", 0), name)
-            if key[0] < gpus or key[1] < cpu or (best is not None and key > best):
+            key = (node_gpus, node_cpu, name)
+            if best is not None and key > best:
                 continue
-            if _fits(room, requests) and node_matches(nodes[name], selector, tolerations):
+            if _fits(self.free[name], requests) and node_matches(nodes[name], selector, tolerations):
                 best = key
         return best[2] if best is not None else None
 
@@ -268,12 +271,10 @@ class Placements:
         if stale:
             # Stale nodes first, on their actual room and with the index's filters.
             node_flavors = self._node_flavors
-            for name in stale:
-                if index not in node_flavors[name]:
+            for name, (node_gpus, node_cpu) in self._moved.items():
+                if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
                     continue
                 room = free[name]
-                if gpu_amount(room) < gpus or room.get("cpu", 0) < cpu:
-                    continue
                 fits = remaining
                 for resource, amount in wanted:
                     fits = min(fits, room.get(resource, 0) // amount)
@@ -320,35 +321,42 @@ class Placements:
         stale = self._stale
         if not stale:
             return
-        free = self.free
+        moved = self._moved
         for name, (old_gpus, old_cpu) in stale.items():
-            room = free[name]
-            new_gpus = gpu_amount(room)
-            new_cpu = room.get("cpu", 0)
-            if new_gpus != old_gpus or new_cpu != old_cpu:
-                for index in self._node_flavors[name]:
-                    index.delete(old_gpus, old_cpu, name)
-                    index.insert(new_gpus, new_cpu, name)
+            new_gpus, new_cpu = moved[name]
+            for index in self._node_flavors[name]:
+                index.delete(old_gpus, old_cpu, name)
+                index.insert(new_gpus, new_cpu, name)
         stale.clear()
+        moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
         free = self.free.get(node_name)
         if free is None:
             return
         stale = self._stale
-        if node_name not in stale and node_name in self._node_flavors:
-            stale[node_name] = (gpu_amount(free), free.get("cpu", 0))
+        indexed = stale.get(node_name)
+        if indexed is None and node_name in self._node_flavors:
+            indexed = (gpu_amount(free), free.get("cpu", 0))
         for resource, amount in requests.items():
             free[resource] = free.get(resource, 0) + sign * amount
+        if indexed is None:
+            return  # a node of no flavor: not in any index
+        now = (gpu_amount(free), free.get("cpu", 0))
+        if now != indexed:
+            stale[node_name] = indexed
+            self._moved[node_name] = now
+        elif node_name in stale:
+            del stale[node_name]
+            del self._moved[node_name]
 
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
         free = self.free.get(node_name)
         if free is None:
             return
         if node_name in self._stale:
-            # Its place in the index is the stale one; sync moves it.
-            for resource, amount in requests.items():
-                free[resource] = free.get(resource, 0) + sign * amount
+            # Its place in the index is the stale one; sync (or a later change) moves it.
+            self._defer(node_name, requests, sign)
             return
         indexes = self._node_flavors.get(node_name, ())
         old_gpus = gpu_amount(free)
