@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from preemptd.framework import (
     FR,
     Accounting,
-    QuotaNode,
     QueueShare,
+    QuotaNode,
     Session,
     VictimWalk,
     Workload,
