@@ -185,10 +185,13 @@ class FairSearch:
             s_w, s_t = self.share(side_l, overlay), self.share(side_t, overlay)
             while items:
                 candidate = items.pop(0)
-                if self._passes(first, candidate, side_t, s_w, s_t):
+                passed, compared = self._passes(first, candidate, side_t, s_w, s_t)
+                if passed:
+                    after = "" if first == INITIAL else " without it"
                     walk.lines.append(
-                        f"fair sharing: {candidate.key} of {target.name} taken ({first}): "
-                        f"{side_l.name} share {shown(s_w)} with the preemptor, {side_t.name} {shown(s_t)}"
+                        f"fair sharing: {candidate.key} of {target.name} chosen ({first}): {side_l.name} "
+                        f"share {shown(s_w)} with the preemptor, {side_t.name} {shown(compared)}{after} "
+                        f"({shown(s_t)} before)"
                     )
                     if walk.take(candidate, IN_COHORT_FAIR_SHARING):
                         if walk.fits():
@@ -200,9 +203,12 @@ class FairSearch:
             return False
         return self._second_pass(root, kept)
 
-    def _passes(self, strategy: str, candidate: Candidate, side_t: QuotaNode, s_w: Share, s_t: Share) -> bool:
+    def _passes(
+        self, strategy: str, candidate: Candidate, side_t: QuotaNode, s_w: Share, s_t: Share
+    ) -> tuple[bool, Share]:
+        """Whether ``candidate`` passes ``strategy``, and the share of P_T it was judged on."""
         if strategy == INITIAL:
-            return s_w < s_t
+            return s_w < s_t, s_t
         accounting = self.shares.accounting
         accounting.remove_all(candidate.leaf, candidate.usage)
         try:
@@ -210,7 +216,7 @@ class FairSearch:
             final = self.share(side_t, {})
         finally:
             accounting.add_all(candidate.leaf, candidate.usage)
-        return s_w <= final
+        return s_w <= final, final
 
     def _second_pass(self, root: QuotaNode, kept: dict[int, list[Candidate]]) -> bool:
         walk = self.walk
@@ -227,7 +233,7 @@ class FairSearch:
             if s_w < s_t:
                 candidate = kept[target.index][0]
                 walk.lines.append(
-                    f"fair sharing: {candidate.key} of {target.name} taken ({INITIAL}): "
+                    f"fair sharing: {candidate.key} of {target.name} chosen ({INITIAL}): "
                     f"{side_l.name} share {shown(s_w)} < {side_t.name} {shown(s_t)}"
                 )
                 if walk.take(candidate, IN_COHORT_FAIR_SHARING) and walk.fits():
