@@ -27,13 +27,21 @@ def _workload_key(assignment: Assignment) -> tuple[Any, ...]:
 
 
 class Tournament:
-    """The ``round_order`` picker of one session."""
+    """The ``round_order`` picker of one session.
 
-    __slots__ = ("session", "shares")
+    Trees are independent: processing an entry changes only its own tree's usage, so
+    between two picks only the tree of the last pick is judged again; every other
+    tree keeps its winner (and its explanation) until that winner is picked or a new
+    round brings new entries.
+    """
+
+    __slots__ = ("_last", "_winners", "session", "shares")
 
     def __init__(self, session: Session, shares: Shares) -> None:
         self.session = session
         self.shares = shares
+        self._winners: dict[int, tuple[Assignment, list[str]]] = {}
+        self._last = -1  # root index of the last pick
 
     def _judge(self, entry: Assignment, overlay: Overlay, node: QuotaNode) -> tuple[Any, ...]:
         requested = () if entry.mode == NOFIT else entry.usage.keys()
@@ -41,19 +49,40 @@ class Tournament:
         return (borrows, self.shares.share(node, overlay), *_workload_key(entry))
 
     def __call__(self, entries: Sequence[Assignment]) -> int:
+        trees: dict[int, list[int]] = {}
+        for i, entry in enumerate(entries):
+            trees.setdefault(entry.leaf.root.index, []).append(i)
+        best: list[tuple[int, list[str]]] = []
+        for root, members in trees.items():
+            kept = self._winners.get(root)
+            if root != self._last and kept is not None:
+                found = next((i for i in members if entries[i] is kept[0]), None)
+                if found is not None:
+                    best.append((found, kept[1]))
+                    continue
+            winner, lines = self._tree([entries[i] for i in members])
+            self._winners[root] = (entries[members[winner]], lines)
+            best.append((members[winner], lines))
+        index, lines = min(best, key=lambda b: _workload_key(entries[b[0]]))
+        self._last = entries[index].leaf.root.index
+        for line in lines:
+            self.session.explain(entries[index].workload.key, line)
+        return index
+
+    def _tree(self, entries: Sequence[Assignment]) -> tuple[int, list[str]]:
+        """The winner of one tree's tournament (an index into ``entries``) and the lines
+        that say which shares decided it."""
         accounting = self.shares.accounting
         overlays: list[Overlay] = []
         # parent index -> its contenders: (entry index, the child of that parent it came through)
         nominees: dict[int, list[tuple[int, QuotaNode]]] = {}
         parents: dict[int, QuotaNode] = {}
-        roots: list[int] = []
         for i, entry in enumerate(entries):
-            usage = {} if entry.mode == NOFIT else entry.usage
-            overlays.append(bubble(accounting, entry.leaf, usage) if usage else {})
             leaf = entry.leaf
             if leaf.parent is None:
-                roots.append(i)
-                continue
+                return i, []  # a leaf without parent is a tree of its own
+            usage = {} if entry.mode == NOFIT else entry.usage
+            overlays.append(bubble(accounting, leaf, usage) if usage else {})
             nominees.setdefault(leaf.parent.index, []).append((i, leaf))
             for node in leaf.ancestors():
                 parents[node.index] = node
@@ -66,18 +95,14 @@ class Tournament:
                 ((self._judge(entries[i], overlays[i], child), i, child) for i, child in contenders),
                 key=lambda k: k[0],
             )
-            best, winner, child = judged[0]
+            top, winner, child = judged[0]
             if len(judged) > 1:
                 rest = "; ".join(f"{c.name} {shown(k[1])}" for k, _, c in judged[1:])
                 lines.setdefault(winner, []).append(
-                    f"fair sharing: picked at {parent.name}: {child.name} share {shown(best[1])} after "
-                    f"admission{' (borrowing)' if best[0] else ''}, before {rest}"
+                    f"fair sharing: picked at {parent.name}: {child.name} share {shown(top[1])} after "
+                    f"admission{' (borrowing)' if top[0] else ''}, before {rest}"
                 )
             if parent.parent is None:
-                roots.append(winner)
-            else:
-                nominees.setdefault(parent.parent.index, []).append((winner, parent))
-        winner = min(roots, key=lambda i: _workload_key(entries[i]))
-        for line in lines.get(winner, ()):
-            self.session.explain(entries[winner].workload.key, line)
-        return winner
+                return winner, lines.get(winner, [])
+            nominees.setdefault(parent.parent.index, []).append((winner, parent))
+        raise AssertionError("every tree has a root")
