@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     cycle.add_argument("--output", choices=("table", "json"), default="table")
     cycle.add_argument("--apply", metavar="OUT", help="also write the objects with the decisions committed")
     cycle.add_argument("--strict", action="store_true", help="exit 2 on any invalid object")
-    cycle.add_argument("--timings", action="store_true", help="print seconds per phase to stderr")
+    cycle.add_argument(
+        "--timings", action="store_true", help="print seconds per phase and the session's counters to stderr"
+    )
     cycle.set_defaults(handler=_cycle)
 
     validate = command("validate", "check the configuration and snapshot files, listing every problem")
@@ -161,6 +163,7 @@ class _Run:
     documents: list[tuple[str, Document]]
     inventory: Inventory
     decisions: Decisions
+    counters: dict[str, int | str]
 
 
 def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = False) -> _Run:
@@ -184,15 +187,22 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     registry = plugins.registry()
     # run_session reports inventory.inadmissible (carried by the snapshot) as pending
     # Inadmissible itself; nothing is added here.
-    decisions = run_session(snapshot, registry, actions=config.scheduler.actions, timings=timings)
+    counters: dict[str, int | str] = {}
+    decisions = run_session(
+        snapshot, registry, actions=config.scheduler.actions, timings=timings, counters=counters
+    )
     _errors(describe_failure(error) for error in registry.errors)
-    return _Run(config, documents, inventory, decisions)
+    return _Run(config, documents, inventory, decisions, counters)
 
 
 def _print_timings(timings: dict[str, float], actions: Sequence[str]) -> None:
     order = ["load", "snapshot", *actions, "session"]
     order += [phase for phase in timings if phase not in order]
     _errors(f"timing {phase} {timings[phase]:.6f}" for phase in order if phase in timings)
+
+
+def _print_counters(counters: dict[str, int | str]) -> None:
+    _errors(f"count {name} {value}" for name, value in counters.items())
 
 
 def _stdout() -> Console:
@@ -219,6 +229,7 @@ def _cycle(args: argparse.Namespace) -> int:
         report.print_decisions(run.decisions, _stdout())
     if args.timings:
         _print_timings(timings, run.config.scheduler.actions)
+        _print_counters(run.counters)
     return EXIT_OK
 
 
@@ -347,7 +358,7 @@ def _live_run(args: argparse.Namespace) -> _Run:
     snapshot = Snapshot.build(inventory, now=_now(args.now))
     registry = plugins.registry()
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
-    return _Run(config, [], inventory, decisions)
+    return _Run(config, [], inventory, decisions, {})
 
 
 async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:

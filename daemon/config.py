@@ -78,6 +78,10 @@ class DaemonConfig:
     # How long a cycle waits at most, before its snapshot, for the owner reconciler to
     # catch up (the Workloads of Jobs just created); 0: not at all.
     owner_settle: int = _duration(1_000)
+    # Which Kubernetes Events the backend posts: "changes" (what is notable about a
+    # workload: a preemption, an unusable workload, a force delete) or "all" (also
+    # routine creation, admission and the end of an eviction, on owners too).
+    events: Literal["all", "changes"] = "changes"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,8 +12,10 @@ from typing import Any
 
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.model import Workload
+from preemptd.framework.objects import escape
 from rich import box
 from rich.console import Console
+from rich.markup import escape as escape_markup
 from rich.table import Table
 
 from .plugins import PluginInfo
@@ -30,12 +32,24 @@ def _table(title: str | None, *columns: str) -> Table:
     return table
 
 
+def _cell(value: str | list[str]) -> str:
+    """A table cell from input text: no markup is interpreted (``[cpu]`` stays ``[cpu]``) and a
+    character that is not printable (a newline in a name) is written as an escape, so it cannot
+    start a row of its own. A list is one line per item."""
+    items = [value] if isinstance(value, str) else value
+    return escape_markup("\n".join(escape(item) for item in items))
+
+
+def _row(table: Table, *cells: str | list[str]) -> None:
+    table.add_row(*(_cell(cell) for cell in cells))
+
+
 def _flavors(flavors: Mapping[str, str]) -> str:
     return ", ".join(f"{resource}={flavor}" for resource, flavor in flavors.items())
 
 
-def _pod_sets(pod_sets: Iterable[Mapping[str, Any]]) -> str:
-    return "\n".join(f"{ps['name']} ×{ps['count']}: {_flavors(ps['flavors'])}" for ps in pod_sets)
+def _pod_set_lines(pod_sets: Iterable[Mapping[str, Any]]) -> list[str]:
+    return [f"{ps['name']} ×{ps['count']}: {_flavors(ps['flavors'])}" for ps in pod_sets]
 
 
 def _taken(count: int | None) -> str:
@@ -56,29 +70,34 @@ def print_decisions(decisions: Decisions, console: Console) -> None:
         table = _table("Admitted", "workload", "queue", "podSets", "borrowing")
         for entry in data["admitted"]:
             borrowing = "yes" if entry["borrowing"] else "no"
-            table.add_row(entry["workload"], entry["queue"], _pod_sets(entry["podSets"]), borrowing)
+            _row(table, entry["workload"], entry["queue"], _pod_set_lines(entry["podSets"]), borrowing)
         tables.append(table)
     if data["preempted"]:
         table = _table("Preempted", "workload", "preemptor", "reason", "taken", "pods")
         for entry in data["preempted"]:
-            table.add_row(
+            _row(
+                table,
                 entry["workload"],
                 entry["preemptor"],
                 entry["reason"],
                 _taken(entry["count"]),
-                "\n".join(entry["pods"]),
+                entry["pods"],
             )
         tables.append(table)
     if data["podActions"]:
         table = _table("Pod actions", "pod", "action", "preemptor")
         for entry in data["podActions"]:
-            table.add_row(entry["pod"], entry["action"], entry["preemptor"])
+            _row(table, entry["pod"], entry["action"], entry["preemptor"])
         tables.append(table)
     if data["pending"]:
         table = _table("Pending", "workload", "reason", "message", "waiting for")
         for entry in data["pending"]:
-            table.add_row(
-                entry["workload"], entry["reason"], entry["message"], "\n".join(entry["waitingFor"])
+            _row(
+                table,
+                entry["workload"],
+                entry["reason"],
+                entry["message"],
+                entry["waitingFor"],
             )
         tables.append(table)
     if data.get("shares"):
@@ -97,7 +116,7 @@ def print_plugins(infos: Iterable[PluginInfo], console: Console) -> None:
     """One row per plugin, in the order sessions call them."""
     table = _table(None, "name", "source", "enabled")
     for info in infos:
-        table.add_row(info.name, info.source, "yes" if info.enabled else "no")
+        _row(table, info.name, info.source, "yes" if info.enabled else "no")
     console.print(table)
 
 
@@ -112,7 +131,7 @@ def explain_workload(key: str, decisions: Decisions, workload: Workload | None) 
         if entry["workload"] == key:
             borrowing = ", borrowing" if entry["borrowing"] else ""
             lines.append(f"{key}: admitted to queue {entry['queue']}{borrowing}")
-            lines += [f"  podSet {line}" for line in _pod_sets(entry["podSets"]).splitlines()]
+            lines += [f"  podSet {line}" for line in _pod_set_lines(entry["podSets"])]
     for entry in data["preempted"]:
         if entry["workload"] == key:
             lines.append(

@@ -52,6 +52,7 @@ def evaluate_flavor(
     prior: Mapping[FR, int],
 ) -> FlavorOption:
     """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage."""
+    session.counters.flavors += 1
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
         return FlavorOption(flavor_name, NOFIT, message="flavor is not defined")

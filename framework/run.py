@@ -25,11 +25,15 @@ def run_session(
     *,
     actions: Sequence[str] = ("allocate", "preempt"),
     timings: dict[str, float] | None = None,
+    counters: dict[str, int | str] | None = None,
+    memo: bool = True,
 ) -> Decisions:
     """Open a session over ``snapshot``, run the actions, close it and return its decisions.
 
     ``timings``, when given, receives seconds per phase: each action by name and
-    ``session`` (open to close).
+    ``session`` (open to close). ``counters``, when given, receives the session's
+    counters (nominations, victim searches, memo hits, ...). ``memo=False`` runs every
+    victim search instead of answering repeats from memory (the plain path).
     """
     started = time.perf_counter()
     # A session allocates many short-lived objects over a large, long-lived
@@ -39,7 +43,7 @@ def run_session(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        session = Session(snapshot, registry, actions=actions)
+        session = Session(snapshot, registry, actions=actions, memo=memo)
         session.open()
         for name, action in ACTIONS.items():
             if name in session.actions:
@@ -49,10 +53,14 @@ def run_session(
         # it here frees the session by reference counting, not a later GC pass.
         session.state.clear()
         session.unit_cache.clear()
+        if session.memo is not None:
+            session.memo.clear()
     finally:
         if collecting:
             gc.enable()
     if timings is not None:
         timings.update(session.timings)
         timings["session"] = time.perf_counter() - started
+    if counters is not None:
+        counters.update(session.counters.as_dict())
     return decisions

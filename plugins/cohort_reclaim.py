@@ -35,6 +35,8 @@ from preemptd.framework import (
     hookimpl,
 )
 
+MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
+
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:
     """usage(A) + remaining <= subtree(A) on every requested fr, where remaining is the

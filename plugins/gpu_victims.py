@@ -27,6 +27,8 @@ from preemptd.framework import (
     hookimpl,
 )
 
+MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
+
 
 @hookimpl
 def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool | None:

@@ -22,6 +22,8 @@ from preemptd.framework import (
     hookimpl,
 )
 
+MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
+
 
 def _order(workload: Workload) -> Sequence[object]:
     return (-workload.priority, workload.created)

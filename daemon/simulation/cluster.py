@@ -27,8 +27,9 @@ from __future__ import annotations
 import dataclasses
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 
-from preemptd.framework.model import FR, Admission, Pod, PodSetAdmission, Workload
+from preemptd.framework.model import FR, Admission, FrozenDict, Pod, PodSetAdmission, Workload
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
 from preemptd.framework.pods import SURPLUS, classify
@@ -49,7 +50,7 @@ class _Keyed:
     def __init__(self) -> None:
         self.items: dict[str, Workload] = {}
         self.keys: list[str] = []
-        self._list: list[Workload] | None = []
+        self._list: tuple[Workload, ...] | None = ()
 
     def put(self, workload: Workload) -> None:
         key = workload.key
@@ -63,10 +64,10 @@ class _Keyed:
             del self.keys[bisect_left(self.keys, key)]
             self._list = None
 
-    def listed(self) -> list[Workload]:
+    def listed(self) -> tuple[Workload, ...]:
         if self._list is None:
             items = self.items
-            self._list = [items[key] for key in self.keys]
+            self._list = tuple(items[key] for key in self.keys)
         return self._list
 
 
@@ -103,7 +104,7 @@ class ClusterModel:
         self.accounting = Accounting(self.tree)
         self.inadmissible: dict[str, str] = dict(inventory.inadmissible)
         self.workloads: dict[str, Workload] = {}
-        self.usage: dict[str, dict[FR, int]] = {}
+        self.usage: dict[str, Mapping[FR, int]] = {}  # each a FrozenDict: sessions read them
         self._admitted: dict[str, _Keyed] = {}
         self._pending: dict[str, _Keyed] = {}
         self._admitted_all = _Keyed()
@@ -111,15 +112,18 @@ class ClusterModel:
         self._by_queue: dict[str, str] = {}  # key -> leaf it is listed under
         self.pods: dict[str, Pod] = dict(sorted(inventory.pods.items()))
         self._pod_sets: dict[str, str] = {}  # pod key -> podSet, for pods the simulator bound
-        self.pods_by_workload: dict[str, list[Pod]] = {}
+        # Tuples, replaced whole on change: a session's snapshot reads them as they are.
+        self.pods_by_workload: dict[str, tuple[Pod, ...]] = {}
         self._unplaced: dict[str, Workload] = {}
         self.pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else NodePool({}, {})
+        by_workload: dict[str, list[Pod]] = {}
         for pod in self.pods.values():
             if pod.workload is not None and pod.holds_resources:
-                self.pods_by_workload.setdefault(pod.workload, []).append(pod)
+                by_workload.setdefault(pod.workload, []).append(pod)
             if pod.holds_resources and pod.node_name is not None:
                 self.pool.consume(pod.node_name, pod.requests)
         self.placements = Placements(self.pool) if self.pool.by_flavor else None
+        self.pods_by_workload = {key: tuple(pods) for key, pods in by_workload.items()}
 
     # -- changes --------------------------------------------------------------------------
 
@@ -155,7 +159,7 @@ class ClusterModel:
                 f"admitted to queue {workload.admission.queue!r}, which is not a leaf queue of this snapshot"
             )
             return False
-        usage = admitted_usage(workload)
+        usage = FrozenDict(admitted_usage(workload))
         self.usage[key] = usage
         self.accounting.add_all(leaf, usage)
         self._admitted.setdefault(leaf.name, _Keyed()).put(workload)
@@ -217,7 +221,7 @@ class ClusterModel:
         shrunk = dataclasses.replace(workload, admission=Admission(workload.admission.queue, pod_sets))
         leaf = self.leaves[self._by_queue[key]]
         self.accounting.remove_all(leaf, self.usage[key])
-        usage = admitted_usage(shrunk)
+        usage = FrozenDict(admitted_usage(shrunk))
         self.usage[key] = usage
         self.accounting.add_all(leaf, usage)
         self.replace(shrunk)
@@ -240,7 +244,7 @@ class ClusterModel:
             changed = dataclasses.replace(changed, flavor_scan=dict(scan))
         leaf = self.leaves[self._by_queue[key]]
         self.accounting.remove_all(leaf, self.usage[key])
-        usage = admitted_usage(changed)
+        usage = FrozenDict(admitted_usage(changed))
         self.usage[key] = usage
         self.accounting.add_all(leaf, usage)
         self.replace(changed)
@@ -292,7 +296,7 @@ class ClusterModel:
         if pod is None:
             return
         if pod.workload is not None and pod.workload in self.pods_by_workload:
-            rest = [p for p in self.pods_by_workload[pod.workload] if p.key != pod_key]
+            rest = tuple(p for p in self.pods_by_workload[pod.workload] if p.key != pod_key)
             if rest:
                 self.pods_by_workload[pod.workload] = rest
             else:
@@ -307,8 +311,8 @@ class ClusterModel:
     def _swap(self, old: Pod, new: Pod) -> None:
         self.pods[old.key] = new
         if old.workload is not None:
-            bound = self.pods_by_workload.get(old.workload, [])
-            self.pods_by_workload[old.workload] = [new if p.key == old.key else p for p in bound]
+            bound = self.pods_by_workload.get(old.workload, ())
+            self.pods_by_workload[old.workload] = tuple(new if p.key == old.key else p for p in bound)
 
     def remove(self, key: str) -> Workload:
         """The workload leaves the cluster (finished, or gone after its eviction)."""
@@ -357,7 +361,7 @@ class ClusterModel:
     def _place_missing(self, workload: Workload, placements: Placements, now: int) -> bool:
         """Bind every pod the admission has and no Pod holds; False if some did not fit."""
         assert workload.admission is not None
-        bound = self.pods_by_workload.setdefault(workload.key, [])
+        bound = list(self.pods_by_workload.get(workload.key, ()))
         existing = len(bound)
         specs = {ps.name: ps for ps in workload.pod_sets}
         complete = True
@@ -379,8 +383,10 @@ class ClusterModel:
             bind = self._binder(workload, spec.name, now, bound)
             if len(placements.place_pods(flavor_name, spec.requests, wanted, selector, tolerations, bind)) < wanted:
                 complete = False
-        if not bound:
-            del self.pods_by_workload[workload.key]
+        if bound:
+            self.pods_by_workload[workload.key] = tuple(bound)
+        else:
+            self.pods_by_workload.pop(workload.key, None)
         return complete
 
     def _binder(
@@ -389,14 +395,14 @@ class ClusterModel:
         """Binds a new pod of ``pod_set`` to the node the placement chose."""
 
         def bind(node: str, _requests: Mapping[str, int]) -> None:
-            pod = self._new_pod(workload, pod_set, node, now)
+            pod = self._new_pod(workload, pod_set, node, now, len(bound))
             bound.append(pod)
             self._bind(pod)
 
         return bind
 
-    def _new_pod(self, workload: Workload, pod_set: str, node: str, now: int) -> Pod:
-        index = len(self.pods_by_workload.get(workload.key, ()))
+    def _new_pod(self, workload: Workload, pod_set: str, node: str, now: int, index: int) -> Pod:
+        """A new pod of ``workload``, named after how many it holds (``index``) unless taken."""
         name = f"{workload.name}-{pod_set}-{index}"
         while f"{workload.namespace}/{name}" in self.pods:
             index += 1
@@ -435,8 +441,10 @@ class ClusterModel:
             rest.sort(key=lambda p: (-p.created, p.name))
             chosen += rest[: count - len(chosen)]
         gone = {pod.key for pod in chosen}
-        self.pods_by_workload[key] = [pod for pod in bound if pod.key not in gone]
-        if not self.pods_by_workload[key]:
+        rest = tuple(pod for pod in bound if pod.key not in gone)
+        if rest:
+            self.pods_by_workload[key] = rest
+        else:
             del self.pods_by_workload[key]
         for pod in chosen:
             self._unbind(pod)
@@ -459,20 +467,26 @@ class ClusterModel:
             self._place([], now=now)
         snap = Snapshot()
         snap.now = now
-        snap.flavors = self.flavors
+        # Read-only views of the live mappings (no copy; their values are immutable), so a
+        # plugin cannot change what the next session sees, as with ``Snapshot.build``.
+        snap.flavors = MappingProxyType(self.flavors)
         snap.tree = self.tree
-        snap.priority_classes = dict(self.base.priority_classes)
-        snap.inadmissible = self.inadmissible
-        snap.problems = self.base.problems
+        snap.priority_classes = FrozenDict(self.base.priority_classes)
+        snap.inadmissible = MappingProxyType(self.inadmissible)
+        snap.problems = tuple(self.base.problems)
         snap.accounting = self.accounting
-        snap.workloads = {key: self.workloads[key] for key in sorted(self._by_queue)}
+        snap.workloads = FrozenDict({key: self.workloads[key] for key in sorted(self._by_queue)})
         snap.admitted = self._admitted_all.listed()
         snap.pending = self._pending_all.listed()
-        snap.admitted_by_queue = {q: k.listed() for q, k in sorted(self._admitted.items()) if k.items}
-        snap.pending_by_queue = {q: k.listed() for q, k in sorted(self._pending.items()) if k.items}
-        snap.usage = self.usage
-        snap.pods = self.pods
-        snap.pods_by_workload = self.pods_by_workload
+        snap.admitted_by_queue = FrozenDict(
+            {q: k.listed() for q, k in sorted(self._admitted.items()) if k.items}
+        )
+        snap.pending_by_queue = FrozenDict(
+            {q: k.listed() for q, k in sorted(self._pending.items()) if k.items}
+        )
+        snap.usage = MappingProxyType(self.usage)
+        snap.pods = MappingProxyType(self.pods)
+        snap.pods_by_workload = MappingProxyType(self.pods_by_workload)
         snap.node_pool = self.pool
         snap.placements = self.placements
         return snap

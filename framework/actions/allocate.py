@@ -125,6 +125,7 @@ def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
 def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
     """Flavors (and victims, if needed) for ``workload`` against the current accounting;
     an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
+    session.counters.nominations += 1
     if workload.is_deployment:
         first = None
         if workload.admission is None:

@@ -48,6 +48,7 @@ def find_minimal(
     candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
     if not candidates:
         return SearchResult(message="no running workload that uses the needed quota may be preempted")
+    session.counters.candidates += len(candidates)
     candidates.sort(key=order_for(session, preemptor))
 
     search = _Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))

@@ -2,7 +2,8 @@
 
 A Deployment whose one missing replica lacks node room frees it node by node
 (:mod:`.replicas`); every other preemptor takes whole-workload and elastic units
-until its request fits (:mod:`.search`). The time spent here is reported under
+until its request fits (:mod:`.search`). A search already run in the same state
+is answered from the session's memo (:mod:`.memo`). The time spent here is reported under
 the name of the preemption action.
 """
 
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session, with_vetoes
+from .memo import memo_key, recall, remember, snapshot_counts
 from .replicas import replica_victims
 from .search import find_minimal
 
@@ -34,10 +36,21 @@ def find_victims(
         return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
     try:
+        key = memo_key(session, preemptor, leaf, usage, needed, targets)
+        if key is not None:
+            found = recall(session, key)
+            if found is not None:
+                return found
+            before = snapshot_counts(session)
+        session.counters.searches += 1
         if preemptor.is_deployment and len(targets) == 1:
             # A Deployment whose replica lacks node room frees it node by node (§6).
-            return _replicas(session, preemptor, leaf, targets[0])
-        return find_minimal(session, preemptor, leaf, usage, needed, targets)
+            result = _replicas(session, preemptor, leaf, targets[0])
+        else:
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets)
+        if key is not None:
+            remember(session, key, result, before)
+        return result
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"
         session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started

@@ -13,6 +13,26 @@ are combined; a wrong one is the plugin's failure, as a raise is. A plugin must
 never mutate the snapshot or the workloads it is handed; per-session state
 belongs on the plugin's own objects or in ``session.state[plugin_name]``. The
 session's attributes cannot be reassigned.
+
+The search memo and ``MEMO_SAFE``. A session remembers each victim search it runs
+and answers an identical later one from memory instead of searching again: same
+preemptor (key, queue, priority, creation time, pod counts), same leaf, same
+usage, needed flavor-resources and node targets, and the same epoch of the
+preemptor's queue tree (and of node room, when nodes are searched) — see
+``preemption/memo.py``. That is exact only if every plugin consulted during a
+search answers as a function of those inputs and of the session's state. A plugin
+declares it with a module (or plugin object) attribute ``MEMO_SAFE = True``,
+promising that its answers to the hooks in :data:`SEARCH_HOOKS` depend only on
+the session's committed state (accounting, node room, the victims chosen so far,
+its own per-session tables) and on the preemptor's queue, priority, creation
+time and shape, and that a repeated call changes nothing a later answer reads
+except its own counters. Vetoes a remembered search counted are counted again on
+each answer from memory, so ``Registry.vetoes`` is the same either way.
+If an enabled plugin implements any hook of :data:`SEARCH_HOOKS` without
+declaring ``MEMO_SAFE = True``, the memo is off for the whole session and
+``preemptd cycle --timings`` says which plugin turned it off. A new hook that a
+victim search consults must be added to :data:`SEARCH_HOOKS`, and its
+documentation must say what ``MEMO_SAFE`` promises about it.
 """
 
 from __future__ import annotations
@@ -32,11 +52,26 @@ if TYPE_CHECKING:
     # the scenario their implementations receive (as pytest's hookspec does).
     from .session import Scenario, Session
 
-__all__ = ["PROJECT", "hookimpl", "hookspec"]
+__all__ = ["MEMO_SAFE_ATTRIBUTE", "PROJECT", "SEARCH_HOOKS", "hookimpl", "hookspec"]
 
 PROJECT = "preemptd"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+# The hooks a victim search consults, directly or through the statement's events:
+# an implementation of any of them must come from a plugin declaring MEMO_SAFE for
+# the session to remember searches (see the module documentation).
+SEARCH_HOOKS = (
+    "is_preemptible",
+    "get_accumulated_scenario_filters",
+    "preemption_candidates",
+    "victim_order",
+    "on_admit",
+    "on_evict",
+    "placement_score",
+    "victim_strategy",
+)
+MEMO_SAFE_ATTRIBUTE = "MEMO_SAFE"
 
 ScenarioFilter = Callable[["Scenario"], bool]
 OrderKey = Callable[["Workload"], Sequence[Any]]
@@ -280,4 +315,12 @@ def victim_strategy(session: Session) -> VictimStrategy | None:
     with the reason it was taken as; ``walk.lines`` is added to the preemptor's
     explanation. A strategy that raises is counted as failed and its search finds
     no victims (``PreemptionNoCandidates``): no preemption on a broken policy.
+
+    The strategy runs inside a victim search, so it is one of :data:`SEARCH_HOOKS`:
+    ``MEMO_SAFE = True`` on its plugin promises that what it takes depends only on
+    the walk's request, the session's committed state (the accounting of the
+    preemptor's queue tree, node room, the victims chosen so far) and its own
+    per-session tables — never on how many times it ran. Without that declaration
+    the session runs with the search memo off. ``round_order`` and
+    ``may_search_victims`` are not consulted inside a search and need no declaration.
     """

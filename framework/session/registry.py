@@ -135,6 +135,16 @@ class Registry:
     def has(self, hook: str) -> bool:
         return bool(self.impls(hook))
 
+    def memo_unsafe(self) -> str:
+        """The first plugin that implements a hook a victim search consults without
+        declaring ``MEMO_SAFE = True`` (see :mod:`.hooks`), or an empty string."""
+        for hook in hooks.SEARCH_HOOKS:
+            for impl in self.impls(hook):
+                plugin = self.pm.get_plugin(impl.plugin)
+                if getattr(plugin, hooks.MEMO_SAFE_ATTRIBUTE, False) is not True:
+                    return impl.plugin
+        return ""
+
     def record_failure(self, plugin: str, hook: str, exc: BaseException) -> None:
         """Count one failure of ``plugin`` in ``hook``; the first one of each pair is
         described (message and traceback), later ones only counted."""

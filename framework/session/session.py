@@ -35,6 +35,8 @@ from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, DeferredPods, Taken
+from .counters import Counters
+from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Policy, Registry, bad_answer
 from .statement import Statement
 
@@ -71,10 +73,12 @@ class Session:
         "_workload_keys",
         "accounting",
         "actions",
+        "counters",
         "cross_queue_enabled",
         "decisions",
         "defer_pods",
         "in_queue_enabled",
+        "memo",
         "now",
         "placements",
         "policy",
@@ -95,6 +99,7 @@ class Session:
         registry: Registry,
         *,
         actions: Sequence[str] = ("allocate", "preempt"),
+        memo: bool = True,
     ) -> None:
         unknown = [a for a in actions if a not in KNOWN_ACTIONS]
         if unknown:
@@ -115,6 +120,11 @@ class Session:
         self.decisions = Decisions(now=snapshot.now)
         self.state: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
+        self.counters = Counters()
+        if not memo:
+            self.counters.memo_off = "switched off"
+        # Victim searches already run, by their inputs (preemption/memo.py); ``None``: off.
+        self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
@@ -182,6 +192,10 @@ class Session:
             reason = getattr(plugin, "VETO_REASON", None)
             if isinstance(reason, str):
                 self._veto_reasons[name] = reason
+        undeclared = self.registry.memo_unsafe()
+        if undeclared and self.memo is not None:
+            object.__setattr__(self, "memo", None)
+            self.counters.memo_off = f"plugin {undeclared} does not declare {MEMO_SAFE_ATTRIBUTE}"
 
     def close(self) -> Decisions:
         for key, message in sorted(self.snapshot.inadmissible.items()):

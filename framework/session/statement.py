@@ -4,6 +4,12 @@ Every change a session makes to its accounting or to node room goes through
 a :class:`Statement` as an operation that knows its own inverse, so "take
 victims until it fits, then put back what is not needed" costs exactly the
 operations undone, and a rollback restores the accounting bit for bit.
+
+Epochs: a commit that keeps a change bumps the epoch of every queue tree whose
+usage it touched (by the root's index) and, if it touched node room, the node
+epoch. Between commits the state of a tree is therefore named by its epoch, which
+is what the session's search memo keys on (``preemption/memo.py``). A change
+later rolled back may still bump an epoch: a spurious bump only costs a memo miss.
 """
 
 from __future__ import annotations
@@ -26,7 +32,17 @@ Listener = Callable[[Workload, int | None], None]
 
 
 class Statement:
-    __slots__ = ("accounting", "on_admit", "on_evict", "ops", "placements")
+    __slots__ = (
+        "_nodes_touched",
+        "_touched",
+        "accounting",
+        "epochs",
+        "node_epoch",
+        "on_admit",
+        "on_evict",
+        "ops",
+        "placements",
+    )
 
     def __init__(
         self,
@@ -41,6 +57,10 @@ class Statement:
         self.ops: list[tuple[int, object, Mapping[str, int] | Mapping[FR, int]]] = []
         self.on_admit = on_admit
         self.on_evict = on_evict
+        self.epochs: dict[int, int] = {}  # root index -> commits that changed its tree
+        self.node_epoch = 0
+        self._touched: set[int] = set()
+        self._nodes_touched = False
 
     def checkpoint(self) -> int:
         return len(self.ops)
@@ -61,20 +81,38 @@ class Statement:
             else:
                 assert placements is not None
                 placements.take(target, amounts)  # type: ignore[arg-type]
+        if not ops:
+            # Back at the last commit: nothing touched is kept.
+            self._touched.clear()
+            self._nodes_touched = False
 
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot undo it."""
-        self.ops.clear()
+        if self.ops:
+            epochs = self.epochs
+            for root in self._touched:
+                epochs[root] = epochs.get(root, 0) + 1
+            if self._nodes_touched:
+                self.node_epoch += 1
+            self.ops.clear()
+        self._touched.clear()
+        self._nodes_touched = False
+
+    def epoch(self, leaf: QuotaNode) -> int:
+        """How many commits changed the usage of ``leaf``'s queue tree."""
+        return self.epochs.get(leaf.root.index, 0)
 
     # -- quota -------------------------------------------------------------
 
     def add_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
         self.accounting.add_all(leaf, usage)
         self.ops.append((_ADD, leaf, usage))
+        self._touched.add(leaf.root.index)
 
     def remove_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
         self.accounting.remove_all(leaf, usage)
         self.ops.append((_REMOVE, leaf, usage))
+        self._touched.add(leaf.root.index)
 
     # -- nodes -------------------------------------------------------------
 
@@ -82,11 +120,13 @@ class Statement:
         assert self.placements is not None
         self.placements.take(node, requests)
         self.ops.append((_TAKE, node, requests))
+        self._nodes_touched = True
 
     def give_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
         self.placements.give_back(node, requests)
         self.ops.append((_GIVE, node, requests))
+        self._nodes_touched = True
 
     # -- workloads ---------------------------------------------------------
 

@@ -35,6 +35,10 @@ from .search import FINAL, INITIAL, FairSearch
 from .shares import Shares, reported
 
 NAME = "fair-sharing"
+# The fair victim search reads only the preemptor's request, the accounting of its
+# queue tree, the victims chosen so far and the snapshot: a remembered search is
+# exact (hooks.py, SEARCH_HOOKS).
+MEMO_SAFE = True
 _STRATEGIES = ((FINAL, INITIAL), (FINAL,), (INITIAL,))
 
 

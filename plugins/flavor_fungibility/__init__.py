@@ -58,6 +58,7 @@ from .resume import CONTEXT_KEY, NAME, Config, context_entry, resume_at, state_o
 __all__ = [
     "BORROWING_OVER_PREEMPTION",
     "CONTEXT_KEY",
+    "MEMO_SAFE",
     "NAME",
     "PREEMPTION_OVER_BORROWING",
     "Config",
@@ -68,6 +69,7 @@ __all__ = [
     "stop_reason",
 ]
 
+MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
 PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
 _TRY_NEXT = "TryNextFlavor"

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from preemptd.framework import Candidate, QuotaNode, Scenario, Session, Workload
 
 __all__ = [
+    "MEMO_SAFE",
     "METHODS",
     "NAME",
     "PREEMPT",
@@ -66,6 +67,7 @@ __all__ = [
     "resolve_reclaim",
 ]
 
+MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 VETO_REASON = "MinRuntime"  # the pending reason the session reports for this plugin's vetoes
 # `preemptd explain` lists at most this many protected victims per preemptor; a
 # cluster with thousands of fresh workloads would otherwise bury the explanation.

@@ -228,10 +228,11 @@ def test_strict_turns_an_invalid_object_into_exit_2(tmp_path: Path, capsys: pyte
 
 
 def test_timings_lists_every_phase(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """--timings prints `timing <phase> <seconds>` for load, snapshot, each action and session."""
+    """--timings prints `timing <phase> <seconds>` for load, snapshot, each action and session
+    (then the session's counters, `count <name> <value>`)."""
     snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
     code, _, err = run(capsys, "cycle", snapshot, "--now", NOW, "--timings", "--output", "json")
-    rows = [line.split() for line in err.splitlines()]
+    rows = [line.split() for line in err.splitlines() if not line.startswith("count ")]
     expected = (0, ["load", "snapshot", "allocate", "preempt", "session"], {"timing"})
     assert expected == (code, [row[1] for row in rows], {row[0] for row in rows})
     assert all(float(row[2]) >= 0 for row in rows)
@@ -348,3 +349,23 @@ def test_explain_unknown_workload_exits_2(tmp_path: Path, capsys: pytest.Capture
     snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
     expected = (2, "", "preemptd: workload ml/ghost not found in the snapshot\n")
     assert expected == run(capsys, "explain", "ml/ghost", snapshot, "--now", NOW)
+
+
+def test_table_cells_show_input_text_as_it_is_and_on_its_own_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name holding a newline is written with an escape, on the row of its workload, and a
+    message naming the field ``requests[cpu]`` keeps its brackets (the table interprets no
+    markup); so does a name with brackets."""
+    bad = workload("bad\nname", "team", "1e4300")
+    objects = [flavor("default"), queue("team", "4"), bad, workload("w[cpu]", "team", "8")]
+    snapshot = write_snapshot(tmp_path / "s.yaml", objects)
+    code, out, _ = run(capsys, "cycle", snapshot, "--now", NOW)
+    rows = [line.split() for line in out.splitlines()]
+    first_cells = [row[0] for row in rows if row]
+    assert 0 == code
+    assert "ml/bad\\nname" in first_cells
+    assert "name" not in first_cells  # the part after the newline did not start a row
+    assert "ml/w[cpu]" in first_cells
+    bad_row = out.split("ml/bad\\nname", 1)[1]
+    assert "spec.podSets[0].requests[cpu]:" in bad_row.split()

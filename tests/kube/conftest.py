@@ -45,8 +45,12 @@ async def make_backend(server: ApiServer) -> AsyncIterator[BackendFactory]:
     """Start backends (each with its own client, like a daemon process); all stopped at the end."""
     started: list[tuple[KubernetesBackend, Kube]] = []
 
-    async def make(*, dry_run: bool = False, clock: Callable[[], int] = lambda: NOW_MS) -> KubernetesBackend:
+    async def make(
+        *, dry_run: bool = False, clock: Callable[[], int] = lambda: NOW_MS, events: str | None = None
+    ) -> KubernetesBackend:
         config = dataclasses.replace(Config(), backend=BackendConfig(kind="kubernetes"))
+        if events is not None:  # [daemon] events; the default unless given
+            config = dataclasses.replace(config, daemon=dataclasses.replace(config.daemon, events=events))
         plugins, problems = resolve_plugins(config)
         assert not problems
         client = client_for(server)

@@ -74,6 +74,20 @@ async def test_suspended_job_that_started_keeps_its_template_until_start_time_is
     assert "nodeSelector" not in patched["spec"]["template"]["spec"]
 
 
+async def test_a_suspended_job_that_never_started_may_be_re_placed_and_resumed_in_one_patch(server, kube) -> None:
+    """The rule is judged on the Job before the write (the Job strategy's
+    AllowMutableSchedulingDirectives: the old Job suspended and without startTime), so the same
+    patch may carry the new directives and ``suspend: false``; a Job that ran must have its
+    startTime cleared first."""
+    _put_job(server, suspend=True, started=True, node_selector={"gpu": "a100"})
+    resume = {"spec": {"suspend": False, "template": {"spec": {"nodeSelector": {"gpu": "h100"}}}}}
+    error = await _refused(kube, resume)
+    assert 422 == error.status and "spec.template" in error.message
+    await _patch(kube, {"status": {"startTime": None}}, subresource="status")
+    resumed = await _patch(kube, resume)
+    assert (False, {"gpu": "h100"}) == (resumed["spec"]["suspend"], resumed["spec"]["template"]["spec"]["nodeSelector"])
+
+
 async def test_start_time_of_a_running_job_cannot_be_cleared(server, kube) -> None:
     _put_job(server, suspend=False, started=True)
     error = await _refused(kube, {"status": {"startTime": None}}, subresource="status")

@@ -167,7 +167,7 @@ async def test_a_waiting_workload_status_and_event_are_written_when_the_meaning_
     """Preemptors wait while their victims' pods stop, cycle after cycle, the clock moving: each
     one's status and Event are written once. A message whose words differ but whose reason and
     victims are the same (victims in another order; other figures) is left as it is; a new set
-    of victims is written."""
+    of victims is written. (With every Event posted: by default a waiting reason has none.)"""
     _setup(server)
     now = [NOW_MS]
 
@@ -175,7 +175,7 @@ async def test_a_waiting_workload_status_and_event_are_written_when_the_meaning_
         now[0] += 7_000
         return now[0]
 
-    backend = await make_backend(clock=clock)
+    backend = await make_backend(clock=clock, events="all")
     for name in ("low-1", "low-2", "low-3", "low-4"):
         server.put("batch", "jobs", job(name, "team-a", {"cpu": "1"}, priority_class_name="low"))
     await step(backend, server, controllers)

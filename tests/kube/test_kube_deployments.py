@@ -16,7 +16,9 @@ from .cluster import (
     node,
     priority_class,
     queue,
+    settle,
     step,
+    until,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -129,3 +131,31 @@ async def test_sync_deployment_says_whether_the_deployment_matches_its_workload(
     llm, workload = current()
     server.fail(1, code=503, reason="ServiceUnavailable", when=lambda r: r.plural == "deployments")
     assert await sync_deployment(backend, {**llm, "spec": {**llm["spec"], "replicas": 1}}, workload) is False
+
+
+async def test_an_evicted_deployment_on_its_last_flavor_asks_for_its_users_placement(server, backend) -> None:
+    """Scaled to nothing with the flavor's node selector still in its template (its user's saved in
+    the annotation), a Deployment keeps a Workload that asks for the user's placement, not the
+    flavor's: created from it, and brought back to it while nothing is admitted."""
+    _setup(server)
+    evicted = deployment("llm", "serving", {"cpu": "1", "nvidia.com/gpu": "1"}, replicas=0)
+    evicted["metadata"]["annotations"] = {
+        DESIRED: "2",
+        "preemptd.io/original-template": '{"extra":{},"nodeSelector":{"zone":"z1"},"tolerations":[]}',
+    }
+    evicted["spec"]["template"]["spec"]["nodeSelector"] = {"zone": "z1", "gpu": "a100"}
+    server.put("apps", "deployments", evicted)
+    await until(lambda: server.get("preemptd.io", "workloads", "deployment-llm", "default") is not None,
+                what="the Workload")
+    workload = server.get("preemptd.io", "workloads", "deployment-llm", "default")
+    wanted = {"name": "main", "count": 2, "requests": {"cpu": "1", "nvidia.com/gpu": "1"},
+              "nodeSelector": {"zone": "z1"}}
+    assert wanted == workload["spec"]["podSets"][0]
+
+    server.put("preemptd.io", "workloads", {**workload, "spec": {**workload["spec"], "podSets": [
+        {**wanted, "nodeSelector": {"zone": "z1", "gpu": "a100"}}]}})
+    # The Workload's change drives its owner's sync, which brings the spec back.
+    await until(lambda: wanted == server.get("preemptd.io", "workloads", "deployment-llm", "default")["spec"][
+        "podSets"][0], what="the Workload's pod set back to the user's")
+    await settle(backend, server)
+    assert 0 == backend.writer.errors

@@ -20,6 +20,7 @@ from .cluster import (
     queue,
     settle,
     step,
+    until,
 )
 
 pytestmark = pytest.mark.asyncio
@@ -66,17 +67,18 @@ async def test_suspended_job_is_admitted_and_unsuspended_on_its_flavor(server, b
     assert {"zone": "z1", "gpu": "a100"} == template["spec"]["nodeSelector"]
     assert [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}] == template["spec"]["tolerations"]
     assert "job-train" == template["metadata"]["labels"]["preemptd.io/workload"]
-    assert ("Job", "Admitted") in {(k, r) for k, r, _ in events_for(server, "train")}
-    assert ("Workload", "Admitted") in {(k, r) for k, r, _ in events_for(server, "job-train")}
+    # A routine admission is in the Workload's conditions; by default it posts no Event.
+    assert [] == events_for(server, "train") + events_for(server, "job-train")
     queue_status = server.get("preemptd.io", "queues", "team-a")["status"]
     assert {"pendingWorkloads", "admittedWorkloads", "nominal", "usage"} <= set(queue_status)
 
 
-async def test_high_priority_job_preempts_and_the_victim_is_suspended_and_restored(
+async def test_high_priority_job_preempts_and_the_victim_is_suspended_with_its_original_saved(
     server, backend, controllers: Controllers
 ) -> None:
-    """The victim's Workload is Evicted/Preempted naming the preemptor; its Job is suspended with
-    its own template back; once its pods are gone the preemptor is admitted."""
+    """The victim's Workload is Evicted/Preempted naming the preemptor; its Job is suspended, its
+    template left on the flavor's nodes with the user's own saved beside it (given back at its next
+    admission); once its pods are gone the preemptor is admitted."""
     _setup(server, withinQueue="LowerPriority")
     server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"},
                                     priority_class_name="low", node_selector={"zone": "z1"}))
@@ -95,9 +97,9 @@ async def test_high_priority_job_preempts_and_the_victim_is_suspended_and_restor
     assert "default/job-high" in found["Preempted"]["message"]
     low = server.get("batch", "jobs", "low", "default")
     assert low["spec"]["suspend"] is True
-    assert {"zone": "z1"} == low["spec"]["template"]["spec"]["nodeSelector"]
-    assert "tolerations" not in low["spec"]["template"]["spec"]
-    assert ORIGINAL not in (low["metadata"].get("annotations") or {})
+    assert {"zone": "z1", "gpu": "a100"} == low["spec"]["template"]["spec"]["nodeSelector"]
+    assert {"nodeSelector": {"zone": "z1"}, "tolerations": [], "extra": {"parallelism": 1}} == json.loads(
+        low["metadata"]["annotations"][ORIGINAL])
     assert victim["status"]["admission"]  # the quota is held until the pods are gone
 
     report = await step(backend, server, controllers)
@@ -110,6 +112,9 @@ async def test_high_priority_job_preempts_and_the_victim_is_suspended_and_restor
     victim = server.get("preemptd.io", "workloads", "job-low", "default")
     assert "admission" not in victim["status"]
     assert "Pending" == victim["status"]["state"]
+    # Queued again asking for what its user wrote, not for the flavor it left.
+    assert {"zone": "z1"} == victim["spec"]["podSets"][0]["nodeSelector"]
+    assert "tolerations" not in victim["spec"]["podSets"][0]
     assert ["default/job-high"] == [a.workload for a in report.decisions.admitted]
     assert server.get("batch", "jobs", "high", "default")["spec"]["suspend"] is False
     assert_least_privilege(server)
@@ -164,29 +169,160 @@ async def test_job_created_running_is_suspended_until_admitted(server, backend) 
     assert "NoFit" == conditions(workload)["QuotaReserved"]["reason"]
 
 
-async def test_running_victim_on_a_labelled_flavor_is_suspended_before_its_template_is_restored(
+def _two_flavor_queue(server: ApiServer) -> None:
+    """Queue team-a with 4 GPUs on a100, then 4 on h100 (each flavor its own node label and taint)."""
+    for name in ("a100", "h100"):
+        server.put("preemptd.io", "resourceflavors", flavor(
+            name, {"gpu": name}, [{"key": "gpu", "operator": "Equal", "value": name, "effect": "NoSchedule"}]))
+        server.put("", "nodes", node(f"node-{name}", {"cpu": "16", "nvidia.com/gpu": "8"}, {"gpu": name, "zone": "z1"}))
+    two = queue("team-a", {"cpu": "8", "nvidia.com/gpu": "4"}, flavor_name="a100",
+                preemption={"withinQueue": "LowerPriority"})
+    (group,) = two["spec"]["resourceGroups"]
+    group["flavors"].append({**group["flavors"][0], "name": "h100"})
+    server.put("preemptd.io", "queues", two)
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("low", 10))
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("high", 1000))
+
+
+def _job_writes(server: ApiServer, since: int, name: str) -> list[tuple[str | None, str]]:
+    return [(r.subresource, r.verb) for r in server.requests[since:]
+            if r.plural == "jobs" and r.name == name and r.verb not in ("get", "list", "watch")]
+
+
+async def test_a_preempted_job_is_suspended_in_one_write_and_re_placed_when_admitted_again(
     server, backend, controllers: Controllers
 ) -> None:
-    """Suspend alone, then clear status.startTime, then give the template back: the order the Job
-    API allows. No write is refused, and the victim is suspended in the cycle that evicts it."""
+    """Preemption writes the Job once (suspend; its template stays on the old flavor, the user's
+    own saved). Admitted again on another flavor, the Job, still suspended, has status.startTime
+    cleared and then resumes on the new flavor's nodes in one patch, built from the saved original:
+    the order the Job API allows, with no write refused."""
+    await _preempt_low_then_free_h100(server, backend, controllers, fail_resume=False)
+
+
+async def test_a_refused_resume_after_start_time_is_cleared_is_finished_by_the_next_pass(
+    server, backend, controllers: Controllers
+) -> None:
+    """The resume patch of a re-placed Job fails (503) after its startTime was cleared: the owner is
+    driven again, and the Job runs on its new flavor; no admission is lost."""
+    backend.owners.first_retry = 0.02
+    await _preempt_low_then_free_h100(server, backend, controllers, fail_resume=True)
+
+
+async def _preempt_low_then_free_h100(
+    server: ApiServer, backend, controllers: Controllers, *, fail_resume: bool
+) -> None:
+    _two_flavor_queue(server)
+    server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="low",
+                                    node_selector={"zone": "z1"}))
+    await step(backend, server, controllers)
+    running = server.get("batch", "jobs", "low", "default")
+    assert running["status"]["startTime"]
+    assert {"zone": "z1", "gpu": "a100"} == running["spec"]["template"]["spec"]["nodeSelector"]
+    server.put("batch", "jobs", job("mid", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="high"))
+    await step(backend, server, controllers)
+    assert {"gpu": "h100"} == server.get("batch", "jobs", "mid", "default")["spec"]["template"]["spec"]["nodeSelector"]
+
+    since = len(server.requests)
+    server.put("batch", "jobs", job("high", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="high"))
+    report = await step(backend, server, controllers)
+    assert ["default/job-low"] == [p.workload for p in report.decisions.preempted]
+    assert [(None, "patch")] == _job_writes(server, since, "low")
+    low = server.get("batch", "jobs", "low", "default")
+    assert low["spec"]["suspend"] is True
+    assert {"zone": "z1", "gpu": "a100"} == low["spec"]["template"]["spec"]["nodeSelector"]
+    assert low["status"]["startTime"]
+    controllers.finish_terminating()
+    controllers.step()
+    await step(backend, server, controllers)  # eviction finished; high admitted on a100
+    assert server.get("batch", "jobs", "high", "default")["spec"]["suspend"] is False
+    assert [(None, "patch")] == _job_writes(server, since, "low")  # nothing more while it waits
+
+    mid = server.get("batch", "jobs", "mid", "default")
+    server.put("batch", "jobs", {**mid, "status": {**mid["status"], "conditions": [{"type": "Complete",
+                                                                                  "status": "True"}]}})
+    since = len(server.requests)
+    if fail_resume:
+        server.fail(1, code=503, reason="ServiceUnavailable",
+                    when=lambda r: r.plural == "jobs" and r.name == "low" and r.verb == "patch" and not r.subresource)
+    # mid's Workload finishes (its quota on h100 is free); low is admitted there.
+    admitted = [a.workload for _ in range(2) for a in (await step(backend, server, controllers)).decisions.admitted]
+    assert ["default/job-low"] == admitted
+    if fail_resume:
+        await until(lambda: server.get("batch", "jobs", "low", "default")["spec"]["suspend"] is False,
+                    what="the resume, driven again")
+        assert [("status", "patch"), (None, "patch"), (None, "patch")] == _job_writes(server, since, "low")
+        controllers.step()
+    else:
+        assert [("status", "patch"), (None, "patch")] == _job_writes(server, since, "low")
+        assert 0 == backend.writer.errors
+    low = server.get("batch", "jobs", "low", "default")
+    assert low["spec"]["suspend"] is False
+    assert {"zone": "z1", "gpu": "h100"} == low["spec"]["template"]["spec"]["nodeSelector"]
+    assert [{"key": "gpu", "operator": "Equal", "value": "h100", "effect": "NoSchedule"}] == low["spec"][
+        "template"]["spec"]["tolerations"]
+    assert {"nodeSelector": {"zone": "z1"}, "tolerations": [], "extra": {"parallelism": 1}} == json.loads(
+        low["metadata"]["annotations"][ORIGINAL])
+    assert ["node-h100"] == [p["spec"]["nodeName"] for p in controllers.pods_of(low)]
+
+
+async def test_a_preempted_job_admitted_again_on_the_same_flavor_is_only_resumed(
+    server, backend, controllers: Controllers
+) -> None:
+    """Its template already is on that flavor's nodes: one Job write (suspend: false), no status
+    write, two writes for the whole admission (Workload status, Job)."""
     _setup(server, withinQueue="LowerPriority")
     server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="low"))
     await step(backend, server, controllers)
-    running = server.get("batch", "jobs", "low", "default")
-    assert running["status"]["startTime"] and {"gpu": "a100"} == running["spec"]["template"]["spec"]["nodeSelector"]
-
-    since = len(server.requests)
     server.put("batch", "jobs", job("high", "team-a", {"cpu": "2", "nvidia.com/gpu": "2"}, priority_class_name="high"))
-    await step(backend, server)
-    writes = [(r.subresource, r.verb) for r in server.requests[since:]
-              if r.plural == "jobs" and r.name == "low" and r.verb != "get"]
-    assert [(None, "patch"), ("status", "patch"), (None, "patch")] == writes
-    assert 0 == backend.writer.errors
+    await step(backend, server, controllers)
+    controllers.finish_terminating()
+    controllers.step()
+    await step(backend, server, controllers)
+    high = server.get("batch", "jobs", "high", "default")
+    assert high["spec"]["suspend"] is False
+    server.put("batch", "jobs", {**high, "status": {**high["status"], "conditions": [{"type": "Complete",
+                                                                                    "status": "True"}]}})
+    since = len(server.requests)
+    report = await step(backend, server, controllers)
+    assert ["default/job-low"] == [a.workload for a in report.decisions.admitted]
+    writes = [(r.plural, r.subresource) for r in server.requests[since:]
+              if r.verb not in ("get", "list", "watch") and r.name in ("low", "job-low")]
+    assert [("workloads", "status"), ("jobs", None)] == writes
     low = server.get("batch", "jobs", "low", "default")
-    assert low["spec"]["suspend"] is True
-    assert "nodeSelector" not in low["spec"]["template"]["spec"]
-    assert "startTime" not in low["status"]
-    assert ORIGINAL not in (low["metadata"].get("annotations") or {})
+    assert low["spec"]["suspend"] is False
+    assert {"gpu": "a100"} == low["spec"]["template"]["spec"]["nodeSelector"]
+
+
+async def test_a_pending_job_waiting_on_its_last_flavor_asks_for_its_own_placement(server, backend) -> None:
+    """A suspended Job whose template still holds the flavor it was preempted from (its user's saved
+    in the annotation) keeps a Workload that asks for the user's node selector and tolerations."""
+    _setup(server)
+    user = {"key": "team", "operator": "Exists"}
+    saved = json.dumps({"nodeSelector": {"zone": "z1"}, "tolerations": [user], "extra": {"parallelism": 1}})
+    waiting = job("low", "team-a", {"cpu": "2"}, priority_class_name="low", node_selector={"zone": "z1"})
+    waiting["metadata"]["annotations"] = {ORIGINAL: saved}
+    template_spec = waiting["spec"]["template"]["spec"]
+    template_spec["nodeSelector"] = {"zone": "z1", "gpu": "a100"}
+    template_spec["tolerations"] = [user, {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    waiting["status"] = {"startTime": "2026-01-01T00:00:00Z"}
+    server.put("batch", "jobs", waiting)
+    await until(lambda: server.get("preemptd.io", "workloads", "job-low", "default") is not None,
+                what="the Workload")
+    created = server.get("preemptd.io", "workloads", "job-low", "default")
+    wanted = {"name": "main", "count": 1, "requests": {"cpu": "2"}, "nodeSelector": {"zone": "z1"},
+              "tolerations": [user]}
+    assert wanted == created["spec"]["podSets"][0]
+
+    # The same for a Workload queued again after its eviction: its spec is kept to the user's.
+    stale = {**created, "spec": {**created["spec"], "podSets": [{**wanted, "nodeSelector": {"zone": "z2"}}]}}
+    server.put("preemptd.io", "workloads", stale)
+    # The Workload's change drives its Job's sync, which brings the spec back.
+    await until(lambda: wanted == server.get("preemptd.io", "workloads", "job-low", "default")["spec"]["podSets"][0],
+                what="the Workload's pod set back to the user's")
+    await settle(backend, server)
+    assert 0 == backend.writer.errors
+    assert {"zone": "z1", "gpu": "a100"} == server.get("batch", "jobs", "low", "default")["spec"]["template"][
+        "spec"]["nodeSelector"]  # nothing to give back while it waits
 
 
 async def test_sync_job_says_whether_the_job_matches_its_workload(server, backend, controllers) -> None:

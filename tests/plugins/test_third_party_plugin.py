@@ -215,3 +215,15 @@ def test_victim_is_preempted_when_the_plugin_is_disabled(tmp_path: Path) -> None
         pending=[("ml/high", "PendingPreemption")],
     )
     assert expected == summarize(decisions)
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_the_example_plugin_declares_memo_safe_and_keeps_the_search_memo_on(tmp_path: Path) -> None:
+    """The example's veto depends only on the victim's namespace and its configuration, so it
+    declares MEMO_SAFE: with it enabled, `--timings` reports the search memo on."""
+    snapshot = tmp_path / "snapshot.yaml"
+    snapshot.write_text(SNAPSHOT, encoding="utf-8")
+    config = write_config(tmp_path, ENABLED)
+    output = preemptd("cycle", snapshot, "--config", config, "--now", NOW, "--timings", cwd=tmp_path)
+    memo = [line.split() for line in output.stderr.splitlines() if line.split()[:2] == ["count", "memo"]]
+    assert [["count", "memo", "on"]] == memo, output.stderr

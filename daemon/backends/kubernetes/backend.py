@@ -162,7 +162,9 @@ class KubernetesBackend:
                 label_selector=selector,
                 watch_timeout=watch_timeout,
             )
-        self._events = EventRecorder(kube, dry_run=dry_run, gate=gate)
+        self._events = EventRecorder(
+            kube, dry_run=dry_run, gate=gate, setting=lambda: self.config.daemon.events
+        )
         self._writer = Writer(
             kube, self.informers, concurrency=concurrency, dry_run=dry_run, on_conflict=self._conflict, gate=gate
         )

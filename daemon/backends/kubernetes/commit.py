@@ -6,8 +6,8 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    decision is one merge patch of the Workload's status subresource, carrying
    the resourceVersion of the Workload the session saw. Only after it succeeds is
    the Job or Deployment handed to the backend's owner reconciler, which makes
-   it match its Workload (unsuspend with the flavor's node selector; suspend and
-   restore; parallelism; replicas) and keeps trying, with a per-owner backoff,
+   it match its Workload (unsuspend with the flavor's node selector; suspend;
+   parallelism; replicas) and keeps trying, with a per-owner backoff,
    until it does. This is level-triggered: the Workload's admission is the
    desired state, so a commit cancelled between the two writes, a failed owner
    write, a crash or a restart leaves a Workload that says what was decided and
@@ -43,6 +43,12 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    ``QuotaReserved`` condition (and the Event that goes with it) is rewritten
    when the reason or the set of victims it waits for changes, not when only
    the wording of the message would: the message already written is kept.
+8. **Events say what is notable, once.** With the default ``events = "changes"``
+   a commit posts one Event per preemption, on the victim's Workload (naming the
+   preemptor and the reason), and a Warning when a workload becomes
+   Inadmissible; an admission or an ordinary pending reason is in the
+   Workload's conditions only. ``events = "all"`` adds those, and the admission
+   and preemption Events on the owner too (see ``events``).
 """
 
 from __future__ import annotations
@@ -300,7 +306,8 @@ class Committer:
             return await step()
 
     def _involved(self, workload: Obj) -> list[Obj]:
-        owner = self.owners(workload)
+        """Who hears of a decision: the Workload, and its owner too when every Event is wanted."""
+        owner = self.owners(workload) if self.events.everything else None
         return [workload] if owner is None else [workload, owner]
 
     async def _write_status(self, key: str, patch: Obj) -> Obj | None:
@@ -318,7 +325,7 @@ class Committer:
         counts = ", ".join(f"{ps.name}={ps.count}" for ps in admitted.pod_sets)
         message = f"Admitted by Queue {admitted.queue} to flavor(s) {', '.join(flavors)} ({counts})"
         for involved in self._involved(written):
-            self.events.record(involved, "Normal", "Admitted", message)
+            self.events.record(involved, "Normal", "Admitted", message, routine=True)
         await self.sync_owner(admitted.workload)
         return True
 
@@ -381,8 +388,11 @@ class Committer:
             return True
         written = await self._write_status(pending.workload, patch)
         if written is not None and "conditions" in patch["status"]:
-            kind = "Warning" if pending.reason == "Inadmissible" else "Normal"
-            self.events.record(written, kind, pending.reason, pending.message)
+            # Inadmissible needs the user (the workload cannot run as written); any other
+            # reason is the queue's ordinary waiting, told by the condition just written.
+            inadmissible = pending.reason == "Inadmissible"
+            kind = "Warning" if inadmissible else "Normal"
+            self.events.record(written, kind, pending.reason, pending.message, routine=not inadmissible)
         return written is not None
 
 

@@ -102,7 +102,7 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
         if written is None:
             return False
-        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
+        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
         return True
     if count > desired:
         lowered = await _lower_committed(cluster, workload, desired)

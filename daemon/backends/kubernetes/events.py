@@ -22,6 +22,19 @@ reason does not flood the namespace nor spend the API server's writes:
   is dropped and counted in ``dropped``.
 
 A repeat whose Event is gone (expired by the server's TTL) is written anew.
+
+Which Events are posted at all is the ``[daemon] events`` setting, read through
+``setting`` at each record so a reload applies at once:
+
+* ``"changes"`` (the default): only what is notable about a workload — its
+  preemption, a reason it cannot be admitted as written, a force delete. Each
+  is posted once, on the object it is about (a preemption on the victim's
+  Workload, never again on its Job). Routine steps — a Workload created,
+  admitted, its eviction finished, an ordinary pending reason — are recorded
+  with ``routine=True`` and dropped: the Workload's status conditions say them,
+  and each Event would be one more write per workload.
+* ``"all"``: routine Events too, and the admission and preemption Events on the
+  owner (Job, Deployment) as well as on its Workload.
 """
 
 from __future__ import annotations
@@ -88,9 +101,11 @@ class EventRecorder:
         refill: float = 300.0,
         remembered: int = 10_000,
         gate: Callable[[], bool] = lambda: True,
+        setting: Callable[[], str] = lambda: "changes",
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.kube = kube
+        self.setting = setting  # the [daemon] events setting, asked at each record
         self.dry_run = dry_run
         self.gate = gate  # asked before each write: a replica that does not lead says nothing
         self.concurrency = concurrency
@@ -116,8 +131,19 @@ class EventRecorder:
         """Every write sent: creates and patches."""
         return self.written + self.patched
 
-    def record(self, involved: Obj, kind: str, reason: str, message: str) -> None:
-        """Queue an Event about ``involved`` (``kind``: Normal or Warning); never blocks."""
+    @property
+    def everything(self) -> bool:
+        """Whether routine Events are posted too (``events = "all"``)."""
+        return self.setting() == "all"
+
+    def record(self, involved: Obj, kind: str, reason: str, message: str, *, routine: bool = False) -> None:
+        """Queue an Event about ``involved`` (``kind``: Normal or Warning); never blocks.
+
+        A ``routine`` Event (one the Workload's status already tells) is posted only
+        when the setting asks for every Event.
+        """
+        if routine and not self.everything:
+            return
         metadata = involved.get("metadata") or {}
         name = metadata.get("name")
         namespace = metadata.get("namespace") or "default"

@@ -11,21 +11,28 @@ from the template's ``priorityClassName``.
 =============================  ==========================================================
 Workload                       Job
 =============================  ==========================================================
-no quota                       suspended, with the user's template
+no quota                       suspended (a Job placed before keeps that flavor's
+                               directives, the user's saved beside them, until its
+                               next admission)
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
                                the committed count (lowered again when shrunk)
-evicted                        suspended first, then template and parallelism restored
-                               (see :func:`_stop`); once no pod runs any more, the
-                               Workload gives its quota back
+evicted                        suspended, parallelism restored, in one write (see
+                               :func:`_stop`); once no pod runs any more, the Workload
+                               gives its quota back. The template keeps the last
+                               flavor's directives until the next admission
 Job complete or failed         Workload ``Finished``: quota free
 =============================  ==========================================================
 
 The Job API allows a pod template's scheduling directives to change only while
-the Job is suspended and has never started, so a running Job is never suspended
-and re-placed in one write: it is suspended, its ``status.startTime`` cleared,
-and only then its template given back (the same order as Kueue's job
-reconciler). Each step that is already done is skipped, so a pass that stops
-half-way is finished by the next one.
+the Job is suspended and has never started (judged on the Job as it was before
+the write), so a running Job is never suspended and re-placed in one write. A
+preempted Job is only suspended; its directives change when it is admitted
+again, already suspended: ``status.startTime`` cleared (if it ran), then one
+patch with the new flavor's directives and ``suspend: false``. That is three
+writes per preemption (Workload evicted, Job suspended, quota given back) and
+at most three per admission (Workload admitted, ``startTime`` cleared for a Job
+that ran elsewhere, Job resumed). Each step that is already done is skipped, so
+a pass that stops half-way is finished by the next one.
 """
 
 from __future__ import annotations
@@ -128,7 +135,7 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
         if written is None:
             return False
-        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again")
+        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
         return True
     if suspended:
         return await _start(cluster, owner, workload, count)
@@ -193,49 +200,36 @@ def _suspend_patch(job: Obj) -> Obj:
 
 
 async def _stop(cluster: Cluster, owner: Owner) -> Obj | None:
-    """Suspend the Job, then give the user's template back; the Job as it ends, None if refused.
+    """Suspend the Job, in one write; the Job as it ends, None if refused.
 
-    In this order, as the Job API requires: the suspension alone first (with the
-    original parallelism, which may change at any time), then ``startTime``
-    cleared, then the scheduling directives restored and the saved original
-    dropped. Each step is skipped when already done, so an interrupted stop is
-    finished by the next pass; a Job whose template needs no change is stopped
-    in one write.
+    The suspension carries the original parallelism (which may change at any
+    time) but not the original template: the scheduling directives may change
+    only once ``status.startTime`` is cleared, which costs a write of its own, and
+    the pods are going anyway. They are given back when they are next needed:
+    :func:`_start` writes the next flavor's directives, from the saved original,
+    in the very patch that resumes the Job (``startTime`` cleared just before,
+    if the Job ran). So the saved original stays in its annotation while the Job
+    waits, and the Workload's pod set is read from it (``owners.user_template``),
+    not from the last flavor's directives. A Job deleted or finished while it
+    waits needs nothing back. Only a Job whose template holds nothing of a
+    flavor drops the saved original here, in the same write.
     """
     job = owner.obj
+    spec_now = job.get("spec") or {}
     saved = ORIGINAL_TEMPLATE_ANNOTATION in annotations_of(job)
     restore = Placement.of(job)
-    template_spec = restore_patch(job, restore) if saved else None
-    spec_now = job.get("spec") or {}
     parallelism = restore.extra.get("parallelism") if saved else None
     if not isinstance(parallelism, int) or parallelism == spec_now.get("parallelism"):
         parallelism = None
-    if not spec_now.get("suspend"):
-        patch = _suspend_patch(job)
-        if parallelism is not None:
-            patch["spec"]["parallelism"] = parallelism
-            parallelism = None
-        if saved and template_spec is None:
-            patch["metadata"]["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: None}
-            saved = False
-        suspended = await cluster.writer.patch(JOBS, owner.name, owner.namespace, patch)
-        if suspended is None:
-            return None
-        job = suspended
-    if not saved:
-        return job
-    metadata: Obj = {"annotations": {ORIGINAL_TEMPLATE_ANNOTATION: None}}
-    spec: Obj = {}
+    patch = _suspend_patch(job)
+    if spec_now.get("suspend"):
+        del patch["spec"]["suspend"]
     if parallelism is not None:
-        spec["parallelism"] = parallelism
-    if template_spec is not None:
-        mutable = await _directives_mutable(cluster, job)
-        if mutable is None:
-            return None
-        job = mutable
-        spec["template"] = {"spec": template_spec}
-    metadata["resourceVersion"] = version_of(job)
-    restored: Obj = {"metadata": metadata}
-    if spec:
-        restored["spec"] = spec
-    return await cluster.writer.patch(JOBS, owner.name, owner.namespace, restored)
+        patch["spec"]["parallelism"] = parallelism
+    if saved and restore_patch(job, restore) is None:
+        patch["metadata"]["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: None}
+    if not patch["spec"] and "annotations" not in patch["metadata"]:
+        return job
+    if not patch["spec"]:
+        del patch["spec"]
+    return await cluster.writer.patch(JOBS, owner.name, owner.namespace, patch)

@@ -38,6 +38,7 @@ __all__ = [
     "placement_patch",
     "restore_patch",
     "update_workload_spec",
+    "user_template",
     "version_of",
 ]
 
@@ -80,8 +81,7 @@ async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_cou
     True when done (created, or nothing to create until the owner changes); False
     when the create was refused and must be tried again.
     """
-    spec = owner.obj.get("spec") or {}
-    template = spec.get("template")
+    template = user_template(owner.obj)
     pod_set, problem = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
     if pod_set is None:
         cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
@@ -94,7 +94,7 @@ async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_cou
     created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
-        cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message)
+        cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message, routine=True)
     return created is not None
 
 
@@ -121,7 +121,7 @@ async def update_workload_spec(
         if pod_sets and isinstance(pod_sets[0], dict) and pod_sets[0].get("count") != count:
             changes["podSets"] = [{**pod_sets[0], "count": count}, *pod_sets[1:]]
     else:
-        template = (owner.obj.get("spec") or {}).get("template")
+        template = user_template(owner.obj)
         pod_set, _ = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
         if pod_set is not None and pod_sets != [pod_set]:
             changes["podSets"] = [pod_set]
@@ -153,8 +153,9 @@ class Placement:
     """Where the owner's pods ran before preemptd placed them, kept in an annotation.
 
     Admission adds the flavors' node selector and tolerations to the pod template;
-    the original is saved first, so that preemption (or a new flavor) restores
-    exactly what the user wrote.
+    the original is saved first, so that the next admission (on another flavor,
+    after a preemption) places the pods from exactly what the user wrote, and so
+    that the Workload asks for it meanwhile (:func:`user_template`).
     """
 
     __slots__ = ("extra", "node_selector", "tolerations")
@@ -181,6 +182,30 @@ class Placement:
     def dumps(self) -> str:
         data = {"nodeSelector": self.node_selector, "tolerations": self.tolerations, "extra": self.extra}
         return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def user_template(owner: Obj) -> Any:
+    """The owner's pod template as its user wrote it: what its Workload's pod set asks for.
+
+    While the original placement is saved (an owner placed on a flavor and not yet
+    placed again, such as a preempted Job that stays on its last flavor's nodes
+    until it is admitted anew), the template's node selector and tolerations are
+    the flavor's, not the user's; the saved ones stand in for them, so the
+    Workload never asks for the nodes of a flavor it no longer holds.
+    """
+    template = (owner.get("spec") or {}).get("template")
+    if ORIGINAL_TEMPLATE_ANNOTATION not in annotations_of(owner) or not isinstance(template, dict):
+        return template
+    spec = template.get("spec")
+    if not isinstance(spec, dict):
+        return template
+    original = Placement.of(owner)
+    spec = {k: v for k, v in spec.items() if k not in ("nodeSelector", "tolerations")}
+    if original.node_selector:
+        spec["nodeSelector"] = dict(original.node_selector)
+    if original.tolerations:
+        spec["tolerations"] = list(original.tolerations)
+    return {**template, "spec": spec}
 
 
 def _template_spec(owner: Obj) -> dict[str, Any]:

@@ -12,6 +12,10 @@ if TYPE_CHECKING:
 
 NAME = "protect-namespace"  # the entry point's name in pyproject.toml
 
+# The answer depends only on the victim's namespace and this plugin's configuration,
+# so a session may remember victim searches while this plugin is enabled.
+MEMO_SAFE = True
+
 
 @dataclass(frozen=True)
 class Config:
