@@ -24,7 +24,16 @@ from rich.console import Console
 from preemptd import __version__
 
 from . import report
-from .backends.files import Document, LoadError, apply_decisions, load_files, write_documents
+from .backends.files import (
+    Document,
+    Loaded,
+    LoadError,
+    apply_decisions,
+    hold_collection,
+    load_files,
+    settle_collection,
+    write_documents,
+)
 from .config import Config, ConfigError, ConfigProblem, read_config
 from .plugins import Plugins, describe_failure, resolve_plugins
 
@@ -160,7 +169,7 @@ def _now(text: str | None) -> int:
 @dataclass(slots=True)
 class _Run:
     config: Config
-    documents: list[tuple[str, Document]]
+    documents: Loaded  # only the texts, kept for --apply
     inventory: Inventory
     decisions: Decisions
     counters: dict[str, int | str]
@@ -173,17 +182,23 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     """
     config, plugins = _setup(args.config)
     now = _now(args.now)
-    started = time.perf_counter()
-    documents = load_files(args.snapshots)
-    inventory = parse_objects(documents)
-    timings["load"] = time.perf_counter() - started
-    _errors(map(str, inventory.problems))
-    _errors(f"warning: {warning}" for warning in inventory.warnings)
-    if strict and inventory.problems:
-        raise StrictError
-    started = time.perf_counter()
-    snapshot = Snapshot.build(inventory, now=now)
-    timings["snapshot"] = time.perf_counter() - started
+    hold_collection()
+    try:
+        started = time.perf_counter()
+        keep_text = getattr(args, "apply", None) is not None
+        documents = load_files(args.snapshots, typed=True, keep_text=keep_text)
+        inventory = parse_objects(documents)
+        documents.forget()  # the parsed dicts; --apply reads the kept texts again
+        timings["load"] = time.perf_counter() - started
+        _errors(map(str, inventory.problems))
+        _errors(f"warning: {warning}" for warning in inventory.warnings)
+        if strict and inventory.problems:
+            raise StrictError
+        started = time.perf_counter()
+        snapshot = Snapshot.build(inventory, now=now)
+        timings["snapshot"] = time.perf_counter() - started
+    finally:
+        settle_collection()
     registry = plugins.registry()
     # run_session reports inventory.inadmissible (carried by the snapshot) as pending
     # Inadmissible itself; nothing is added here.
@@ -217,7 +232,7 @@ def _cycle(args: argparse.Namespace) -> int:
     run = _run(args, timings, strict=args.strict)
     if args.apply is not None:
         # Written before anything is printed: a failed write leaves no half result.
-        committed = apply_decisions([document for _, document in run.documents], run.decisions)
+        committed = apply_decisions(run.documents.again(), run.decisions)
         try:
             write_documents(args.apply, committed)
         except OSError as exc:
@@ -358,7 +373,7 @@ def _live_run(args: argparse.Namespace) -> _Run:
     snapshot = Snapshot.build(inventory, now=_now(args.now))
     registry = plugins.registry()
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
-    return _Run(config, [], inventory, decisions, {})
+    return _Run(config, Loaded([]), inventory, decisions, {})
 
 
 async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:

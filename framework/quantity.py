@@ -61,12 +61,34 @@ class QuantityError(ValueError):
     """A quantity, duration or timestamp that cannot be parsed."""
 
 
+# Memos of the texts already parsed: a cluster repeats a handful of quantities ("8", "16Gi")
+# and timestamps hundreds of thousands of times. Only successes are kept (an error is raised
+# afresh, with its own message); a memo that grows past its bound is emptied, so a stream
+# of distinct texts costs no more than parsing them.
+_MEMO_BOUND = 65_536
+_QUANTITIES: dict[tuple[str, bool], int] = {}
+_TIMESTAMPS: dict[str, int] = {}
+
+
 def parse_quantity(value: object, resource: str = "") -> int:
     """Parse a Kubernetes quantity for ``resource`` into an integer amount.
 
     Raises :class:`QuantityError` for malformed, negative, non-finite or
     too large values (see the module docstring for the bound).
     """
+    if type(value) is not str:
+        return _parse_quantity(value, resource)
+    key = (value, resource in MILLI_RESOURCES)
+    found = _QUANTITIES.get(key)
+    if found is None:
+        found = _parse_quantity(value, resource)
+        if len(_QUANTITIES) >= _MEMO_BOUND:
+            _QUANTITIES.clear()
+        _QUANTITIES[key] = found
+    return found
+
+
+def _parse_quantity(value: object, resource: str) -> int:
     exponent = 0  # a power of ten applied to ``number``
     factor = 1  # a binary suffix's power of two
     if isinstance(value, bool):
@@ -254,6 +276,18 @@ _LATEST_MS = (
 
 def parse_timestamp(value: object) -> int:
     """Parse an RFC 3339 timestamp into milliseconds since the epoch (UTC)."""
+    if type(value) is not str:
+        return _parse_timestamp(value)
+    found = _TIMESTAMPS.get(value)
+    if found is None:
+        found = _parse_timestamp(value)
+        if len(_TIMESTAMPS) >= _MEMO_BOUND:
+            _TIMESTAMPS.clear()
+        _TIMESTAMPS[value] = found
+    return found
+
+
+def _parse_timestamp(value: object) -> int:
     if isinstance(value, _dt.datetime):
         moment = value
     elif isinstance(value, str):

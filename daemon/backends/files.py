@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import gc
 import json
 import os
 import re
@@ -65,20 +66,24 @@ from preemptd.framework.model import (
     FORCE_DELETE_ANNOTATION,
 )
 from preemptd.framework.objects import StrayDocument, escape
+from preemptd.framework.objects.typed import RawItems, decode_items, decode_json
 from preemptd.framework.quantity import format_timestamp
 
 __all__ = [
     "SNAPSHOT_SUFFIXES",
     "Document",
     "LoadError",
+    "Loaded",
     "apply_decisions",
     "dump_documents",
+    "hold_collection",
     "load_files",
     "parse_text",
+    "settle_collection",
     "write_documents",
 ]
 
-Document = dict[str, Any] | list[Any] | StrayDocument
+Document = dict[str, Any] | list[Any] | StrayDocument | RawItems
 
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "<stdin>"  # how problems name the file read from "-"
@@ -100,13 +105,6 @@ def _construct_int(loader: Any, node: Any) -> int | str:
     return value
 
 
-def _json_int(text: str) -> int | str:
-    try:
-        return int(text)
-    except ValueError:
-        return text
-
-
 _Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
@@ -126,12 +124,69 @@ class LoadError(Exception):
         super().__init__("\n".join(self.messages))
 
 
-def load_files(paths: Iterable[str | Path]) -> list[tuple[str, Document]]:
+def hold_collection() -> None:
+    """Pause the cyclic garbage collector while a snapshot is loaded and built.
+
+    Loading creates millions of objects and frees almost none, so every collection it
+    would trigger walks the whole growing heap for nothing (it was about half of the load
+    of a large cluster). Reference counting still frees everything that is dropped.
+    Pair it with :func:`settle_collection`.
+    """
+    gc.disable()
+
+
+def settle_collection() -> None:
+    """Resume the collector after loading, with everything loaded so far frozen.
+
+    The snapshot lives until the process ends; frozen, it is never walked again by the
+    collections that the session's own garbage triggers.
+    """
+    gc.freeze()
+    gc.enable()
+
+
+class Loaded(list[tuple[str, Document]]):
+    """What :func:`load_files` read: ``(file, document)`` pairs, and the files' texts.
+
+    The parsed documents are large (a dict per object, about 2 KB per Pod); once the
+    objects are read into the model nobody needs them, except ``--apply``, which writes
+    them back. So a caller that will write them back asks :func:`load_files` to keep
+    the texts (``keep_text``), drops the documents with :meth:`forget` and reads them
+    again with :meth:`again`: the same text parses into the same documents.
+    """
+
+    def __init__(
+        self, documents: Iterable[tuple[str, Document]], texts: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        super().__init__(documents)
+        self.texts = list(texts)
+
+    def forget(self) -> Loaded:
+        """Drop the parsed documents (the texts stay); returns itself."""
+        self.clear()
+        return self
+
+    def again(self) -> list[Document]:
+        """The documents of the kept texts, parsed anew, in file and document order."""
+        return [
+            document
+            for path, text in self.texts
+            for document in parse_text(text, json_only=path.endswith(".json"))
+        ]
+
+
+def load_files(
+    paths: Iterable[str | Path], *, typed: bool = False, keep_text: bool = False
+) -> Loaded:
     """Every document of every file, in file order then document order.
 
     Reads every file before failing, so one :class:`LoadError` names all bad files.
+    ``typed`` is :func:`parse_text`'s: for a caller that only hands the documents to
+    :func:`~preemptd.framework.objects.parse_objects`. With ``keep_text``, each file's
+    text is kept too (see :class:`Loaded`).
     """
     documents: list[tuple[str, Document]] = []
+    texts: list[tuple[str, str]] = []
     errors: list[str] = []
     for path in _expand(paths, errors):
         shown = escape(path)  # messages are one line each, whatever the file is called
@@ -147,14 +202,16 @@ def load_files(paths: Iterable[str | Path]) -> list[tuple[str, Document]]:
             errors.append(f"{shown}: not YAML or JSON: not UTF-8 text")
             continue
         try:
-            found = parse_text(text, json_only=path.endswith(".json"))
+            found = parse_text(text, json_only=path.endswith(".json"), typed=typed)
         except ValueError as exc:
             errors.append(f"{shown}{escape(str(exc))}")
             continue
         documents.extend((path, document) for document in found)
+        if keep_text:
+            texts.append((path, text))
     if errors:
         raise LoadError(errors, documents)
-    return documents
+    return Loaded(documents, texts)
 
 
 def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
@@ -174,7 +231,7 @@ def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
     return files
 
 
-def parse_text(text: str, *, json_only: bool = False) -> list[Document]:
+def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> list[Document]:
     """The documents of one file's text: objects, lists of objects or ``kind: List``.
 
     Lists are not flattened here: :func:`~preemptd.framework.objects.parse_objects`
@@ -182,11 +239,16 @@ def parse_text(text: str, *, json_only: bool = False) -> list[Document]:
     isolated, and ``--apply`` writes each document back in its own shape.
     Raises ``ValueError`` whose message starts with ``:line:column`` or ``:`` so
     that the caller can put the file name in front of it.
+
+    With ``typed``, a JSON list of objects (or ``kind: List``) is passed on as
+    :class:`~preemptd.framework.objects.typed.RawItems`, its objects still text, for
+    the typed decoding of :mod:`preemptd.framework.objects`; only reading for the model
+    asks for that (``--apply`` and the simulator want the documents themselves).
     """
     documents: list[Any]
     if json_only or text.lstrip().startswith(("{", "[")):
         try:
-            documents = [json.loads(text, parse_int=_json_int)]
+            documents = [decode_items(text) if typed else decode_json(text)]
         except json.JSONDecodeError as exc:
             if json_only:
                 raise ValueError(f":{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from None
@@ -198,7 +260,7 @@ def parse_text(text: str, *, json_only: bool = False) -> list[Document]:
     found: list[Document] = []
     strays: list[StrayDocument] = []
     for number, document in enumerate(documents, start=1):
-        if isinstance(document, dict | list):
+        if isinstance(document, dict | list | RawItems):
             found.append(document)
         elif document is not None:
             # Plain text is a valid YAML document: one string. Nobody means that.

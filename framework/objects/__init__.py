@@ -31,8 +31,9 @@ from .fields import (
     escape,
     shown,
 )
-from .nodes import parse_flavor, parse_node, parse_pod
+from .nodes import parse_flavor, parse_node
 from .queues import build_queue_tree, parse_queue
+from .typed import RawItems, decode_json, pod_entry, read_pod
 from .workloads import parse_priority_class, parse_workload
 
 __all__ = [
@@ -118,7 +119,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         default_priority=default_classes[0].value if default_classes else 0,
     )
     nodes = _parse_all(by_kind["Node"], guarded(parse_node))
-    pods = _parse_all(by_kind["Pod"], guarded(parse_pod))
+    pods = _parse_all(by_kind["Pod"], guarded(read_pod))
     queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
     tree, cycle_problems = build_queue_tree(queues)
     workloads = _parse_all(
@@ -288,6 +289,9 @@ class _Intake:
                 )
             )
             return
+        if isinstance(document, RawItems):
+            self._raw_items(file, document)
+            return
         if isinstance(document, list):  # a JSON file holding a list of objects
             for index, item in enumerate(document):
                 self.object(file, item, at_index("", index))
@@ -354,6 +358,22 @@ class _Intake:
             )
             return
         self.entries.append(Entry(file, kind, namespace, name, obj))
+
+    def _raw_items(self, file: str, document: RawItems) -> None:
+        """Items left as JSON text: a plain Pod is taken typed, any other item decoded and
+        read like the items of a parsed list (the same checks, the same paths)."""
+        in_list = bool(document.at)
+        for index, raw in enumerate(document.take()):
+            entry = pod_entry(file, raw)
+            if entry is not None:
+                self.entries.append(entry)
+                continue
+            item = decode_json(bytes(raw))
+            at = at_index(document.at, index)
+            if item is None and in_list:
+                self.problems.append(Problem(file, "", at, "empty list item"))
+            else:
+                self.object(file, item, at)
 
     def _list(self, file: str, obj: Mapping[str, Any], kind: str, at: str) -> None:
         items = obj.get("items")

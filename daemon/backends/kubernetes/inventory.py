@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 from preemptd.framework.model import Flavor, Node, Pod
 from preemptd.framework.objects import Inventory, guarded
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
-from preemptd.framework.objects.nodes import parse_flavor, parse_node, parse_pod
+from preemptd.framework.objects.nodes import parse_flavor, parse_node
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
+from preemptd.framework.objects.typed import read_pod
 from preemptd.framework.objects.workloads import parse_priority_class, parse_workload
 
 from .client import Obj
@@ -106,7 +107,7 @@ class ClusterInventory:
                 self._workload_objects[key] = obj
             self._stale_workloads.add(key)
         elif kind == "Pod":
-            self._read_one(entry, deleted, parse_pod, self._inventory.pods)
+            self._read_one(entry, deleted, read_pod, self._inventory.pods)
         elif kind == "Node":
             self._read_one(entry, deleted, parse_node, self._inventory.nodes)
 

@@ -1,0 +1,327 @@
+"""Typed decoding: the common, valid object read in one step (private to :mod:`objects`).
+
+Most objects of a large cluster are Pods written by a controller, all alike and all
+valid. For them the located-field walker (:mod:`fields`) does far more than needed: it
+builds a path string for every field it reads in case it has to report one. Here such an
+object is converted by msgspec into a typed record (a Struct per section, unknown fields
+ignored as the walker ignores them), then the few checks the types cannot express are
+made (integer range, quantities, timestamps, non-empty keys).
+
+The fast reader never reports anything: it returns ``None`` for an object it is not sure
+about (a field of an unexpected type, a malformed quantity, anything), and the walker
+reads that object instead, so every located error is exactly the walker's. On what it
+accepts, its record equals the walker's (``tests/framework/test_typed_decoding.py``
+holds the two readers to that over the examples, the bad-input corpus and the generated
+clusters).
+
+Repeated texts are shared: namespaces, node names and label keys and values are
+interned, and identical request maps and label maps are one object, which is most of
+the memory a Pod record takes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from ..model import (
+    DELETION_COST_ANNOTATION,
+    FORCE_DELETE_ANNOTATION,
+    WORKLOAD_LABEL,
+    FrozenDict,
+    Pod,
+)
+from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
+from .fields import Entry, Problem
+from .nodes import parse_pod
+
+__all__ = ["RawItems", "RawObject", "decode_items", "decode_json", "fast_pod", "pod_entry", "read_pod"]
+
+_intern = sys.intern
+
+
+class _Requests(msgspec.Struct):
+    requests: dict[str, Any] | None = None
+
+
+class _Container(msgspec.Struct):
+    resources: _Requests | None = None
+
+
+class _PodMeta(msgspec.Struct):
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    creationTimestamp: Any = None
+    deletionTimestamp: Any = None
+
+
+class _PodSpec(msgspec.Struct):
+    nodeName: str | None = None
+    priority: int | None = None
+    containers: list[_Container] | None = None
+    initContainers: list[_Container] | None = None
+
+
+class _PodStatus(msgspec.Struct):
+    phase: str | None = None
+
+
+class _PodDoc(msgspec.Struct):
+    metadata: _PodMeta | None = None
+    spec: _PodSpec | None = None
+    status: _PodStatus | None = None
+
+
+class _NotPlain(Exception):
+    """The object needs the walker (a check below failed)."""
+
+
+# One shared record per distinct map: pods of one workload carry the same requests and
+# the same labels, so a cluster of 100k pods holds a few thousand distinct maps.
+_SHARED_BOUND = 65_536
+_SHARED: dict[tuple[tuple[str, Any], ...], FrozenDict[str, Any]] = {}
+
+
+def _shared(items: list[tuple[str, Any]]) -> FrozenDict[str, Any]:
+    key = tuple(items)
+    found = _SHARED.get(key)
+    if found is None:
+        if len(_SHARED) >= _SHARED_BOUND:
+            _SHARED.clear()
+        found = _SHARED[key] = FrozenDict(items)
+    return found
+
+
+def _strings(mapping: dict[str, str] | None) -> list[tuple[str, str]]:
+    """A label or annotation map, sorted and interned, as ``Fields.string_map`` reads it."""
+    if not mapping:
+        return []
+    items = sorted(mapping.items())
+    if not items[0][0]:
+        raise _NotPlain  # an empty key sorts first
+    return [(_intern(key), _intern(value)) for key, value in items]
+
+
+def _requests(containers: list[_Container] | None, total: dict[str, int], *, init: bool) -> None:
+    for container in containers or ():
+        resources = container.resources
+        requests = resources.requests if resources is not None else None
+        for resource, value in (requests or {}).items():
+            if not resource:
+                raise _NotPlain
+            amount = parse_quantity(value, resource)
+            if not amount:
+                continue  # drop_zero, as the walker reads container requests
+            if init:
+                total[resource] = max(total.get(resource, 0), amount)
+            else:
+                total[resource] = total.get(resource, 0) + amount
+
+
+def read_pod(entry: Entry) -> tuple[Pod, list[Problem]]:
+    """A Pod read the fast way when it is plain, else by the walker (with its problems)."""
+    pod = fast_pod(entry)
+    return (pod, []) if pod is not None else parse_pod(entry)
+
+
+def fast_pod(entry: Entry) -> Pod | None:
+    """The Pod record of a plain, valid Pod object; ``None`` when the walker must read it."""
+    body = entry.body
+    if type(body) is RawObject:
+        return body.pod
+    try:
+        doc = msgspec.convert(body, _PodDoc)
+    except msgspec.ValidationError:
+        return None
+    return _pod_of(entry.file, entry.namespace, entry.name, doc)
+
+
+def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem) -> Pod | None:
+    try:
+        metadata = doc.metadata or _PodMeta()
+        spec = doc.spec or _PodSpec()
+        labels = _strings(metadata.labels)
+        annotations = dict(_strings(metadata.annotations))
+        deletion_cost = 0
+        if DELETION_COST_ANNOTATION in annotations:
+            text = annotations[DELETION_COST_ANNOTATION]
+            if not (text.isascii() and text.isdigit()) or len(text) >= 19:
+                raise _NotPlain  # signs, blanks, large values: the walker decides
+            deletion_cost = int(text)
+        priority = spec.priority
+        if priority is not None and not -MAX_AMOUNT - 1 <= priority <= MAX_AMOUNT:
+            raise _NotPlain
+        total: dict[str, int] = {}
+        _requests(spec.containers, total, init=False)
+        _requests(spec.initContainers, total, init=True)
+        created = metadata.creationTimestamp
+        created_ms = parse_timestamp(created) if created is not None else 0
+    except (QuantityError, _NotPlain):
+        return None
+    namespace = _intern(namespace or "default")
+    node_name = _intern(spec.nodeName) if spec.nodeName else None
+    phase = doc.status.phase if doc.status is not None else None
+    workload_name = metadata.labels.get(WORKLOAD_LABEL) if metadata.labels else None
+    return Pod(
+        namespace=namespace,
+        name=name,
+        requests=_shared(sorted(total.items())),
+        node_name=node_name,
+        workload=_intern(f"{namespace}/{workload_name}") if workload_name else None,
+        priority=priority,
+        created=created_ms or 0,
+        deleting=metadata.deletionTimestamp is not None,
+        force_delete=annotations.get(FORCE_DELETE_ANNOTATION) == "true",
+        deletion_cost=deletion_cost,
+        phase=_intern(phase) if phase else ("Running" if node_name else "Pending"),
+        labels=_shared(labels),
+        source=file,
+    )
+
+
+# --- straight from JSON text ---------------------------------------------------------
+
+
+def _json_int(text: str) -> int | str:
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def decode_json(text: str | bytes) -> Any:
+    """One JSON value: msgspec's decoder, else the standard one for its exact answer.
+
+    msgspec reads a valid document into the same values as ``json.loads`` in a fraction
+    of the time. Whatever it refuses (malformed text, ``NaN``, an integer of thousands of
+    digits, a lone surrogate) goes to ``json.loads``, which either reads it the way the
+    files backend always has (an integer too long to convert stays text) or raises the
+    error that is reported.
+    """
+    try:
+        return msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return json.loads(text, parse_int=_json_int)
+
+
+class _Envelope(msgspec.Struct):
+    """A ``kind: ...List`` document, its items left undecoded."""
+
+    kind: str
+    items: list[msgspec.Raw]
+
+
+class _PodItemMeta(_PodMeta):
+    name: Any = None
+    namespace: Any = None
+
+
+class _PodItem(msgspec.Struct):
+    kind: Any = None
+    apiVersion: Any = None
+    metadata: _PodItemMeta | None = None
+    spec: _PodSpec | None = None
+    status: _PodStatus | None = None
+
+
+_POD_ITEM = msgspec.json.Decoder(_PodItem)
+
+
+@dataclass(frozen=True, slots=True)
+class RawItems:
+    """The objects of a JSON list document, each still its text.
+
+    ``at`` is where the list is in the document: ``""`` for a top-level list,
+    ``"items"`` for a ``kind: List``. See :func:`decode_items`. The items are read
+    once: :meth:`take` hands them over and lets go of them, so that the file's text
+    they point into is freed as soon as the objects are read.
+    """
+
+    at: str
+    items: list[msgspec.Raw]
+
+    def take(self) -> list[msgspec.Raw]:
+        items = self.items[:]
+        self.items.clear()
+        return items
+
+
+def decode_items(text: str) -> Any:
+    """A JSON document whose objects are left as text when it is a list of them.
+
+    A top-level list, or a ``kind: ...List`` with an ``items`` list, becomes
+    :class:`RawItems`; anything else is decoded whole by :func:`decode_json`. The
+    intake (``objects._Intake``) reads a plain Pod item as a typed record without ever
+    building its dict, and decodes every other item with :func:`decode_json`.
+    """
+    try:
+        found = msgspec.json.decode(text, type=list[msgspec.Raw] | _Envelope)
+    except (msgspec.DecodeError, RecursionError):
+        return decode_json(text)
+    if isinstance(found, list):
+        return RawItems("", found)
+    if found.kind and found.kind.endswith("List"):
+        return RawItems("items", found.items)
+    return decode_json(text)
+
+
+class RawObject(Mapping[str, Any]):
+    """An object kept as its JSON text, with its record when it was plain (``pod``);
+    read as a mapping, it is decoded on first use (by the walker, when it was not)."""
+
+    __slots__ = ("_decoded", "pod", "raw")
+
+    def __init__(self, raw: msgspec.Raw | None, pod: Pod | None) -> None:
+        self.raw = raw  # None once the record is read: nothing will decode it
+        self.pod = pod
+        self._decoded: dict[str, Any] | None = None
+
+    def _mapping(self) -> dict[str, Any]:
+        if self._decoded is None:
+            value = decode_json(bytes(self.raw)) if self.raw is not None else {}
+            self._decoded = value if isinstance(value, dict) else {}
+        return self._decoded
+
+    def __getitem__(self, key: str) -> Any:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+
+def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
+    """The entry of a Pod item that the intake would take as it is, typed; else ``None``.
+
+    The checks are the intake's for a Pod (kind, API group, a name, a namespace);
+    anything it would report or skip goes its way instead.
+    """
+    try:
+        item = _POD_ITEM.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if item.kind != "Pod" or item.metadata is None:
+        return None
+    api_version = item.apiVersion
+    if api_version is not None and not (
+        isinstance(api_version, str) and not api_version.rpartition("/")[0]
+    ):
+        return None
+    name, namespace = item.metadata.name, item.metadata.namespace
+    if not isinstance(name, str) or not name:
+        return None
+    if namespace is None or namespace == "":
+        namespace = "default"
+    elif not isinstance(namespace, str):
+        return None
+    namespace = _intern(namespace)
+    # Read now, while its typed record is at hand: the record is all that is kept.
+    pod = _pod_of(file, namespace, name, item)
+    return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
