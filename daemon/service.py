@@ -205,6 +205,7 @@ class Daemon:
             return
         metrics.observe_session(report.timings, report.actions)
         metrics.observe_queues(report.queues)
+        metrics.observe_shares(report.decisions.shares)
         metrics.observe_plugins(report.plugin_failures, report.plugin_vetoes)
         _count_decisions(metrics, report.decisions)
 
