@@ -17,7 +17,7 @@ import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +31,24 @@ from .engine import Outcome, report_resource
 from .metrics import resource_unit
 from .scenario import Scenario
 
-__all__ = ["build_report", "print_report", "sparkline", "write_report"]
+__all__ = ["build_report", "check_report_dir", "print_report", "sparkline", "write_report"]
 
 _SPARKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
 REPORT_WIDTH = 132
 
 
-def build_report(scenario: Scenario, runs: Sequence[tuple[str, str | None, int, Outcome]]) -> dict[str, Any]:
+def build_report(
+    scenario: Scenario,
+    runs: Sequence[tuple[str, str | None, int, Outcome]],
+    *,
+    stopped: Mapping[int, int] | None = None,
+) -> dict[str, Any]:
     """The report of one scenario run under one or more configurations
-    (``(label, config file, cycle interval, outcome)`` each)."""
+    (``(label, config file, cycle interval, outcome)`` each). ``stopped``: the runs (by
+    index) a signal stopped, and the simulated time (ms) each reached; such a run has
+    ``stoppedAt``, and its figures cover only that much."""
+    stopped = stopped or {}
     resource = report_resource(scenario)
     _, unit = resource_unit(resource)
     return {
@@ -57,8 +65,14 @@ def build_report(scenario: Scenario, runs: Sequence[tuple[str, str | None, int, 
             "invalidObjects": len(scenario.problems),
         },
         "runs": [
-            {"label": label, "config": source, "cycleInterval": format_duration(interval), **outcome.figures}
-            for label, source, interval, outcome in runs
+            {
+                "label": label,
+                "config": source,
+                "cycleInterval": format_duration(interval),
+                **({"stoppedAt": format_duration(stopped[index])} if index in stopped else {}),
+                **outcome.figures,
+            }
+            for index, (label, source, interval, outcome) in enumerate(runs)
         ],
     }
 
@@ -67,6 +81,30 @@ REPORT_FILES = ("report.json", "report.html")
 # What a run leaves next to DIR only when it is killed mid-write: ".DIR.report-XXXXXXXX.tmp"
 # (being written) or ".old" (the previous report, being replaced).
 _LEFTOVER = r"\.{name}\.report-[a-z0-9_]{{8}}\.(?:tmp|old)"
+
+
+def check_report_dir(directory: str | Path) -> None:
+    """Raise the :class:`OSError` :func:`write_report` would meet, before a long run
+    rather than after it: ``directory`` must be a directory holding only report files,
+    or not exist under a directory (or the nearest existing ancestor) that may be written."""
+    folder = Path(directory)
+    if folder.is_dir():
+        foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in REPORT_FILES)
+        if foreign:
+            raise OSError(
+                errno.ENOTEMPTY,
+                f"holds other files than {' and '.join(REPORT_FILES)} ({', '.join(foreign[:3])}"
+                f"{', ...' if len(foreign) > 3 else ''}); the report replaces its directory whole",
+            )
+    elif folder.exists() or folder.is_symlink():
+        raise OSError(errno.ENOTDIR, "exists and is not a directory")
+    ancestor = folder.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OSError(errno.ENOTDIR, f"{ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OSError(errno.EACCES, f"{ancestor} is not writable")
 
 
 def write_report(directory: str | Path, report: dict[str, Any]) -> tuple[Path, Path]:
@@ -80,17 +118,8 @@ def write_report(directory: str | Path, report: dict[str, Any]) -> tuple[Path, P
     """
     folder = Path(directory)
     parent = folder.parent
+    check_report_dir(folder)
     parent.mkdir(parents=True, exist_ok=True)
-    if folder.is_dir():
-        foreign = sorted(entry.name for entry in folder.iterdir() if entry.name not in REPORT_FILES)
-        if foreign:
-            raise OSError(
-                errno.ENOTEMPTY,
-                f"holds other files than {' and '.join(REPORT_FILES)} ({', '.join(foreign[:3])}"
-                f"{', ...' if len(foreign) > 3 else ''}); the report replaces its directory whole",
-            )
-    elif folder.exists():
-        raise OSError(errno.ENOTDIR, "exists and is not a directory")
     pattern = re.compile(_LEFTOVER.format(name=re.escape(folder.name)))
     for entry in parent.iterdir():
         if pattern.fullmatch(entry.name) and entry.is_dir() and not entry.is_symlink():
@@ -166,6 +195,8 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         f"figures in {unit}-hours of {scenario['resource']}",
         soft_wrap=True,
     )
+    for line in simhtml.stopped_lines(report):
+        console.print(line, soft_wrap=True, style="bold")
     console.print()
     console.print(_summary(runs))
     console.print()
