@@ -3,6 +3,7 @@ before the run (issue 20, points 4 and 5)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -190,10 +191,9 @@ def test_a_second_signal_stops_at_once_with_one_line_and_no_report(
     def session(snapshot: Any, *args: Any, **kwargs: Any) -> Any:
         decisions = real(snapshot, *args, **kwargs)
         signal.raise_signal(signal.SIGINT)
-        try:
+        # Swallowed under the session, as a `finally` raising in its place would.
+        with contextlib.suppress(KeyboardInterrupt):
             signal.raise_signal(signal.SIGINT)
-        except KeyboardInterrupt:
-            pass  # swallowed under the session, as a `finally` raising in its place would
         return decisions
 
     monkeypatch.setattr(engine, "run_session", session)
