@@ -73,6 +73,10 @@ def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
     problems = problems + more
+    if not problems and ("backend", "kind") not in config.lines:
+        # Not written: the daemon is what watches a cluster, so it uses the kubernetes
+        # backend (the built-in default names the simulation, for the other commands).
+        config = dataclasses.replace(config, backend=dataclasses.replace(config.backend, kind="kubernetes"))
     if not problems and config.backend.kind != "kubernetes":
         message = f'`preemptd run` needs kind = "kubernetes"; this configuration has {config.backend.kind!r}'
         problems.append(config.problem(("backend", "kind"), message))
