@@ -155,8 +155,17 @@ class DecisionLog:
             if structlog.is_configured():
                 self.log.info(record["event"], **fields)
             else:  # a library use (tests, benchmarks): plain logging, its level and handlers
-                text = " ".join(f"{key}={value}" for key, value in fields.items())
+                text = " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
                 logging.getLogger("preemptd.decisions").info("%s %s", record["event"], text)
             written += 1
         self._previous = current if self.dry_run else set()
         return written
+
+
+def _plain(value: object) -> str:
+    """A field as a log line's text: lists comma-separated, booleans lower case (no reprs)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value) or "-"
+    return str(value)
