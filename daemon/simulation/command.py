@@ -95,7 +95,7 @@ def run_command(
                 break
             registry = entry.plugins.registry()
             begun = time.perf_counter()
-            reached = [0]
+            reached: list[int] = []  # the simulated time the run stopped at, if it did
             advance = track(entry.label)
             outcome = simulate(
                 scenario,
@@ -104,10 +104,10 @@ def run_command(
                 cycle_interval=entry.cycle_interval,
                 progress=_step(advance, stop, reached),
             )
-            if stop.signal is not None:
+            if reached:
                 stopped[len(outcomes)] = reached[0]
             wall = time.perf_counter() - begun
-            end = reached[0] if stop.signal is not None else scenario.duration
+            end = reached[0] if reached else scenario.duration
             advance(end, outcome.sessions, outcome.admissions, final=True)
             _errors([
                 f"{entry.label}: simulated {format_duration(end)} in {wall:.2f} s: "
@@ -144,13 +144,16 @@ def run_command(
         code = EXIT_FAILURE
     if stop.signal is not None:
         name = signal.Signals(stop.signal).name
-        at = format_duration(max(stopped.values(), default=0))
-        skipped = len(setups) - len(outcomes)
-        _errors([
-            f"preemptd: stopped by {name} at {at} of {format_duration(scenario.duration)} simulated; "
-            f"the report covers the first {at}"
-            + (f" (the {setups[-1].label} run did not start)" if skipped else "")
-        ])
+        total = format_duration(scenario.duration)
+        skipped = [entry.label for entry in setups[len(outcomes) :]]
+        if stopped:
+            index, t = next(iter(stopped.items()))
+            at = format_duration(t)
+            covers = "the report covers" if len(setups) == 1 else f"the {setups[index].label} run covers"
+            line = f"preemptd: stopped by {name} at {at} of {total} simulated; {covers} the first {at}"
+        else:  # the signal came after a run's last session
+            line = f"preemptd: stopped by {name} after a whole run"
+        _errors([line + (f" (the {', '.join(skipped)} run did not start)" if skipped else "")])
         code = EXIT_INTERRUPTED
     return code
 
@@ -196,15 +199,17 @@ Advance = Callable[..., None]
 
 
 def _step(advance: Advance, stop: _Stop, reached: list[int]) -> Callable[[int, int, int], bool]:
-    """The engine's progress callback: show progress, remember the time reached, and
-    answer whether a signal asked the run to stop."""
+    """The engine's progress callback: show progress, and answer whether a signal asked
+    the run to stop (then ``reached`` gets the simulated time it stops at)."""
 
     def step(t: int, sessions: int, admissions: int) -> bool:
         if stop.again:  # its KeyboardInterrupt was swallowed under the session
             raise KeyboardInterrupt
-        reached[0] = t
         advance(t, sessions, admissions)
-        return stop.signal is not None
+        if stop.signal is None:
+            return False
+        reached.append(t)
+        return True
 
     return step
 

@@ -23,21 +23,23 @@ RECLAIM = str(EXAMPLES / "research-reclaim.yaml")  # 8h, a few hundred sessions
 FLEET = str(EXAMPLES / "gpu-fleet.yaml")  # 24h, a couple of seconds of wall time
 
 
-def interrupt_at(monkeypatch: pytest.MonkeyPatch, at: int, signum: int = signal.SIGINT) -> None:
-    """Deliver ``signum`` to this process from inside the session at simulated ``at`` ms,
-    as Ctrl-C would arrive in the middle of a session."""
+def interrupt_at(monkeypatch: pytest.MonkeyPatch, at: int, signum: int = signal.SIGINT, run: int = 1) -> None:
+    """Deliver ``signum`` to this process from inside the session at simulated ``at`` ms of
+    the ``run``-th run, as Ctrl-C would arrive in the middle of a session."""
     real = engine.run_session
 
     def session(snapshot: Any, *args: Any, **kwargs: Any) -> Any:
-        if snapshot.now == start[0] + at:
+        if runs[0] == run and snapshot.now == start[0] + at:
             signal.raise_signal(signum)
         return real(snapshot, *args, **kwargs)
 
     start = [0]
+    runs = [0]
     real_engine = engine._Engine.__init__
 
     def remember(self: Any, scenario: Any, *args: Any) -> None:
         start[0] = scenario.start
+        runs[0] += 1
         real_engine(self, scenario, *args)
 
     monkeypatch.setattr(engine, "run_session", session)
@@ -95,6 +97,18 @@ def test_a_stopped_first_run_does_not_start_the_compared_one(
     assert "(the protect-30m.toml run did not start)" in capsys.readouterr().err
     report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
     assert ["default"] == [run["label"] for run in report["runs"]]
+
+
+def test_a_signal_in_the_compared_run_stops_only_that_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    interrupt_at(monkeypatch, 3_600_000, run=2)
+    code = main(["simulate", RECLAIM, "--compare", str(EXAMPLES / "protect-30m.toml"), "--report", str(tmp_path)])
+    assert 130 == code
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert "preemptd: stopped by SIGINT at 1h of 8h simulated; the protect-30m.toml run covers the first 1h" == last
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert [None, "1h"] == [run.get("stoppedAt") for run in report["runs"]]
 
 
 def test_an_unstopped_report_has_no_stopped_at(tmp_path: Path) -> None:
