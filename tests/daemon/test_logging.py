@@ -138,3 +138,12 @@ def test_without_structlog_a_decision_line_has_no_python_reprs(caplog: pytest.Lo
     assert "admit workload=ml/train-1 queue=team-a borrowing=false flavors=a100 dry_run=true" == texts[0]
     assert "pods=-" in texts[1]
     assert all("[" not in text and "'" not in text for text in texts)
+
+
+def test_on_a_console_list_fields_are_comma_separated() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="console", stream=stream)
+    DecisionLog()(decisions(), QUEUES.get)
+    text = stream.getvalue()
+    assert "flavors=a100" in text and "pods=-" in text
+    assert "['" not in text and "[]" not in text
