@@ -119,6 +119,9 @@ def run_command(
                 for error in registry.errors
             )
             outcomes.append((entry, outcome))
+    if not outcomes:  # stopped before the first run began: nothing to report
+        _errors([f"preemptd: stopped by {signal.Signals(stop.signal or signal.SIGINT).name} before the run began"])
+        return EXIT_INTERRUPTED
     begun = time.perf_counter()
     report = simreport.build_report(
         scenario, [(e.label, e.source, e.cycle_interval, o) for e, o in outcomes], stopped=stopped
@@ -144,13 +147,13 @@ def run_command(
         code = EXIT_FAILURE
     if stop.signal is not None:
         name = signal.Signals(stop.signal).name
-        total = format_duration(scenario.duration)
+        length = format_duration(scenario.duration)
         skipped = [entry.label for entry in setups[len(outcomes) :]]
         if stopped:
             index, t = next(iter(stopped.items()))
             at = format_duration(t)
             covers = "the report covers" if len(setups) == 1 else f"the {setups[index].label} run covers"
-            line = f"preemptd: stopped by {name} at {at} of {total} simulated; {covers} the first {at}"
+            line = f"preemptd: stopped by {name} at {at} of {length} simulated; {covers} the first {at}"
         else:  # the signal came after a run's last session
             line = f"preemptd: stopped by {name} after a whole run"
         _errors([line + (f" (the {', '.join(skipped)} run did not start)" if skipped else "")])
