@@ -70,7 +70,7 @@ def _sides(leaf: QuotaNode, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
 class FairSearch:
     """One preemptor's search: its candidate lists, the descent and the two passes."""
 
-    __slots__ = ("ancestors", "leaf", "lists", "order", "shares", "strategies", "walk")
+    __slots__ = ("_cache", "_overlay", "ancestors", "leaf", "lists", "order", "shares", "strategies", "walk")
 
     def __init__(self, walk: VictimWalk, shares: Shares, strategies: tuple[str, ...]) -> None:
         self.walk = walk
@@ -80,6 +80,10 @@ class FairSearch:
         self.ancestors = {node.index for node in self.leaf.ancestors()}
         self.order: Callable[[Candidate], Any] = walk.order
         self.lists: dict[int, list[Candidate]] = {}
+        # Shares as the accounting stands, by node index: a take changes only the nodes on
+        # its victim's path and on L's (through the preemptor's bubbled request).
+        self._cache: dict[int, Share] = {}
+        self._overlay: Overlay | None = None
 
     # -- candidates ----------------------------------------------------------
 
@@ -111,11 +115,27 @@ class FairSearch:
 
     def overlay(self) -> Overlay:
         """The preemptor's request added at L, on the accounting as it stands now."""
-        request = self.walk.request
-        return bubble(self.shares.accounting, self.leaf, request.usage)
+        if self._overlay is None:
+            self._overlay = bubble(self.shares.accounting, self.leaf, self.walk.request.usage)
+        return self._overlay
 
     def share(self, node: QuotaNode, overlay: Overlay) -> Share:
-        return self.shares.share(node, overlay)
+        """share(node) with the preemptor's request at L (``overlay`` is :meth:`overlay`)."""
+        found = self._cache.get(node.index)
+        if found is None:
+            found = self._cache[node.index] = self.shares.share(node, overlay)
+        return found
+
+    def _take(self, candidate: Candidate, reason: str) -> bool:
+        """``walk.take``; a taken victim changes the shares on its path and on L's."""
+        if not self.walk.take(candidate, reason):
+            return False
+        for node in candidate.leaf.path():
+            self._cache.pop(node.index, None)
+        for node in self.leaf.path():
+            self._cache.pop(node.index, None)
+        self._overlay = None
+        return True
 
     # -- the descent ---------------------------------------------------------
 
@@ -173,12 +193,12 @@ class FairSearch:
             items = self.lists[target.index]
             overlay = self.overlay()
             if target is self.leaf:
-                if walk.take(items.pop(0), IN_QUEUE) and walk.fits():
+                if self._take(items.pop(0), IN_QUEUE) and walk.fits():
                     return True
                 continue
             needed = walk.request.needed
             if not self.shares.borrows(self.leaf, needed, overlay):
-                if walk.take(items.pop(0), IN_COHORT_RECLAIM) and walk.fits():
+                if self._take(items.pop(0), IN_COHORT_RECLAIM) and walk.fits():
                     return True
                 continue
             side_l, side_t = _sides(self.leaf, target)
@@ -193,7 +213,7 @@ class FairSearch:
                         f"share {shown(s_w)} with the preemptor, {side_t.name} {shown(compared)}{after} "
                         f"({shown(s_t)} before)"
                     )
-                    if walk.take(candidate, IN_COHORT_FAIR_SHARING):
+                    if self._take(candidate, IN_COHORT_FAIR_SHARING):
                         if walk.fits():
                             return True
                         break
@@ -213,7 +233,7 @@ class FairSearch:
         accounting.remove_all(candidate.leaf, candidate.usage)
         try:
             # P_T is not on L's path, so the preemptor's request does not reach it.
-            final = self.share(side_t, {})
+            final = self.shares.share(side_t)
         finally:
             accounting.add_all(candidate.leaf, candidate.usage)
         return s_w <= final, final
@@ -236,5 +256,5 @@ class FairSearch:
                     f"fair sharing: {candidate.key} of {target.name} chosen ({INITIAL}): "
                     f"{side_l.name} share {shown(s_w)} < {side_t.name} {shown(s_t)}"
                 )
-                if walk.take(candidate, IN_COHORT_FAIR_SHARING) and walk.fits():
+                if self._take(candidate, IN_COHORT_FAIR_SHARING) and walk.fits():
                     return True
