@@ -462,7 +462,7 @@ def test_an_interrupt_that_a_finally_turned_into_another_error_is_not_a_plugin_f
         try:
             raise KeyboardInterrupt
         finally:
-            {}["undo"]  # noqa: B018 - the cleanup fails while the interrupt propagates
+            {}["undo"]  # the cleanup fails while the interrupt propagates
 
     def broken(session: Any) -> object:
         return {}["undo"]
