@@ -147,7 +147,14 @@ class Registry:
 
     def record_failure(self, plugin: str, hook: str, exc: BaseException) -> None:
         """Count one failure of ``plugin`` in ``hook``; the first one of each pair is
-        described (message and traceback), later ones only counted."""
+        described (message and traceback), later ones only counted.
+
+        An interrupt is never a plugin's failure: when ``exc`` was raised while a
+        ``KeyboardInterrupt`` was propagating (a ``finally`` or ``except`` that failed in
+        turn, such as a rollback cut short), the interrupt is raised again instead."""
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            raise interrupt
         self.failures[plugin] += 1
         found = self._error_index.get((plugin, hook))
         if found is not None:
@@ -249,3 +256,15 @@ class Policy:
             except BaseException as exc:
                 self.registry.record_failure(name, "may_search_victims", exc)
         return False
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` that ``exc`` was raised during, if any (its context chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__context__
+    return None
