@@ -31,10 +31,10 @@ from .fields import (
     escape,
     shown,
 )
-from .nodes import parse_flavor, parse_node
+from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, decode_json, pod_entry, read_pod
-from .workloads import parse_priority_class, parse_workload
+from .typed import RawItems, decode_json, pod_entry, read_node, read_pod, read_workload
+from .workloads import parse_priority_class
 
 __all__ = [
     "FALLBACKS",
@@ -118,12 +118,12 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         invalid_priority_classes=classes.keys() - valid_classes.keys(),
         default_priority=default_classes[0].value if default_classes else 0,
     )
-    nodes = _parse_all(by_kind["Node"], guarded(parse_node))
+    nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))
     queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
     tree, cycle_problems = build_queue_tree(queues)
     workloads = _parse_all(
-        by_kind["Workload"], guarded(lambda entry: parse_workload(entry, catalog))
+        by_kind["Workload"], guarded(lambda entry: read_workload(entry, catalog))
     )
 
     inventory = Inventory(
