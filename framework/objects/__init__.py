@@ -33,7 +33,16 @@ from .fields import (
 )
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, RawObject, decode_json, pod_entry, read_node, read_pod, read_workload
+from .typed import (
+    RawItems,
+    RawObject,
+    decode_json,
+    pod_entry,
+    read_node,
+    read_pod,
+    read_workload,
+    workload_entry,
+)
 from .workloads import parse_priority_class
 
 __all__ = [
@@ -406,6 +415,10 @@ class _Intake:
                     self.plain_pod(pod)
                 else:
                     self.entries.append(entry)
+                continue
+            entry = workload_entry(file, raw)
+            if entry is not None:
+                self.entries.append(entry)
                 continue
             item = decode_json(bytes(raw))
             at = at_index(document.at, index)

@@ -63,6 +63,7 @@ __all__ = [
     "read_node",
     "read_pod",
     "read_workload",
+    "workload_entry",
 ]
 
 T = TypeVar("T")
@@ -456,12 +457,20 @@ def read_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Proble
 
 
 def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
-    """The Workload record of a plain, valid Workload object; ``None`` for the walker."""
-    if type(entry.body) is not dict:
-        return None
+    """The Workload record of a plain, valid Workload object; ``None`` for the walker.
+
+    The object is a parsed dict, or (from a JSON list, see :func:`workload_entry`) its
+    own text, decoded here straight into the typed record.
+    """
+    body = entry.body
     try:
-        doc = msgspec.convert(entry.body, _WorkloadDoc)
-    except msgspec.ValidationError:
+        if type(body) is RawObject and body.raw is not None:
+            doc = _WORKLOAD_DOC.decode(body.raw)
+        elif type(body) is dict:
+            doc = msgspec.convert(body, _WorkloadDoc)
+        else:
+            return None
+    except (msgspec.ValidationError, msgspec.DecodeError):
         return None
     try:
         return _workload_of(entry, catalog, doc)
@@ -547,6 +556,51 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         flavor_scan=flavor_scan,
         source=entry.file,
     )
+
+
+_WORKLOAD_DOC = msgspec.json.Decoder(_WorkloadDoc)
+
+
+class _Header(msgspec.Struct):
+    """What the intake reads of an item before knowing its kind."""
+
+    kind: Any = None
+    apiVersion: Any = None
+    metadata: _PodItemMeta | None = None
+
+
+_HEADER = msgspec.json.Decoder(_Header)
+
+
+def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
+    """The entry of a Workload item that the intake would take as it is; else ``None``.
+
+    Its body is its own text (a copy: the file's text is freed once all items are
+    read), read typed when the catalog is known (:func:`fast_workload`), or decoded
+    for the walker. A Workload's parsed dict is several times its text, and the
+    dicts of a large cluster's Workloads, made between its Pods, would be freed
+    between them, leaving the heap fragmented. The checks are the intake's, as in
+    :func:`pod_entry`.
+    """
+    try:
+        item = _HEADER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if item.kind != "Workload" or item.metadata is None:
+        return None
+    api_version = item.apiVersion
+    if api_version is not None and not (
+        isinstance(api_version, str) and api_version.rpartition("/")[0] == "preemptd.io"
+    ):
+        return None
+    name, namespace = item.metadata.name, item.metadata.namespace
+    if not isinstance(name, str) or not name:
+        return None
+    if namespace is None or namespace == "":
+        namespace = "default"
+    elif not isinstance(namespace, str):
+        return None
+    return Entry(file, "Workload", _intern(namespace), name, RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:

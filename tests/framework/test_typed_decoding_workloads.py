@@ -10,16 +10,25 @@ taken by the typed reader, so every located problem is the walker's.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from preemptd.daemon.backends.files import load_files
+from preemptd.daemon.backends.files import load_files, parse_text
 from preemptd.framework.model import Flavor, PriorityClass
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.nodes import parse_node
-from preemptd.framework.objects.typed import fast_node, fast_workload, read_node, read_workload
+from preemptd.framework.objects.typed import (
+    RawItems,
+    RawObject,
+    fast_node,
+    fast_workload,
+    read_node,
+    read_workload,
+    workload_entry,
+)
 from preemptd.framework.objects.workloads import parse_workload
 
 from benchmarks import generate
@@ -262,3 +271,39 @@ def test_the_typed_readers_are_the_ones_loading_uses(tmp_path: Path, monkeypatch
     assert len(walked_workloads) >= 1000 and walked_nodes
     assert typed.workloads == walked_workloads
     assert typed.nodes == walked_nodes
+
+
+SURROUNDINGS: list[dict[str, Any]] = [
+    {"apiVersion": "preemptd.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "a100"}},
+    {"apiVersion": "preemptd.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "h100"}},
+    {"apiVersion": "preemptd.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "broken"},
+     "spec": {"nodeLabels": {"a": 1}}},
+    {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "high"}, "value": 100},
+    {"apiVersion": "preemptd.io/v1alpha1", "kind": "Queue", "metadata": {"name": "q"}},
+    {"apiVersion": "preemptd.io/v1alpha1", "kind": "Queue", "metadata": {"name": "other"}},
+]
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_a_workload_read_from_a_json_list_equals_the_walkers_reading(name: str, tmp_path: Path) -> None:
+    """From a JSON list a Workload is kept as its text and decoded typed; the snapshot
+    read that way equals the one read from parsed documents, problems and all."""
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps({"kind": "List", "items": [*SURROUNDINGS, WORKLOADS[name]]}))
+    typed = parse_objects(load_files([path], typed=True))
+    plain = parse_objects(load_files([path]))
+    assert [str(p) for p in typed.problems] == [str(p) for p in plain.problems]
+    assert typed.inadmissible == plain.inadmissible
+    assert typed.workloads == plain.workloads
+    if name == "plain":
+        assert list(typed.workloads) == ["ns/w"]
+
+
+def test_a_workload_item_is_kept_as_its_text_until_it_is_read() -> None:
+    (document,) = parse_text(json.dumps([WORKLOAD, NODE]), typed=True)
+    assert isinstance(document, RawItems)
+    entry = workload_entry("f.json", document.items[0])
+    assert entry is not None and isinstance(entry.body, RawObject)
+    assert entry.key == "ns/w" and entry.body.raw is not None
+    assert fast_workload(entry, CATALOG) == parse_workload(entry_of(WORKLOAD), CATALOG)[0]
+    assert workload_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
