@@ -44,9 +44,9 @@ POD: dict[str, Any] = {
 }
 
 
-def variant(path: str, value: Any) -> dict[str, Any]:
+def variant(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """POD with the field at dotted ``path`` set to ``value`` (``DELETE`` removes it)."""
-    pod = copy.deepcopy(POD)
+    pod = copy.deepcopy(POD if base is None else base)
     *parents, last = path.split(".")
     target: Any = pod
     for key in parents:
@@ -105,6 +105,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "phase a list": variant("status.phase", ["Running"]),
     "status a list": variant("status", []),
     "unknown fields": variant("spec.schedulerName", {"anything": [1, 2]}),
+    "quantity float": variant("spec.containers.0.resources.requests.cpu", 0.5),
+    "labels written like requests": variant(
+        "spec.containers.0.resources.requests",
+        {"cpu": "500m", "memory": "1Gi"},
+        variant("metadata.labels", {"cpu": "500m", "memory": "1Gi"}),
+    ),
 }
 
 
