@@ -33,16 +33,8 @@ from .fields import (
 )
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import (
-    RawItems,
-    RawObject,
-    decode_json,
-    pod_entry,
-    read_node,
-    read_pod,
-    read_workload,
-    workload_entry,
-)
+from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
+from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import parse_priority_class
 
 __all__ = [

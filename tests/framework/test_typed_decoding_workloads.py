@@ -20,9 +20,8 @@ from preemptd.framework.model import Flavor, PriorityClass
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.nodes import parse_node
-from preemptd.framework.objects.typed import (
-    RawItems,
-    RawObject,
+from preemptd.framework.objects.typed import RawItems, RawObject
+from preemptd.framework.objects.typed_workloads import (
     fast_node,
     fast_workload,
     read_node,
@@ -234,7 +233,7 @@ def test_the_typed_readers_are_the_ones_loading_uses(tmp_path: Path, monkeypatch
     path = tmp_path / "cluster.json"
     generate.write(objects, str(path))
     typed = parse_objects(load_files([path], typed=True))
-    from preemptd.framework.objects import typed as typed_module
+    from preemptd.framework.objects import typed_workloads as typed_module
 
     walked_calls: list[str] = []
     real_walker = typed_module.parse_workload

@@ -34,7 +34,8 @@ from preemptd.framework.objects import Inventory, guarded
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
 from preemptd.framework.objects.nodes import parse_flavor
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
-from preemptd.framework.objects.typed import read_node, read_pod, read_workload
+from preemptd.framework.objects.typed import read_pod
+from preemptd.framework.objects.typed_workloads import read_node, read_workload
 from preemptd.framework.objects.workloads import parse_priority_class
 
 from .client import Obj
