@@ -211,6 +211,7 @@ class Daemon:
             return
         metrics.observe_session(report.timings, report.actions)
         metrics.observe_queues(report.queues)
+        metrics.observe_shares(report.decisions.shares)
         metrics.observe_plugins(report.plugin_failures, report.plugin_vetoes)
         if self.dry_run:
             # Nothing is written, so every cycle decides the same again: count a decision
