@@ -4,12 +4,23 @@ Exit codes follow sysexits where CONTRACT names them: 0 ok, 2 unreadable
 snapshot (or, with ``--strict``, an invalid object), 78 (``EX_CONFIG``) bad
 configuration. Everything but the requested output goes to stderr, one line
 per problem.
+
+Interrupts. SIGINT (Ctrl-C) and SIGTERM end every command but ``run`` (the
+daemon has its own shutdown) with one line and exit 130, never a traceback.
+Both raise ``KeyboardInterrupt``, which the framework lets through every
+plugin's failure containment; the signal is remembered as well, so an
+interrupt that something under a session still swallowed (an exception raised
+in its place by a ``finally``, caught as a plugin's failure) ends the command
+as soon as the session returns, before anything is printed. ``simulate``
+stops more gently (see :mod:`.simulation.command`).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -37,12 +48,13 @@ from .backends.files import (
 from .config import Config, ConfigError, ConfigProblem, read_config
 from .plugins import Plugins, describe_failure, resolve_plugins
 
-__all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_OK", "main"]
+__all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "main"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_INPUT = 2  # also argparse's code for a bad command line
 EXIT_CONFIG = 78  # sysexits EX_CONFIG
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell shows for a command stopped by Ctrl-C
 
 
 class UsageError(Exception):
@@ -51,6 +63,43 @@ class UsageError(Exception):
 
 class StrictError(Exception):
     """``--strict`` and an invalid object: already reported, exit 2."""
+
+
+class _Interrupts:
+    """SIGINT and SIGTERM while a command runs: raise ``KeyboardInterrupt`` and remember
+    the signal (:meth:`check`). Signals can be caught in the main thread only; elsewhere
+    (a test calling :func:`main` from a thread) nothing is installed."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> _Interrupts:
+        self.received = None
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.received = signum
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if a signal came, even one that was swallowed."""
+        if self.received is not None:
+            raise KeyboardInterrupt
+
+    def name(self) -> str:
+        return signal.Signals(self.received).name if self.received is not None else "SIGINT"
+
+
+_interrupts = _Interrupts()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,6 +111,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_INPUT
+    if args.command == "run":  # the daemon handles its signals itself
+        return _handle(args)
+    try:
+        with _interrupts:
+            code = _handle(args)
+            _interrupts.check()
+    except KeyboardInterrupt:
+        _errors([f"preemptd: interrupted ({_interrupts.name()})"])
+        return EXIT_INTERRUPTED
+    return code
+
+
+def _handle(args: argparse.Namespace) -> int:
+    """Run the command; its expected failures become their exit codes."""
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
@@ -120,6 +183,13 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--report", metavar="DIR", help="also write report.json and report.html to DIR")
     simulate.add_argument("--compare", metavar="OTHER.toml", help="run again under this configuration, side by side")
     simulate.add_argument("--timings", action="store_true", help="print seconds per phase to stderr")
+    simulate.add_argument(
+        "--progress-interval",
+        metavar="SECONDS",
+        type=float,
+        default=5.0,
+        help="off a terminal, seconds between progress lines on stderr (default: 5)",
+    )
     simulate.set_defaults(handler=_simulate)
 
     explain = command("explain", "why a workload is pending, admitted or chosen as a victim")
@@ -206,6 +276,7 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     decisions = run_session(
         snapshot, registry, actions=config.scheduler.actions, timings=timings, counters=counters
     )
+    _interrupts.check()  # an interrupt swallowed in the session is no plugin's failure
     _errors(describe_failure(error) for error in registry.errors)
     return _Run(config, documents, inventory, decisions, counters)
 
@@ -336,6 +407,7 @@ def _simulate(args: argparse.Namespace) -> int:
         compare_path=args.compare,
         timings=args.timings,
         stdout=_stdout(),
+        progress_interval=args.progress_interval,
     )
 
 
@@ -373,6 +445,7 @@ def _live_run(args: argparse.Namespace) -> _Run:
     snapshot = Snapshot.build(inventory, now=_now(args.now))
     registry = plugins.registry()
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
+    _interrupts.check()
     return _Run(config, Loaded([]), inventory, decisions, {})
 
 

@@ -48,7 +48,7 @@ def configure_logging(*, log_format: Format = "auto", level: str = "info", strea
     renderer: Any
     if console:
         renderer = structlog.dev.ConsoleRenderer(colors=_is_tty(stream))
-        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer]
+        final = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, _plain_fields, renderer]
     else:
         renderer = structlog.processors.JSONRenderer(sort_keys=False)
         final = [
@@ -77,6 +77,14 @@ def configure_logging(*, log_format: Format = "auto", level: str = "info", strea
 def _event_first(logger: object, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
     """``event`` opens every line, then its fields: what a person scanning the log reads first."""
     return {"event": event.pop("event", ""), **event}
+
+
+def _plain_fields(logger: object, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """On a console, a list field reads ``flavors=a100,h100``, not a Python repr."""
+    for key, value in event.items():
+        if isinstance(value, list | tuple) and key != "exc_info":
+            event[key] = _plain(value)
+    return event
 
 
 def set_level(level: str) -> None:
@@ -155,8 +163,17 @@ class DecisionLog:
             if structlog.is_configured():
                 self.log.info(record["event"], **fields)
             else:  # a library use (tests, benchmarks): plain logging, its level and handlers
-                text = " ".join(f"{key}={value}" for key, value in fields.items())
+                text = " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
                 logging.getLogger("preemptd.decisions").info("%s %s", record["event"], text)
             written += 1
         self._previous = current if self.dry_run else set()
         return written
+
+
+def _plain(value: object) -> str:
+    """A field as a log line's text: lists comma-separated, booleans lower case (no reprs)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value) or "-"
+    return str(value)

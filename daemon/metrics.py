@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from preemptd.framework.decisions import QueueShare
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -58,6 +59,12 @@ class Metrics:
         self.workloads = Gauge(
             "preemptd_workloads", "Workloads per queue and state (admitted, pending, evicted) at the last cycle.",
             ["queue", "state"], registry=r,
+        )
+        self.weighted_share = Gauge(
+            "preemptd_queue_weighted_share",
+            "Each queue's weighted share at the last cycle, as status.fairSharing.weightedShare "
+            "(only while the fair-sharing plugin is enabled).",
+            ["queue"], registry=r,
         )
         self.admissions = Counter("preemptd_admissions", "Workloads admitted by a session.", ["queue"], registry=r)
         self.preemptions = Counter(
@@ -110,6 +117,12 @@ class Metrics:
         for queue, states in counts.items():
             for state in STATES:
                 self.workloads.labels(queue, state).set(states.get(state, 0))
+
+    def observe_shares(self, shares: Iterable[QueueShare] | None) -> None:
+        """Replace the share gauges with the last session's (none without fair sharing)."""
+        self.weighted_share.clear()
+        for share in shares or ():
+            self.weighted_share.labels(share.queue).set(share.weighted_share)
 
     def observe_plugins(self, failures: Mapping[str, int], vetoes: Mapping[str, int]) -> None:
         for plugin, count in failures.items():

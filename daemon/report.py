@@ -100,6 +100,13 @@ def print_decisions(decisions: Decisions, console: Console) -> None:
                 entry["waitingFor"],
             )
         tables.append(table)
+    if data.get("shares"):
+        # With fair sharing (SEMANTICS §7.6): every queue's weighted share once committed.
+        table = _table("Shares", "queue", "weighted share")
+        for entry in data["shares"]:
+            share = entry["weightedShare"]
+            table.add_row(entry["queue"], "inf" if share == 9223372036854775807 else str(share))
+        tables.append(table)
     for table in tables:
         console.print()
         console.print(table)
@@ -131,6 +138,12 @@ def explain_workload(key: str, decisions: Decisions, workload: Workload | None) 
                 f"{key}: preempted by {entry['preemptor']} ({entry['reason']}): {_taken(entry['count'])}"
             )
             lines += [f"  pod {pod}" for pod in entry["pods"]]
+            # The shares that made it a victim, as the preemptor's search recorded them.
+            lines += [
+                f"  {line}"
+                for line in decisions.explain(entry["preemptor"])
+                if line.startswith("fair sharing: " + key + " ")
+            ]
     for entry in data["pending"]:
         if entry["workload"] == key:
             lines.append(f"{key}: pending ({entry['reason']})")

@@ -73,6 +73,10 @@ def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
     problems = problems + more
+    if not problems and ("backend", "kind") not in config.lines:
+        # Not written: the daemon is what watches a cluster, so it uses the kubernetes
+        # backend (the built-in default names the simulation, for the other commands).
+        config = dataclasses.replace(config, backend=dataclasses.replace(config.backend, kind="kubernetes"))
     if not problems and config.backend.kind != "kubernetes":
         message = f'`preemptd run` needs kind = "kubernetes"; this configuration has {config.backend.kind!r}'
         problems.append(config.problem(("backend", "kind"), message))
@@ -127,7 +131,9 @@ class Daemon:
         else:
             # A dry run never campaigns: holding the Lease would keep the real leader out.
             self.leadership = AlwaysLeader()
-        self.metrics.leader.set(1 if self.elector is None else 0)
+        # Leader means "commits": a lone replica without election does, a dry run never.
+        self.metrics.leader.set(1 if self.elector is None and not dry_run else 0)
+        self._counted: set[tuple[str, str, str]] = set()  # a dry run's decisions of the last cycle
         self.backend = KubernetesBackend(
             kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
             settle_owners=config.daemon.owner_settle / 1000,
@@ -205,8 +211,14 @@ class Daemon:
             return
         metrics.observe_session(report.timings, report.actions)
         metrics.observe_queues(report.queues)
+        metrics.observe_shares(report.decisions.shares)
         metrics.observe_plugins(report.plugin_failures, report.plugin_vetoes)
-        _count_decisions(metrics, report.decisions)
+        if self.dry_run:
+            # Nothing is written, so every cycle decides the same again: count a decision
+            # when it first appears (and again only after it went away), as it is logged.
+            self._counted = _count_decisions(metrics, report.decisions, self._counted)
+        else:
+            _count_decisions(metrics, report.decisions)
 
     # -- reload -----------------------------------------------------------------------------
 
@@ -350,11 +362,23 @@ class Daemon:
         await self.elector.release(timeout=min(5.0, self.elector.lease_duration))
 
 
-def _count_decisions(metrics: Metrics, decisions: Decisions) -> None:
+def _count_decisions(
+    metrics: Metrics, decisions: Decisions, previous: set[tuple[str, str, str]] | None = None
+) -> set[tuple[str, str, str]]:
+    """Count the admissions and preemptions decided, leaving out those in ``previous``
+    (the last cycle's, for a dry run); returns this cycle's."""
+    current: set[tuple[str, str, str]] = set()
     for admitted in decisions.admitted:
-        metrics.admissions.labels(admitted.queue).inc()
+        identity = ("admit", admitted.workload, admitted.queue)
+        current.add(identity)
+        if previous is None or identity not in previous:
+            metrics.admissions.labels(admitted.queue).inc()
     for preempted in decisions.preempted:
-        metrics.preemptions.labels(preempted.reason).inc()
+        identity = ("preempt", preempted.workload, preempted.preemptor)
+        current.add(identity)
+        if previous is None or identity not in previous:
+            metrics.preemptions.labels(preempted.reason).inc()
+    return current
 
 
 async def run_daemon(

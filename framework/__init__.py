@@ -22,6 +22,7 @@ Floors inside the package, from the ground up (a file imports only lower floors)
 
 from __future__ import annotations
 
+from .decisions import QueueShare
 from .flavors import evaluate_flavor, finish_assignment
 from .model import (
     FR,
@@ -51,6 +52,7 @@ from .session import (
     CLASS_OTHER_QUEUE,
     CLASS_SAME_QUEUE,
     FIT,
+    IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_QUEUE,
@@ -68,6 +70,7 @@ from .session import (
     ScenarioFilter,
     Session,
     VictimSearch,
+    VictimWalk,
     bad_answer,
     hookimpl,
 )
@@ -78,6 +81,7 @@ __all__ = [
     "CLASS_SAME_QUEUE",
     "FIT",
     "FR",
+    "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_QUEUE",
@@ -100,6 +104,7 @@ __all__ = [
     "PodSetAssignment",
     "PreemptionPolicy",
     "QuantityError",
+    "QueueShare",
     "QueueSpec",
     "QueueUnits",
     "QuotaNode",
@@ -108,6 +113,7 @@ __all__ = [
     "ScenarioFilter",
     "Session",
     "VictimSearch",
+    "VictimWalk",
     "Workload",
     "bad_answer",
     "candidate_units",

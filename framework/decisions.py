@@ -20,6 +20,7 @@ __all__ = [
     "Pending",
     "PodAction",
     "Preempted",
+    "QueueShare",
 ]
 
 
@@ -94,6 +95,17 @@ class Pending:
         }
 
 
+@dataclass(frozen=True, slots=True)
+class QueueShare:
+    """One queue's reported weighted share (SEMANTICS §7.6, CONTRACT §3 ``shares``)."""
+
+    queue: str
+    weighted_share: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "weightedShare": self.weighted_share}
+
+
 @dataclass(slots=True)
 class Decisions:
     now: int
@@ -106,9 +118,12 @@ class Decisions:
     flavor_scans: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     # Per workload, the lines of its explanation (``preemptd explain``).
     explanations: dict[str, list[str]] = field(default_factory=dict)
+    # Every queue's share once the decisions are committed; ``None`` (absent from the
+    # JSON) unless the fair-sharing plugin is enabled.
+    shares: list[QueueShare] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "now": format_timestamp(self.now),
             "admitted": [a.to_dict() for a in sorted(self.admitted, key=lambda a: a.workload)],
             "preempted": [
@@ -119,6 +134,9 @@ class Decisions:
             ],
             "pending": [p.to_dict() for p in sorted(self.pending, key=lambda p: p.workload)],
         }
+        if self.shares is not None:
+            out["shares"] = [s.to_dict() for s in sorted(self.shares, key=lambda s: s.queue)]
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=False, ensure_ascii=False) + "\n"

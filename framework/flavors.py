@@ -90,6 +90,7 @@ def evaluate_flavor(
             request <= leaf.subtree.get(fr, 0)
             or accounting.fits_ancestor(leaf, fr, request, below_root=True) is not None
             or leaf.spec.preemption.borrow_within_cohort != "Never"
+            or (session.policy is not None and session.policy.may_search(leaf, fr, request))
         )
         if not may_search:
             return FlavorOption(

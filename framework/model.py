@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Literal, NoReturn, TypeVar
 
 __all__ = [
@@ -207,6 +208,7 @@ class QueueSpec:
     reclaim_min_runtime: int | None = None
     defined: bool = True
     source: str = ""
+    fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight (SEMANTICS §7.1)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "resource_groups", tuple(self.resource_groups))

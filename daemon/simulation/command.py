@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import gc
 import json
+import signal
 import sys
+import threading
 import time
 import tomllib
 from collections import Counter
@@ -36,6 +38,8 @@ __all__ = ["Setup", "run_command", "setup", "to_toml"]
 
 EXIT_OK = 0
 EXIT_FAILURE = 1  # an invariant was violated, or the report could not be written
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: stopped by SIGINT or SIGTERM, the report covers what ran
+PROGRESS_INTERVAL = 5.0  # seconds of wall time between progress lines off a terminal
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +61,25 @@ def run_command(
     compare_path: str | None,
     timings: bool,
     stdout: Console,
+    progress_interval: float = PROGRESS_INTERVAL,
 ) -> int:
     """Everything ``preemptd simulate`` does; raises :class:`~.scenario.ScenarioError`
-    (exit 2) or :class:`ConfigError` (exit 78) before anything runs."""
+    (exit 2) or :class:`ConfigError` (exit 78) before anything runs, and checks that
+    ``report_dir`` can take the report (exit 1) before the runs too.
+
+    A SIGINT or SIGTERM during the runs stops them after the session under way: the
+    report covers the simulated time reached, says so, and the exit is 130."""
     started = time.perf_counter()
     scenario = load_scenario(scenario_path)
     setups = [setup(scenario, config_path)]
     if compare_path is not None:
         setups.append(setup(scenario, compare_path))
+    if report_dir is not None:
+        try:
+            simreport.check_report_dir(report_dir)
+        except OSError as exc:
+            _errors([f"preemptd: error: --report {report_dir}: {exc.strerror or exc}"])
+            return EXIT_FAILURE
     loaded = time.perf_counter() - started
     # The scenario's objects live as long as the process: keep the cyclic collector from
     # walking them again and again (about a tenth of a large simulation's time).
@@ -73,21 +88,29 @@ def run_command(
     _errors(scenario.problems)
     _errors(f"warning: {warning}" for warning in scenario.warnings)
     outcomes: list[tuple[Setup, Outcome]] = []
-    with _progress(scenario) as track:
+    stopped: dict[int, int] = {}  # run index -> the simulated time it stopped at
+    with _Stop() as stop, _progress(scenario, progress_interval) as track:
         for entry in setups:
+            if stop.signal is not None:
+                break
             registry = entry.plugins.registry()
             begun = time.perf_counter()
+            reached: list[int] = []  # the simulated time the run stopped at, if it did
+            advance = track(entry.label)
             outcome = simulate(
                 scenario,
                 registry,
                 actions=tuple(entry.config.scheduler.actions),
                 cycle_interval=entry.cycle_interval,
-                progress=(advance := track(entry.label)),
+                progress=_step(advance, stop, reached),
             )
-            advance(scenario.duration)
+            if reached:
+                stopped[len(outcomes)] = reached[0]
             wall = time.perf_counter() - begun
+            end = reached[0] if reached else scenario.duration
+            advance(end, outcome.sessions, outcome.admissions, final=True)
             _errors([
-                f"{entry.label}: simulated {format_duration(scenario.duration)} in {wall:.2f} s: "
+                f"{entry.label}: simulated {format_duration(end)} in {wall:.2f} s: "
                 f"{outcome.sessions:,} sessions ({outcome.sessions / wall:,.0f}/s), "
                 f"{outcome.admissions:,} admissions ({outcome.admissions / wall:,.0f}/s)"
             ])
@@ -96,8 +119,13 @@ def run_command(
                 for error in registry.errors
             )
             outcomes.append((entry, outcome))
+    if not outcomes:  # stopped before the first run began: nothing to report
+        _errors([f"preemptd: stopped by {signal.Signals(stop.signal or signal.SIGINT).name} before the run began"])
+        return EXIT_INTERRUPTED
     begun = time.perf_counter()
-    report = simreport.build_report(scenario, [(e.label, e.source, e.cycle_interval, o) for e, o in outcomes])
+    report = simreport.build_report(
+        scenario, [(e.label, e.source, e.cycle_interval, o) for e, o in outcomes], stopped=stopped
+    )
     simreport.print_report(report, stdout)
     code = EXIT_OK
     if report_dir is not None:
@@ -117,6 +145,19 @@ def run_command(
     if any(outcome.violations for _, outcome in outcomes):
         _errors(["preemptd: the scheduler broke an invariant; see the report's Invariants"])
         code = EXIT_FAILURE
+    if stop.signal is not None:
+        name = signal.Signals(stop.signal).name
+        length = format_duration(scenario.duration)
+        skipped = [entry.label for entry in setups[len(outcomes) :]]
+        if stopped:
+            index, t = next(iter(stopped.items()))
+            at = format_duration(t)
+            covers = "the report covers" if len(setups) == 1 else f"the {setups[index].label} run covers"
+            line = f"preemptd: stopped by {name} at {at} of {length} simulated; {covers} the first {at}"
+        else:  # the signal came after a run's last session
+            line = f"preemptd: stopped by {name} after a whole run"
+        _errors([line + (f" (the {', '.join(skipped)} run did not start)" if skipped else "")])
+        code = EXIT_INTERRUPTED
     return code
 
 
@@ -125,28 +166,94 @@ def _errors(lines: Any) -> None:
         print(line, file=sys.stderr)
 
 
+class _Stop:
+    """SIGINT and SIGTERM while the runs go on: the first asks the run under way to stop
+    after its session (the engine stops at a session's end, so what it has measured is
+    whole); a second one stops at once (``KeyboardInterrupt``, no report). Outside the
+    main thread signals cannot be caught, and nothing changes."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.again = False  # a second signal: stop at once
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.signal is not None:
+            self.again = True
+            raise KeyboardInterrupt
+        self.signal = signum
+        _errors([
+            f"preemptd: {signal.Signals(signum).name}: stopping after the session under way "
+            "and reporting the time simulated so far (again to stop at once)"
+        ])
+
+
+Advance = Callable[..., None]
+
+
+def _step(advance: Advance, stop: _Stop, reached: list[int]) -> Callable[[int, int, int], bool]:
+    """The engine's progress callback: show progress, and answer whether a signal asked
+    the run to stop (then ``reached`` gets the simulated time it stops at)."""
+
+    def step(t: int, sessions: int, admissions: int) -> bool:
+        if stop.again:  # its KeyboardInterrupt was swallowed under the session
+            raise KeyboardInterrupt
+        advance(t, sessions, admissions)
+        if stop.signal is None:
+            return False
+        reached.append(t)
+        return True
+
+    return step
+
+
 @contextmanager
-def _progress(scenario: Scenario) -> Iterator[Callable[[str], Callable[[int], None]]]:
-    """A rich progress bar on stderr (only on a terminal), one task per run."""
+def _progress(scenario: Scenario, interval: float) -> Iterator[Callable[[str], Advance]]:
+    """Progress on stderr, one task per run: a rich progress bar on a terminal; off a
+    terminal (a pipe, a file, a CI log) one line every ``interval`` seconds of wall
+    time with the simulated time, sessions, admissions and their rates."""
     console = Console(stderr=True)
+    terminal = console.is_terminal
     bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         TextColumn("{task.fields[clock]} simulated"),
         TimeElapsedColumn(),
         console=console,
-        disable=not console.is_terminal,
+        disable=not terminal,
     )
+    total = format_duration(scenario.duration)
 
-    def task(label: str) -> Callable[[int], None]:
+    def task(label: str) -> Advance:
         handle = bar.add_task(label, total=scenario.duration, clock="0s")
-        last = [-1.0]
+        begun = time.monotonic()
+        last = [begun if not terminal else -1.0]
 
-        def advance(t: int) -> None:
+        def advance(t: int, sessions: int, admissions: int, final: bool = False) -> None:
             now = time.monotonic()
-            if now - last[0] >= 0.05 or t >= scenario.duration:  # redraws, not sessions, cost
+            if terminal:
+                if now - last[0] >= 0.05 or final:  # redraws, not sessions, cost
+                    last[0] = now
+                    bar.update(handle, completed=t, clock=format_duration(t - t % 1000))
+            elif now - last[0] >= interval and not final:
                 last[0] = now
-                bar.update(handle, completed=t, clock=format_duration(t - t % 1000))
+                wall = max(now - begun, 1e-9)
+                share = t / scenario.duration if scenario.duration else 1.0
+                _errors([
+                    f"{label}: {format_duration(t - t % 1000)} of {total} simulated ({share:.0%}), "
+                    f"{sessions:,} sessions ({sessions / wall:,.0f}/s), "
+                    f"{admissions:,} admissions ({admissions / wall:,.0f}/s)"
+                ])
 
         return advance
 

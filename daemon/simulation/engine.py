@@ -109,12 +109,14 @@ def simulate(
     *,
     actions: tuple[str, ...],
     cycle_interval: int,
-    progress: Callable[[int], None] | None = None,
+    progress: Callable[[int, int, int], bool | None] | None = None,
     verify: Registry | None = None,
 ) -> Outcome:
     """Run ``scenario`` through sessions of ``registry``'s plugins and measure it.
 
-    ``progress`` is called with the simulated time (ms) after every session.
+    ``progress`` is called after every session with the simulated time (ms), the
+    sessions run and the admissions made so far; an answer that is true stops the run
+    there, and its figures cover the simulated time reached.
     ``verify``, a second registry of the same plugins, makes every session also run
     on ``Snapshot.build`` of the same objects and raises :class:`SimulationError`
     unless both decide the same (slow; for tests).
@@ -129,7 +131,7 @@ class _Engine(Commits):
         registry: Registry,
         actions: tuple[str, ...],
         interval: int,
-        progress: Callable[[int], None] | None,
+        progress: Callable[[int, int, int], bool | None] | None,
         verify: Registry | None,
     ) -> None:
         started = time.perf_counter()
@@ -225,8 +227,10 @@ class _Engine(Commits):
             self._advance(t)
             decisions = self._session(t)
             changed = self._commit(t, decisions)
-            if self.progress is not None:
-                self.progress(t)
+            if self.progress is not None and self.progress(t, self.sessions, self.recorder.admissions):
+                self.duration = t  # stopped: the run, and every figure, ends here
+                self.recorder.stop(t)
+                break
             following = t + self.interval if changed or self.scenario.run_idle_cycles else self._wake(t)
             if following is None or following > self.duration:
                 break

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
-__all__ = ["render"]
+__all__ = ["render", "stopped_lines"]
 
 COLORS = ("#2563eb", "#dc2626", "#059669", "#9333ea")
 WIDTH = 760
@@ -36,6 +36,16 @@ height: 12px; margin-right: .4em; vertical-align: -1px; }
 """
 
 
+def stopped_lines(report: dict[str, Any]) -> list[str]:
+    """What a stopped run's figures cover (a signal stopped it), one line per such run."""
+    total = report["scenario"]["duration"]
+    return [
+        f"{run['label']}: stopped at {run['stoppedAt']} of {total}; its figures cover the first {run['stoppedAt']}"
+        for run in report["runs"]
+        if "stoppedAt" in run
+    ]
+
+
 def render(report: dict[str, Any]) -> str:
     scenario = report["scenario"]
     runs = report["runs"]
@@ -51,6 +61,7 @@ def render(report: dict[str, Any]) -> str:
         f"{scenario['initialWorkloads']} workloads at the start, {scenario['arrivals']} arriving; "
         f"termination grace {escape(scenario['terminationGrace'])}; seed {scenario['seed']}. "
         f"Figures are {escape(unit)}-hours of <code>{escape(scenario['resource'])}</code>.</p>",
+        *(f'<p class="bad">{escape(line)}.</p>' for line in stopped_lines(report)),
         _legend(labels),
         "<h2>Summary</h2>",
         _summary(runs),

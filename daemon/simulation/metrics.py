@@ -134,6 +134,13 @@ class Recorder:
         self.sessions = 0
         self.admissions = 0
 
+    def stop(self, t: int) -> None:
+        """The run ends at ``t`` instead (a stopped simulation): the figures cover [0, t]."""
+        self.duration = t
+        self.bucket_count = -(-t // self.bucket)
+        for buckets in self.flavor_buckets.values():
+            del buckets[self.bucket_count :]
+
     # -- events -------------------------------------------------------------------------------
 
     def usage(self, t: int, queue: str, changes: Mapping[str, int]) -> None:

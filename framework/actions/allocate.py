@@ -12,6 +12,7 @@ session ends.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 
 from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
@@ -82,7 +83,7 @@ def run_rounds(session: Session) -> None:
             entry.order = (level, key(entry.workload))
         entries.sort(key=lambda e: e.order)
         relied_on: set[tuple[object, ...]] = set()
-        for i, entry in enumerate(entries):
+        for i, entry in enumerate(_picked(session, entries)):
             outcome = _process(session, rounds, entry, relied_on)
             session.statement.commit()
             books.commit()
@@ -106,6 +107,19 @@ def run_rounds(session: Session) -> None:
         session.decisions.pending.append(pending)
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
+
+
+def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
+    """The round's entries in processing order: the classic order (§2.3) unless a plugin
+    answers ``round_order``, whose picker chooses each next entry among those left, on
+    the accounting as the entries before it left it (§7.2)."""
+    policy = session.policy
+    if policy is None or policy.picker is None:
+        yield from entries
+        return
+    left = list(entries)
+    while left:
+        yield left.pop(policy.pick([e.assignment for e in left]) if len(left) > 1 else 0)
 
 
 def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:

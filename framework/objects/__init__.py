@@ -31,10 +31,11 @@ from .fields import (
     escape,
     shown,
 )
-from .nodes import parse_flavor, parse_node
+from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, decode_json, pod_entry, read_pod
-from .workloads import parse_priority_class, parse_workload
+from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
+from .typed_workloads import read_node, read_workload, workload_entry
+from .workloads import parse_priority_class
 
 __all__ = [
     "FALLBACKS",
@@ -105,6 +106,12 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
+    intake.entries.clear()
+    # A plain Pod is read at intake (see _Intake.plain_pod); one whose key also names
+    # a Pod that was not is a copy like any other, and goes with it.
+    plain_pods = intake.pods
+    for key in by_kind["Pod"].keys() & plain_pods.keys():
+        by_kind["Pod"][key].append(_pod_entry(plain_pods.pop(key)))
 
     flavors = _parse_all(by_kind["ResourceFlavor"], guarded(parse_flavor))
     classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
@@ -118,19 +125,19 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         invalid_priority_classes=classes.keys() - valid_classes.keys(),
         default_priority=default_classes[0].value if default_classes else 0,
     )
-    nodes = _parse_all(by_kind["Node"], guarded(parse_node))
+    nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))
     queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
     tree, cycle_problems = build_queue_tree(queues)
     workloads = _parse_all(
-        by_kind["Workload"], guarded(lambda entry: parse_workload(entry, catalog))
+        by_kind["Workload"], guarded(lambda entry: read_workload(entry, catalog))
     )
 
     inventory = Inventory(
         flavors=dict(catalog.flavors),
         queues=tree.queues,
         nodes=_valid(nodes),
-        pods=_valid(pods),
+        pods=_merged(_valid(pods), plain_pods),
         priority_classes=dict(catalog.priority_classes),
         excluded_queues=set(tree.excluded),
     )
@@ -247,6 +254,19 @@ def _valid(parsed: Mapping[str, list[Parsed[T]]]) -> dict[str, T]:
     }
 
 
+def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
+    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them."""
+    if not walked:
+        return {key: plain[key] for key in sorted(plain)}
+    everything = walked | plain
+    return {key: everything[key] for key in sorted(everything)}
+
+
+def _pod_entry(pod: Pod) -> Entry:
+    """The entry of a Pod read at intake, for the checks that need entries."""
+    return Entry(pod.source, "Pod", pod.namespace, pod.name, RawObject(None, pod))
+
+
 def _check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass, bool]]]]) -> None:
     """Kubernetes allows one ``globalDefault`` PriorityClass; with several, none is trusted."""
     defaults = [copy for copies in classes.values() for copy in copies if copy.value[1]]
@@ -267,12 +287,28 @@ def _check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass,
 class _Intake:
     """Documents -> entries of known kinds; Lists are flattened, the rest reported."""
 
-    __slots__ = ("entries", "problems", "warnings")
+    __slots__ = ("copied", "entries", "pods", "problems", "warnings")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        # Plain Pods, read at intake, by key: a large cluster is mostly Pods, and the
+        # entries and per-copy records the other kinds go through would only be
+        # garbage (and leave the heap fragmented) for them.
+        self.pods: dict[str, Pod] = {}
+        self.copied: set[str] = set()  # keys of plain Pods defined more than once
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
+
+    def plain_pod(self, pod: Pod) -> None:
+        key = pod.key
+        if key in self.copied:
+            self.entries.append(_pod_entry(pod))
+        elif key in self.pods:
+            self.copied.add(key)
+            self.entries.append(_pod_entry(self.pods.pop(key)))
+            self.entries.append(_pod_entry(pod))
+        else:
+            self.pods[key] = pod
 
     def document(self, file: str, document: Any) -> None:
         if document is None:
@@ -365,6 +401,14 @@ class _Intake:
         in_list = bool(document.at)
         for index, raw in enumerate(document.take()):
             entry = pod_entry(file, raw)
+            if entry is not None:
+                pod = entry.body.pod if type(entry.body) is RawObject else None
+                if pod is not None:
+                    self.plain_pod(pod)
+                else:
+                    self.entries.append(entry)
+                continue
+            entry = workload_entry(file, raw)
             if entry is not None:
                 self.entries.append(entry)
                 continue

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 from typing import Any, TypeVar
 
 from ..model import (
@@ -97,8 +99,30 @@ def parse_queue(entry: Entry, catalog: Catalog) -> tuple[QueueSpec, list[Problem
         preempt_min_runtime=fields.duration(spec, "preemptMinRuntime", "spec"),
         reclaim_min_runtime=fields.duration(spec, "reclaimMinRuntime", "spec"),
         source=entry.file,
+        fair_weight=_weight(fields, fields.section(spec, "fairSharing", "spec")),
     )
     return queue, fields.problems
+
+
+_WEIGHT_SUFFIX = {"n": -9, "u": -6, "m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+
+
+def _weight(fields: Fields, section: Mapping[str, Any]) -> Fraction:
+    """``spec.fairSharing.weight``, exactly (CONTRACT §1): default 1; 0, or above 10^-9."""
+    value = section.get("weight")
+    if value is None:
+        return Fraction(1)
+    text = str(value).strip() if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    suffix = text[-1:] if text[-1:] in _WEIGHT_SUFFIX else ""
+    try:
+        weight = Fraction(Decimal(text[: len(text) - len(suffix)])) * Fraction(10) ** _WEIGHT_SUFFIX[suffix]
+        valid = weight.denominator > 0 and Decimal(text[: len(text) - len(suffix)]).is_finite()
+    except (InvalidOperation, ValueError, OverflowError):
+        valid = False
+    if not valid or weight < 0 or 0 < weight <= Fraction(1, 10**9):
+        fields.report("spec.fairSharing.weight", f"expected a weight of 0 or above 1e-9, got {shown(value)}")
+        return Fraction(1)
+    return weight
 
 
 def _resource_groups(

@@ -26,7 +26,7 @@ def parse_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Probl
     spec = fields.section(entry.body, "spec", "")
     status = fields.section(entry.body, "status", "")
     queue = fields.text(spec, "queueName", "spec", required=True) or ""
-    owner_kind, owner_name = _owner(fields, metadata, spec)
+    owner_kind, owner_name = read_owner(fields, metadata, spec)
     pod_sets = _pod_sets(fields, spec)
     evicted = any(
         condition.get("type") == "Evicted" and condition.get("status") in ("True", True)
@@ -47,7 +47,7 @@ def parse_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Probl
         ),
         admitted_at=fields.timestamp(status, "admittedAt", "status"),
         evicted=evicted,
-        flavor_scan=_flavor_scan(fields, status),
+        flavor_scan=read_flavor_scan(fields, status),
         source=entry.file,
     )
     return workload, fields.problems
@@ -68,7 +68,7 @@ def _priority(fields: Fields, spec: Mapping[str, Any], catalog: Catalog) -> int:
     return 0
 
 
-def _owner(
+def read_owner(
     fields: Fields, metadata: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> tuple[str | None, str | None]:
     if spec.get("owner") is not None:
@@ -181,7 +181,7 @@ def _admitted_flavors(
     return flavors
 
 
-def _flavor_scan(fields: Fields, status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+def read_flavor_scan(fields: Fields, status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
     at = "status.flavorScan"
     scan: dict[str, dict[str, int]] = {}
     entries = fields.section(status, "flavorScan", "status").items()

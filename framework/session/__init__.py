@@ -26,6 +26,7 @@ from .candidates import (
     CLASS_HIERARCHICAL,
     CLASS_OTHER_QUEUE,
     CLASS_SAME_QUEUE,
+    IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM,
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     IN_QUEUE,
@@ -33,8 +34,8 @@ from .candidates import (
     DeferredPods,
     Taken,
 )
-from .hooks import ScenarioFilter, hookimpl
-from .registry import ANSWERS, Impl, PluginError, Registry, bad_answer
+from .hooks import EntryPicker, ScenarioFilter, SearchAllowed, VictimStrategy, VictimWalk, hookimpl
+from .registry import ANSWERS, Impl, PluginError, Policy, Registry, bad_answer
 from .session import (
     KNOWN_ACTIONS,
     Scenario,
@@ -53,6 +54,7 @@ __all__ = [
     "CLASS_OTHER_QUEUE",
     "CLASS_SAME_QUEUE",
     "FIT",
+    "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_QUEUE",
@@ -65,20 +67,25 @@ __all__ = [
     "Assignment",
     "Candidate",
     "DeferredPods",
+    "EntryPicker",
     "FlavorOption",
     "Impl",
     "NodeChoice",
     "PluginError",
     "PodSetAssignment",
+    "Policy",
     "Registry",
     "Scenario",
     "ScenarioFilter",
     "ScenarioFilters",
+    "SearchAllowed",
     "SearchResult",
     "Session",
     "Statement",
     "Taken",
     "VictimSearch",
+    "VictimStrategy",
+    "VictimWalk",
     "bad_answer",
     "collect_candidates",
     "hookimpl",

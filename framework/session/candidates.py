@@ -19,6 +19,7 @@ __all__ = [
     "CLASS_HIERARCHICAL",
     "CLASS_OTHER_QUEUE",
     "CLASS_SAME_QUEUE",
+    "IN_COHORT_FAIR_SHARING",
     "IN_COHORT_RECLAIM",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_QUEUE",
@@ -31,6 +32,7 @@ __all__ = [
 IN_QUEUE = "InQueue"
 IN_COHORT_RECLAIM = "InCohortReclamation"
 IN_COHORT_RECLAIM_WHILE_BORROWING = "InCohortReclaimWhileBorrowing"
+IN_COHORT_FAIR_SHARING = "InCohortFairSharing"  # SEMANTICS §7.4: a share strategy allowed it
 
 # SEMANTICS §4 "Order": hierarchical-reclaim candidates, then the other cohort
 # candidates, then same-queue candidates.

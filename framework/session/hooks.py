@@ -38,11 +38,12 @@ documentation must say what ``MEMO_SAFE`` promises about it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
-from ..model import Workload
+from ..model import FR, Workload
+from ..quota import QuotaNode
 from .assignment import Assignment, VictimSearch
 from .candidates import Candidate
 
@@ -68,12 +69,55 @@ SEARCH_HOOKS = (
     "on_admit",
     "on_evict",
     "placement_score",
+    "victim_strategy",
 )
 MEMO_SAFE_ATTRIBUTE = "MEMO_SAFE"
 
 ScenarioFilter = Callable[["Scenario"], bool]
 OrderKey = Callable[["Workload"], Sequence[Any]]
 VictimKey = Callable[["Candidate"], Sequence[Any]]
+EntryPicker = Callable[[Sequence[Assignment]], int]
+SearchAllowed = Callable[[QuotaNode, FR, int], bool]
+
+
+class VictimWalk(Protocol):
+    """What a :data:`VictimStrategy` is handed: one preemptor's search, on the session.
+
+    The walk holds the mechanism; the strategy decides which candidate to take next.
+    ``request`` is the :class:`VictimSearch` (preemptor, leaf, usage, needed). While
+    the strategy runs, the taken victims are virtually evicted from
+    ``session.accounting`` (so every share or usage the strategy reads already has
+    them removed); the walk rolls all of it back when the strategy returns.
+    """
+
+    session: Session
+    request: VictimSearch
+    victims: list[Candidate]
+    lines: list[str]
+
+    def candidates(self) -> list[Candidate]:
+        """Every plugin's ``preemption_candidates`` for this search, using a needed
+        flavor-resource, in the session's victim order (§4)."""
+
+    def order(self, candidate: Candidate) -> Sequence[Any]:
+        """The session's victim order key for one candidate (already evicted first)."""
+
+    def preemptible(self, candidate: Candidate) -> bool:
+        """``is_preemptible`` over every plugin, remembered for the search; a veto is
+        recorded (it decides the ``MinRuntime`` pending reason)."""
+
+    def take(self, candidate: Candidate, reason: str | None = None) -> bool:
+        """Virtually evict ``candidate`` (as a victim of ``reason``, its own by
+        default) unless it is not preemptible, is the rest of an elastic workload
+        whose single pods are not all taken yet, or a scenario filter rejects the
+        victims with it; ``False`` leaves everything as it was."""
+
+    def fits(self) -> bool:
+        """Whether the request fits Available now (borrowing allowed), and its pods
+        the nodes when node room is what is short."""
+
+
+VictimStrategy = Callable[[VictimWalk], bool]
 
 
 @hookspec
@@ -216,4 +260,67 @@ def placement_score(session: Session, preemptor: Workload) -> Callable[[Candidat
     plugin adds the returned scores up and ranks pods by them after their
     lifecycle class and priority (SEMANTICS §6). Without an answer every
     placement scores the same. A scorer that raises scores 0.
+    """
+
+
+@hookspec(firstresult=True)
+def round_order(session: Session) -> EntryPicker | None:
+    """Who goes next among a round's entries (SEMANTICS §2.3; §7.2 for fair sharing).
+
+    Called once per session, after ``session_open``. The first plugin that answers
+    wins; with no answer the framework sorts each round's entries once, by borrowing
+    level, then the workload order (``workload_order``), then the tie-break key.
+
+    The answer is a callable ``picker(entries) -> index``. Before each pick the
+    framework hands it the :class:`Assignment` of every entry of the round not
+    processed yet (in a stable order: the classic one) and processes the entry at
+    the returned index; it is called again for the next pick, so it sees the
+    accounting as the entries processed before changed it (``session.accounting``:
+    admitted usage, a preemptor's reserved usage, a ``NoCandidates`` reservation,
+    victims still holding their quota). A ``NoFit`` entry has ``mode == NOFIT``
+    and no usage. A picker that raises, or returns anything but an index into
+    ``entries``, is counted as failed and the classic order decides the rest of
+    the session. Called once per pick: keep it proportional to the entries.
+    """
+
+
+@hookspec
+def may_search_victims(session: Session) -> SearchAllowed | None:
+    """Whether a flavor whose request does not fit Available may ask for victims (§3).
+
+    Called once per session, after ``session_open``. The answer is a callable
+    ``allowed(leaf, fr, request) -> bool``; it is asked only when the classic rule
+    says no (the request is above the queue's nominal, it fits no ancestor below
+    the root and ``borrowWithinCohort`` is ``Never``), so answers combine as OR with
+    the classic rule and every plugin's answer. Without an answer such a flavor is
+    ``NoFit``. A callable that raises counts as ``False`` and as failed.
+    """
+
+
+@hookspec(firstresult=True)
+def victim_strategy(session: Session) -> VictimStrategy | None:
+    """The victim search's candidate lists and target choice (SEMANTICS §4; §7.4).
+
+    Called once per session, after ``session_open``; the first answer wins. Without
+    one the framework runs §4: every plugin's ``preemption_candidates`` in victim
+    order, the attempt plan (with / without borrowing), fill-back.
+
+    The answer is a callable ``strategy(walk) -> bool`` run once per victim search
+    of every preemptor but a Deployment's node-by-node one, with a
+    :class:`VictimWalk`. It collects its candidate lists (``walk.candidates()`` or
+    its own, built with ``candidate_units``), decides the order and the targets,
+    and takes victims with ``walk.take`` until ``walk.fits()``; it returns whether
+    the request fits. On ``True`` the framework fills back (reverse from the
+    second-to-last victim, borrowing allowed) and the victims are the answer, each
+    with the reason it was taken as; ``walk.lines`` is added to the preemptor's
+    explanation. A strategy that raises is counted as failed and its search finds
+    no victims (``PreemptionNoCandidates``): no preemption on a broken policy.
+
+    The strategy runs inside a victim search, so it is one of :data:`SEARCH_HOOKS`:
+    ``MEMO_SAFE = True`` on its plugin promises that what it takes depends only on
+    the walk's request, the session's committed state (the accounting of the
+    preemptor's queue tree, node room, the victims chosen so far) and its own
+    per-session tables — never on how many times it ran. Without that declaration
+    the session runs with the search memo off. ``round_order`` and
+    ``may_search_victims`` are not consulted inside a search and need no declaration.
     """

@@ -30,7 +30,7 @@ from . import hooks
 from .assignment import Assignment
 from .candidates import Candidate, DeferredPods
 
-__all__ = ["ANSWERS", "Impl", "PluginError", "Registry", "bad_answer"]
+__all__ = ["ANSWERS", "Impl", "PluginError", "Policy", "Registry", "bad_answer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +77,9 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "preemption_candidates": (_candidates, "a list of Candidate"),
     "get_accumulated_scenario_filters": (_callables, "a list of callables"),
     "assign_flavors": (lambda answer: isinstance(answer, Assignment), "an Assignment"),
+    "round_order": (callable, "a callable picker"),
+    "may_search_victims": (callable, "a callable"),
+    "victim_strategy": (callable, "a callable strategy"),
 }
 """What a non-``None`` answer of each hook must be; hooks not listed return nothing
 the framework reads (their answers are ignored)."""
@@ -144,7 +147,14 @@ class Registry:
 
     def record_failure(self, plugin: str, hook: str, exc: BaseException) -> None:
         """Count one failure of ``plugin`` in ``hook``; the first one of each pair is
-        described (message and traceback), later ones only counted."""
+        described (message and traceback), later ones only counted.
+
+        An interrupt is never a plugin's failure: when ``exc`` was raised while a
+        ``KeyboardInterrupt`` was propagating (a ``finally`` or ``except`` that failed in
+        turn, such as a rollback cut short), the interrupt is raised again instead."""
+        interrupt = _interrupt_behind(exc)
+        if interrupt is not None:
+            raise interrupt
         self.failures[plugin] += 1
         found = self._error_index.get((plugin, hook))
         if found is not None:
@@ -195,3 +205,66 @@ class Registry:
                 continue
             return result
         return None
+
+
+class Policy:
+    """The answers of ``round_order``, ``may_search_victims`` and ``victim_strategy``,
+    taken once per session and called directly, each call guarded (see :mod:`.hooks`).
+
+    Every attribute is ``None`` (or empty) when no plugin answers: the framework then
+    keeps its classic behaviour and pays nothing for the hooks."""
+
+    __slots__ = ("allowed", "picker", "registry", "strategy")
+
+    def __init__(self, registry: Registry, session: object) -> None:
+        self.registry = registry
+        self.picker = self._first(registry, "round_order", session)
+        self.allowed = registry.call_all("may_search_victims", session=session)
+        self.strategy = self._first(registry, "victim_strategy", session)
+
+    @staticmethod
+    def _first(registry: Registry, hook: str, session: object) -> tuple[str, Any] | None:
+        found = registry.call_all(hook, session=session)
+        return found[0] if found else None
+
+    def pick(self, entries: Sequence[Assignment]) -> int:
+        """The index of the next entry; 0 (the classic order) without a working picker."""
+        if self.picker is None:
+            return 0
+        name, picker = self.picker
+        try:
+            index = picker(entries)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            self.registry.record_failure(name, "round_order", exc)
+            self.picker = None
+            return 0
+        if type(index) is not int or not 0 <= index < len(entries):
+            self.registry.record_failure(name, "round_order", bad_answer(index, "an index into entries"))
+            self.picker = None
+            return 0
+        return index
+
+    def may_search(self, leaf: Any, fr: Any, request: int) -> bool:
+        for name, allowed in self.allowed:
+            try:
+                if allowed(leaf, fr, request) is True:
+                    return True
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:
+                self.registry.record_failure(name, "may_search_victims", exc)
+        return False
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The ``KeyboardInterrupt`` that ``exc`` was raised during, if any (its context chain)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__context__
+    return None

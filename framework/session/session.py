@@ -37,7 +37,7 @@ from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, DeferredPods, Taken, UnitIndex
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
-from .registry import Impl, Registry, bad_answer
+from .registry import Impl, Policy, Registry, bad_answer
 from .statement import Statement
 
 __all__ = [
@@ -81,6 +81,7 @@ class Session:
         "memo",
         "now",
         "placements",
+        "policy",
         "registry",
         "relied",
         "snapshot",
@@ -143,6 +144,7 @@ class Session:
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
+        self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -187,6 +189,7 @@ class Session:
 
         object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
         object.__setattr__(self, "_preemptible", self.registry.impls("is_preemptible"))
+        object.__setattr__(self, "policy", Policy(self.registry, self))
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
             reason = getattr(plugin, "VETO_REASON", None)

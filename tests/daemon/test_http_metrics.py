@@ -94,3 +94,17 @@ async def test_a_deleted_queue_leaves_the_workload_gauges() -> None:
     queues = {dict(labels)["queue"] for (name, labels) in samples(metrics.exposition().decode())
               if name == "preemptd_workloads"}
     assert {"team-b"} == queues
+
+
+async def test_queue_weighted_shares_follow_the_last_session() -> None:
+    """preemptd_queue_weighted_share{queue}: each queue's reported share (SEMANTICS §7.6);
+    a session without fair sharing leaves no series."""
+    from preemptd.framework.decisions import QueueShare
+
+    metrics = Metrics()
+    metrics.observe_shares([QueueShare("team-a", 429), QueueShare("team-b", 0)])
+    found = samples(metrics.exposition().decode())
+    assert 429 == found[("preemptd_queue_weighted_share", (("queue", "team-a"),))]
+    assert 0 == found[("preemptd_queue_weighted_share", (("queue", "team-b"),))]
+    metrics.observe_shares(None)
+    assert not [name for (name, _) in samples(metrics.exposition().decode()) if name == "preemptd_queue_weighted_share"]

@@ -126,3 +126,24 @@ def test_a_dry_run_logs_a_decision_when_it_first_appears() -> None:
     assert 0 == log(Decisions(now=0), QUEUES.get)
     assert 3 == log(decisions(), QUEUES.get)
     assert all(line["dry_run"] is True for line in lines(stream))
+
+
+def test_without_structlog_a_decision_line_has_no_python_reprs(caplog: pytest.LogCaptureFixture) -> None:
+    """Used as a library (structlog not configured), a decision is still one line of plain
+    key=value fields: lists comma-separated, booleans lower case."""
+    structlog.reset_defaults()
+    with caplog.at_level(logging.INFO, logger="preemptd.decisions"):
+        DecisionLog(dry_run=True)(decisions(), QUEUES.get)
+    texts = [record.getMessage() for record in caplog.records]
+    assert "admit workload=ml/train-1 queue=team-a borrowing=false flavors=a100 dry_run=true" == texts[0]
+    assert "pods=-" in texts[1]
+    assert all("[" not in text and "'" not in text for text in texts)
+
+
+def test_on_a_console_list_fields_are_comma_separated() -> None:
+    stream = io.StringIO()
+    configure_logging(log_format="console", stream=stream)
+    DecisionLog()(decisions(), QUEUES.get)
+    text = stream.getvalue()
+    assert "flavors=a100" in text and "pods=-" in text
+    assert "['" not in text and "[]" not in text

@@ -450,3 +450,28 @@ def test_sys_exit_while_loading_a_plugin_is_a_configuration_error(
     assert code == 78
     assert decisions == {}
     assert "cannot load plugin 'bad': SystemExit: 0" in err
+
+
+def test_an_interrupt_that_a_finally_turned_into_another_error_is_not_a_plugin_failure() -> None:
+    """Ctrl-C arrives inside a hook whose ``finally`` then fails (a rollback cut short raises
+    KeyError): the registry raises the interrupt again instead of recording a failure of the
+    plugin, so the command stops; a plain KeyError is still the plugin's failure."""
+    from preemptd.framework.session import Registry
+
+    def interrupted(session: Any) -> object:
+        try:
+            raise KeyboardInterrupt
+        finally:
+            {}["undo"]  # the cleanup fails while the interrupt propagates
+
+    def broken(session: Any) -> object:
+        return {}["undo"]
+
+    registry = Registry([("cut", _plugin(session_open=interrupted), None)])
+    with pytest.raises(KeyboardInterrupt):
+        registry.call_all("session_open", session=None)
+    assert registry.failures["cut"] == 0 and registry.errors == []
+
+    registry = Registry([("broken", _plugin(session_open=broken), None)])
+    assert registry.call_all("session_open", session=None) == []
+    assert registry.failures["broken"] == 1

@@ -44,9 +44,9 @@ POD: dict[str, Any] = {
 }
 
 
-def variant(path: str, value: Any) -> dict[str, Any]:
+def variant(path: str, value: Any, base: dict[str, Any] | None = None) -> dict[str, Any]:
     """POD with the field at dotted ``path`` set to ``value`` (``DELETE`` removes it)."""
-    pod = copy.deepcopy(POD)
+    pod = copy.deepcopy(POD if base is None else base)
     *parents, last = path.split(".")
     target: Any = pod
     for key in parents:
@@ -105,6 +105,12 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "phase a list": variant("status.phase", ["Running"]),
     "status a list": variant("status", []),
     "unknown fields": variant("spec.schedulerName", {"anything": [1, 2]}),
+    "quantity float": variant("spec.containers.0.resources.requests.cpu", 0.5),
+    "labels written like requests": variant(
+        "spec.containers.0.resources.requests",
+        {"cpu": "500m", "memory": "1Gi"},
+        variant("metadata.labels", {"cpu": "500m", "memory": "1Gi"}),
+    ),
 }
 
 
@@ -194,3 +200,25 @@ def test_a_generated_cluster_reads_the_same_typed_and_walked(tmp_path: Path) -> 
     assert len(walked) > 1000
     assert typed.pods == walked
     assert typed.problems == []
+
+
+@pytest.mark.parametrize(
+    "copies",
+    [
+        [POD, POD],  # two plain copies
+        [POD, POD, POD],
+        [POD, variant("spec.priority", True)],  # a plain copy and one the walker reads
+        [variant("spec.priority", True), POD],
+    ],
+)
+def test_a_plain_pod_defined_twice_is_reported_like_any_copy(copies: list[Any], tmp_path: Path) -> None:
+    """Plain Pods are kept by key at intake, without an entry each; a key seen twice
+    still makes every copy invalid, with the walker's located problems."""
+    other = variant("metadata.name", "q")
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps([*copies, other]))
+    typed = parse_objects(load_files([path], typed=True))
+    plain = parse_objects(load_files([path]))
+    assert [str(p) for p in typed.problems] == [str(p) for p in plain.problems]
+    assert any("defined" in p.message for p in typed.problems)
+    assert list(typed.pods) == list(plain.pods) == ["ns/q"]

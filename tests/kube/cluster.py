@@ -46,8 +46,9 @@ def install_crds(server: ApiServer) -> None:
 
 
 def manifest_documents() -> list[dict]:
-    """Every document of config/kubernetes, in apply order."""
-    return [d for path in sorted(MANIFESTS.glob("*.yaml")) for d in yaml.safe_load_all(path.read_text()) if d]
+    """Every document of config/kubernetes, in apply order (kustomization.yaml lists them)."""
+    files = [path for path in sorted(MANIFESTS.glob("*.yaml")) if path.name != "kustomization.yaml"]
+    return [d for path in files for d in yaml.safe_load_all(path.read_text()) if d]
 
 
 def role_rules() -> dict[tuple[str, str], set[str]]:

@@ -170,3 +170,193 @@ def test_manifest_folder_is_what_kubectl_applies_in_order() -> None:
     assert kinds.index("Namespace") < kinds.index("CustomResourceDefinition") < kinds.index("ClusterRole")
     assert kinds.index("ClusterRole") < kinds.index("Deployment")
     assert all(path.suffix == ".yaml" for path in Path(MANIFESTS).iterdir())
+
+
+# --- from laptop to cluster (issue 20, point 9) ------------------------------------------
+
+KUEUE_SHORT_NAMES = {"wl", "rf", "q", "cq", "lq", "queue", "queues", "workload", "workloads"}
+
+
+def crds() -> dict[str, dict]:
+    return {d["spec"]["names"]["kind"]: d for d in manifest_documents() if d["kind"] == "CustomResourceDefinition"}
+
+
+def test_crd_short_names_do_not_collide_with_kueues() -> None:
+    """Both can be installed: no short name of ours is one of Kueue's, and `kubectl get
+    preemptd` lists our three kinds."""
+    names = {kind: crd["spec"]["names"] for kind, crd in crds().items()}
+    assert {"ResourceFlavor", "Queue", "Workload"} == set(names)
+    short = [s for n in names.values() for s in n.get("shortNames", [])]
+    assert len(short) == 3 and len(set(short)) == 3
+    assert set() == set(short) & KUEUE_SHORT_NAMES
+    assert all(["preemptd"] == n.get("categories") for n in names.values())
+
+
+def undescribed(schema: dict, path: str) -> list[str]:
+    """Every schema node below ``path`` that `kubectl explain` would show without a description."""
+    missing = [] if schema.get("description") else [path]
+    for name, child in (schema.get("properties") or {}).items():
+        missing += undescribed(child, f"{path}.{name}")
+    items = schema.get("items")
+    if isinstance(items, dict) and items.get("type") == "object":
+        missing += [m for m in undescribed(items, f"{path}[]") if m != f"{path}[]" or "properties" in items]
+    return missing
+
+
+def test_every_crd_field_has_a_description_for_kubectl_explain() -> None:
+    for kind, crd in crds().items():
+        schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+        assert [] == undescribed(schema, kind), kind
+
+
+def test_crd_schema_keeps_the_contracts_queue_fields() -> None:
+    """Fields CONTRACT §1 documents are in the schema, so the API server does not prune them."""
+    spec = crds()["Queue"]["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert {"parent", "resourceGroups", "preemption", "flavorFungibility", "queueingStrategy",
+            "preemptMinRuntime", "reclaimMinRuntime", "fairSharing"} <= set(spec)
+    assert "weight" in spec["fairSharing"]["properties"]
+
+
+def daemon_pod() -> dict:
+    deployment = next(d for d in manifest_documents() if d["kind"] == "Deployment")
+    return deployment["spec"]["template"]
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard_and_the_pod_meets_it() -> None:
+    (namespace,) = [d for d in manifest_documents() if d["kind"] == "Namespace"]
+    labels = namespace["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert "restricted" == labels[f"pod-security.kubernetes.io/{mode}"]
+    spec = daemon_pod()["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["runAsUser"] > 0
+    assert "RuntimeDefault" == spec["securityContext"]["seccompProfile"]["type"]
+    for container in spec["containers"]:
+        context = container["securityContext"]
+        assert context["allowPrivilegeEscalation"] is False
+        assert ["ALL"] == context["capabilities"]["drop"]
+        assert context["readOnlyRootFilesystem"] is True
+    assert all(set(volume) <= {"name", "configMap"} for volume in spec["volumes"])
+
+
+def test_a_disruption_budget_keeps_one_replica_of_the_daemon() -> None:
+    (budget,) = [d for d in manifest_documents() if d["kind"] == "PodDisruptionBudget"]
+    deployment = next(d for d in manifest_documents() if d["kind"] == "Deployment")
+    assert budget["spec"]["selector"]["matchLabels"].items() <= daemon_pod()["metadata"]["labels"].items()
+    assert 1 == budget["spec"]["minAvailable"] < deployment["spec"]["replicas"]
+
+
+def test_the_kustomization_lists_every_manifest_in_apply_order() -> None:
+    import yaml
+
+    kustomization = yaml.safe_load((Path(MANIFESTS) / "kustomization.yaml").read_text())
+    files = sorted(p.name for p in Path(MANIFESTS).glob("*.yaml") if p.name != "kustomization.yaml")
+    assert files == kustomization["resources"]
+
+
+def kustomize(path: Path) -> list[dict]:
+    import shutil
+    import subprocess
+
+    import yaml
+
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.skip("kubectl is not installed")
+    result = subprocess.run([kubectl, "kustomize", str(path)], capture_output=True, text=True, timeout=60, check=False)
+    assert 0 == result.returncode, result.stderr
+    return [d for d in yaml.safe_load_all(result.stdout) if d]
+
+
+def test_kustomize_builds_the_base_and_the_overlay_with_a_service_monitor() -> None:
+    base = kustomize(Path(MANIFESTS))
+    assert sorted((d["kind"], d["metadata"]["name"]) for d in base) == sorted(
+        (d["kind"], d["metadata"]["name"]) for d in manifest_documents()
+    )
+    monitoring = kustomize(REPO / "deploy" / "monitoring")
+    (monitor,) = [d for d in monitoring if d["kind"] == "ServiceMonitor"]
+    (service,) = [d for d in monitoring if d["kind"] == "Service"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    ports = {port["name"] for port in service["spec"]["ports"]}
+    assert {endpoint["port"] for endpoint in monitor["spec"]["endpoints"]} <= ports
+    assert "/metrics" == monitor["spec"]["endpoints"][0]["path"]
+
+
+def test_the_deployment_runs_the_image_the_readme_builds() -> None:
+    import re
+
+    from preemptd import __version__
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    built = re.findall(r"docker build -t (\S+) -f Containerfile \.", readme)
+    assert built, "README has no build command"
+    (image,) = set(built)
+    assert f"preemptd:{__version__}" == image
+    assert [image] == [c["image"] for c in daemon_pod()["spec"]["containers"]]
+    assert "kubectl apply -k config/kubernetes" in readme
+
+
+def containerfile() -> list[tuple[str, str]]:
+    """(instruction, arguments) of the Containerfile, continuation lines joined."""
+    text = (REPO / "Containerfile").read_text(encoding="utf-8").replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1]) for line in lines]
+
+
+def test_the_containerfile_makes_a_small_non_root_image_of_the_package() -> None:
+    import json
+
+    steps = containerfile()
+    assert all(args.split()[0] == "python:3.11-slim" for op, args in steps if op == "FROM")
+    (user,) = [args for op, args in steps if op == "USER"]
+    uid = int(user.split(":")[0])
+    assert uid != 0 and uid == daemon_pod()["spec"]["securityContext"]["runAsUser"]
+    (entrypoint,) = [args for op, args in steps if op == "ENTRYPOINT"]
+    assert ["preemptd"] == json.loads(entrypoint)
+    (command,) = [args for op, args in steps if op == "CMD"]
+    container = daemon_pod()["spec"]["containers"][0]
+    assert json.loads(command) == container["args"]
+
+
+def test_the_files_the_containerfile_copies_build_the_package(tmp_path: Path) -> None:
+    """What the image's build stage installs from: the COPY'd files make a complete wheel
+    with the `preemptd` entry point and every built-in plugin."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+
+    context = tmp_path / "context"
+    context.mkdir()
+    for op, args in containerfile():
+        if op != "COPY" or args.startswith("--from"):
+            continue
+        *sources, _ = args.split()
+        for source in sources:
+            origin = REPO / source
+            if origin.is_dir():
+                shutil.copytree(origin, context / source, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy(origin, context / source)
+    result = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"), "."],
+        cwd=context, capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert 0 == result.returncode, result.stderr
+    (wheel,) = (tmp_path / "wheel").glob("preemptd-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "preemptd/daemon/cli.py" in names and "preemptd/plugins/priority.py" in names
+    entry_points = next(n for n in names if n.endswith("entry_points.txt"))
+    assert "preemptd = preemptd.daemon.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+
+
+def test_the_in_cluster_configuration_starts_the_daemon(tmp_path: Path) -> None:
+    """The ConfigMap's preemptd.toml passes `preemptd run`'s checks (no exit 78)."""
+    from preemptd.daemon.service import check_configuration
+
+    config = next(d for d in manifest_documents() if d["kind"] == "ConfigMap")
+    path = tmp_path / "preemptd.toml"
+    path.write_text(config["data"]["preemptd.toml"], encoding="utf-8")
+    loaded, _, problems = check_configuration(path)
+    assert [] == problems
+    assert "kubernetes" == loaded.backend.kind

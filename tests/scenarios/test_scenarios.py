@@ -38,7 +38,13 @@ from preemptd.framework.actions import deployments
 from preemptd.framework.session import Session
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.yaml"))
-LISTS = {"admitted": "workload", "preempted": "workload", "podActions": "pod", "pending": "workload"}
+LISTS = {
+    "admitted": "workload",
+    "preempted": "workload",
+    "podActions": "pod",
+    "pending": "workload",
+    "shares": "queue",
+}
 
 
 def _text(value: Any) -> str:

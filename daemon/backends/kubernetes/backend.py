@@ -53,7 +53,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from preemptd.framework.decisions import Decisions
+from preemptd.framework.decisions import Decisions, QueueShare
 from preemptd.framework.model import WORKLOAD_LABEL, Flavor
 from preemptd.framework.objects import Inventory
 from preemptd.framework.quantity import format_quantity
@@ -378,7 +378,7 @@ class KubernetesBackend:
         finally:
             self.owners.release(held)
         if not self.draining:
-            await self._write_queue_status(snapshot)
+            await self._write_queue_status(snapshot, decisions.shares)
         if self.settle_owners == math.inf:
             await self.owners.idle()
         timings["commit"] = time.perf_counter() - started
@@ -435,12 +435,16 @@ class KubernetesBackend:
         threading.Thread(target=target, name="preemptd-session", daemon=True).start()
         return result
 
-    async def _write_queue_status(self, snapshot: Snapshot) -> None:
-        """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``."""
+    async def _write_queue_status(self, snapshot: Snapshot, shares: list[QueueShare] | None = None) -> None:
+        """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``;
+        with fair sharing, its weighted share (SEMANTICS §7.6)."""
         store = self.informers[QUEUES].store
+        weighted = {share.queue: share.weighted_share for share in shares or ()}
         writes = []
         for name, obj in store.items():
             status = _queue_status(name, snapshot)
+            if name in weighted:
+                status["fairSharing"] = {"weightedShare": weighted[name]}
             current = obj.get("status") or {}
             if all(current.get(k) == v for k, v in status.items()):
                 continue

@@ -57,6 +57,7 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import json
 import logging
 import time
 import uuid
@@ -147,7 +148,7 @@ class Writer:
 
     async def create(self, resource: Resource, body: Obj, namespace: str | None) -> Obj | None:
         if self.dry_run:
-            log.info("dry-run: would create %s %s/%s", resource.kind, namespace, body["metadata"]["name"])
+            log.debug("dry-run: would create %s %s/%s", resource.kind, namespace, body["metadata"]["name"])
             # Kept in the cache only, so the dry run's sessions see what a real run would:
             # the Workloads of Jobs nobody has admitted yet.
             imagined = {**body, "metadata": {**body["metadata"], "namespace": namespace,
@@ -180,8 +181,9 @@ class Writer:
     ) -> Obj | None:
         """The patched object, or None when it was refused (409: re-read, and a new cycle asked for)."""
         if self.dry_run:
-            log.info("dry-run: would patch %s %s/%s%s: %s", resource.kind, namespace, name,
-                     f"/{subresource}" if subresource else "", body)
+            # Every cycle would write it again: the decision itself is the INFO line.
+            log.debug("dry-run: would patch %s %s/%s%s: %s", resource.kind, namespace, name,
+                      f"/{subresource}" if subresource else "", json.dumps(body, sort_keys=True, default=str))
             return None
         async with self.semaphore:
             if not self._open("patch", resource, f"{namespace}/{name}"):
@@ -208,7 +210,7 @@ class Writer:
         self, resource: Resource, name: str, namespace: str | None, *, grace_period_seconds: int | None = None
     ) -> bool:
         if self.dry_run:
-            log.info("dry-run: would delete %s %s/%s (grace %s)", resource.kind, namespace, name, grace_period_seconds)
+            log.debug("dry-run: would delete %s %s/%s (grace %s)", resource.kind, namespace, name, grace_period_seconds)
             return False
         async with self.semaphore:
             if not self._open("delete", resource, f"{namespace}/{name}"):

@@ -165,7 +165,7 @@ class EventRecorder:
                 return
             seen.patch_queued = True
             if self.dry_run:
-                log.info("dry-run: event %s %s/%s (x%d): %s", reason, namespace, name, seen.count, message)
+                log.debug("dry-run: event %s %s/%s (x%d): %s", reason, namespace, name, seen.count, message)
                 seen.patch_queued = False
                 seen.written_at = now
                 return
@@ -201,7 +201,7 @@ class EventRecorder:
         while len(self._seen) > self.remembered:
             self._seen.popitem(last=False)
         if self.dry_run:
-            log.info("dry-run: event %s %s/%s: %s", reason, namespace, name, message)
+            log.debug("dry-run: event %s %s/%s: %s", reason, namespace, name, message)
             return
         self._queue.put_nowait(("create", event, entry))
 

@@ -32,10 +32,11 @@ from typing import Any, TypeVar
 from preemptd.framework.model import Flavor, Node, Pod
 from preemptd.framework.objects import Inventory, guarded
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
-from preemptd.framework.objects.nodes import parse_flavor, parse_node
+from preemptd.framework.objects.nodes import parse_flavor
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
 from preemptd.framework.objects.typed import read_pod
-from preemptd.framework.objects.workloads import parse_priority_class, parse_workload
+from preemptd.framework.objects.typed_workloads import read_node, read_workload
+from preemptd.framework.objects.workloads import parse_priority_class
 
 from .client import Obj
 
@@ -109,7 +110,7 @@ class ClusterInventory:
         elif kind == "Pod":
             self._read_one(entry, deleted, read_pod, self._inventory.pods)
         elif kind == "Node":
-            self._read_one(entry, deleted, parse_node, self._inventory.nodes)
+            self._read_one(entry, deleted, read_node, self._inventory.nodes)
 
     def _read_one(
         self,
@@ -189,7 +190,7 @@ class ClusterInventory:
         assert self._tree is not None
         self.reads += 1
         catalog = self._catalog
-        workload, problems = guarded(lambda entry: parse_workload(entry, catalog))(entry)
+        workload, problems = guarded(lambda entry: read_workload(entry, catalog))(entry)
         if workload.queue:
             problem = self._tree.queue_problem(workload.queue)
             if problem is not None:

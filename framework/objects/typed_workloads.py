@@ -1,0 +1,377 @@
+"""Typed decoding of Workloads and Nodes (private to :mod:`objects`); Pods: :mod:`typed`.
+
+As for a Pod: the record of a plain, valid object, or ``None`` and the walker reads it,
+so every located error is the walker's. A Workload also refers to other objects (its
+PriorityClass, the flavors of its admission); one whose reference the catalog does not
+resolve goes to the walker too. The rare, richer parts (tolerations, taints, a flavor
+scan, owner references) are read by the walker's own field readers, and any problem
+they find sends the whole object to the walker, so that it reports every problem of
+the object as it always has.
+
+A field the walker learns to read must be read here too (or send the object to the
+walker): ``tests/framework/test_typed_decoding_workloads.py`` holds the two readers to
+the same record over variants of every field and over a generated cluster.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from ..model import (
+    DEPLOYMENT,
+    Admission,
+    FrozenDict,
+    Node,
+    PodSet,
+    PodSetAdmission,
+    Taint,
+    Toleration,
+    Workload,
+)
+from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
+from .fields import Catalog, Entry, Fields, Problem
+from .nodes import parse_node
+from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings
+from .workloads import parse_workload
+from .workloads import read_flavor_scan as workload_flavor_scan
+from .workloads import read_owner as workload_owner
+
+__all__ = ["fast_node", "fast_workload", "read_node", "read_workload", "workload_entry"]
+
+T = TypeVar("T")
+
+_intern = sys.intern
+
+
+class _Owner(msgspec.Struct):
+    kind: str | None = None
+    name: str | None = None
+
+
+class _WorkloadMeta(msgspec.Struct):
+    creationTimestamp: Any = None
+    uid: str | None = None
+    ownerReferences: Any = None
+
+
+class _PodSetDoc(msgspec.Struct):
+    name: str | None = None
+    count: int | None = None
+    minCount: int | None = None
+    requests: dict[str, Any] | None = None
+    nodeSelector: dict[str, str] | None = None
+    tolerations: Any = None
+
+
+class _WorkloadSpec(msgspec.Struct):
+    queueName: str | None = None
+    owner: _Owner | None = None
+    podSets: list[_PodSetDoc] | None = None
+    priority: int | None = None
+    priorityClassName: str | None = None
+
+
+class _AdmittedPodSet(msgspec.Struct):
+    name: str | None = None
+    count: int | None = None
+    flavors: dict[str, str] | None = None
+
+
+class _AdmissionDoc(msgspec.Struct):
+    queue: str | None = None
+    podSets: list[_AdmittedPodSet] | None = None
+
+
+class _WorkloadStatus(msgspec.Struct):
+    admission: _AdmissionDoc | None = None
+    admittedAt: Any = None
+    conditions: list[dict[str, Any]] | None = None
+    flavorScan: Any = None
+
+
+class _WorkloadDoc(msgspec.Struct):
+    metadata: _WorkloadMeta | None = None
+    spec: _WorkloadSpec | None = None
+    status: _WorkloadStatus | None = None
+
+
+def _text(value: str | None) -> str:
+    """A required, non-empty text field."""
+    if not value:
+        raise _NotPlain
+    return value
+
+
+def _count(value: int | None) -> int | None:
+    """An optional integer of at least 1 that fits 64 bits."""
+    if value is not None and not 1 <= value <= MAX_AMOUNT:
+        raise _NotPlain
+    return value
+
+
+def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
+    """A resource map as ``Fields.resources`` reads it, shared."""
+    items: list[tuple[str, Any]] = []
+    for resource, value in sorted((mapping or {}).items()):
+        if not resource:
+            raise _NotPlain
+        amount = parse_quantity(value, resource)
+        if amount or not drop_zero:
+            items.append((_intern(resource), amount))
+    return _shared(items)
+
+
+def _walked(entry: Entry, read: Callable[..., T], *args: Any) -> T:
+    """``read(fields, *args)``, a rare part read by the walker's readers; any problem: not plain."""
+    fields = Fields(entry)
+    found = read(fields, *args)
+    if fields.problems:
+        raise _NotPlain
+    return found
+
+
+def read_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Problem]]:
+    """A Workload read the fast way when it is plain, else by the walker."""
+    workload = fast_workload(entry, catalog)
+    return (workload, []) if workload is not None else parse_workload(entry, catalog)
+
+
+def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
+    """The Workload record of a plain, valid Workload object; ``None`` for the walker.
+
+    The object is a parsed dict, or (from a JSON list, see :func:`workload_entry`) its
+    own text, decoded here straight into the typed record.
+    """
+    body = entry.body
+    try:
+        if type(body) is RawObject and body.raw is not None:
+            doc = _WORKLOAD_DOC.decode(body.raw)
+        elif type(body) is dict:
+            doc = msgspec.convert(body, _WorkloadDoc)
+        else:
+            return None
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    try:
+        return _workload_of(entry, catalog, doc)
+    except (QuantityError, _NotPlain):
+        return None
+
+
+def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
+    metadata = doc.metadata or _WorkloadMeta()
+    spec = doc.spec or _WorkloadSpec()
+    status = doc.status or _WorkloadStatus()
+    queue = _intern(_text(spec.queueName))
+
+    owner_kind = owner_name = None
+    if spec.owner is not None:
+        owner_kind, owner_name = _text(spec.owner.kind), _text(spec.owner.name)
+    elif metadata.ownerReferences is not None:
+        references = {"ownerReferences": metadata.ownerReferences}
+        owner_kind, owner_name = _walked(entry, workload_owner, references, {})
+
+    pod_sets: list[PodSet] = []
+    by_name: dict[str, PodSet] = {}
+    for doc_set in spec.podSets or _no_pod_sets():
+        name = _text(doc_set.name)
+        count = _count(doc_set.count)
+        count = 1 if count is None else count
+        min_count = _count(doc_set.minCount)
+        if name in by_name or (min_count is not None and min_count > count):
+            raise _NotPlain
+        tolerations: tuple[Toleration, ...] = ()
+        if doc_set.tolerations is not None:
+            holder = {"tolerations": doc_set.tolerations}
+            tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
+        pod_set = by_name[name] = PodSet(
+            name=name,
+            count=count,
+            requests=_amounts(doc_set.requests, drop_zero=True),
+            min_count=min_count,
+            node_selector=_shared(_strings(doc_set.nodeSelector)),
+            tolerations=tolerations,
+        )
+        pod_sets.append(pod_set)
+
+    if spec.priority is not None:
+        if not -MAX_AMOUNT - 1 <= spec.priority <= MAX_AMOUNT:
+            raise _NotPlain
+        priority = spec.priority
+    elif not spec.priorityClassName:
+        priority = catalog.default_priority
+    elif spec.priorityClassName in catalog.priority_classes:
+        priority = catalog.priority_classes[spec.priorityClassName].value
+    else:
+        raise _NotPlain  # an unknown or invalid class: the walker says which
+
+    owned_by_deployment = owner_kind == DEPLOYMENT
+    admission = None
+    if status.admission is not None:
+        admission = _admission_of(status.admission, queue, by_name, catalog, owned_by_deployment)
+
+    evicted = any(
+        condition.get("type") == "Evicted" and condition.get("status") in ("True", True)
+        for condition in status.conditions or ()
+    )
+    flavor_scan: Mapping[str, Mapping[str, int]] = {}
+    if status.flavorScan is not None:
+        holder = {"flavorScan": status.flavorScan}
+        flavor_scan = _walked(entry, workload_flavor_scan, holder)
+    created = metadata.creationTimestamp
+    admitted_at = status.admittedAt
+    return Workload(
+        namespace=_intern(entry.namespace or "default"),
+        name=entry.name,
+        queue=queue,
+        pod_sets=tuple(pod_sets),
+        priority=priority,
+        created=(parse_timestamp(created) if created is not None else 0) or 0,
+        uid=metadata.uid or "",
+        owner_kind=owner_kind,
+        owner_name=owner_name,
+        admission=admission,
+        admitted_at=parse_timestamp(admitted_at) if admitted_at is not None else None,
+        evicted=evicted,
+        flavor_scan=flavor_scan,
+        source=entry.file,
+    )
+
+
+_WORKLOAD_DOC = msgspec.json.Decoder(_WorkloadDoc)
+
+
+class _Header(msgspec.Struct):
+    """What the intake reads of an item before knowing its kind."""
+
+    kind: Any = None
+    apiVersion: Any = None
+    metadata: _PodItemMeta | None = None
+
+
+_HEADER = msgspec.json.Decoder(_Header)
+
+
+def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
+    """The entry of a Workload item that the intake would take as it is; else ``None``.
+
+    Its body is its own text (a copy: the file's text is freed once all items are
+    read), read typed when the catalog is known (:func:`fast_workload`), or decoded
+    for the walker. A Workload's parsed dict is several times its text, and the
+    dicts of a large cluster's Workloads, made between its Pods, would be freed
+    between them, leaving the heap fragmented. The checks are the intake's, as in
+    :func:`pod_entry`.
+    """
+    try:
+        item = _HEADER.decode(raw)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if item.kind != "Workload" or item.metadata is None:
+        return None
+    api_version = item.apiVersion
+    if api_version is not None and not (
+        isinstance(api_version, str) and api_version.rpartition("/")[0] == "preemptd.io"
+    ):
+        return None
+    name, namespace = item.metadata.name, item.metadata.namespace
+    if not isinstance(name, str) or not name:
+        return None
+    if namespace is None or namespace == "":
+        namespace = "default"
+    elif not isinstance(namespace, str):
+        return None
+    return Entry(file, "Workload", _intern(namespace), name, RawObject(raw.copy(), None))
+
+
+def _no_pod_sets() -> list[_PodSetDoc]:
+    raise _NotPlain  # at least one is required
+
+
+def _admission_of(
+    doc: _AdmissionDoc,
+    queue: str,
+    by_name: Mapping[str, PodSet],
+    catalog: Catalog,
+    owned_by_deployment: bool,
+) -> Admission:
+    assigned: list[PodSetAdmission] = []
+    seen: set[str] = set()
+    for doc_set in doc.podSets or _no_admitted_pod_sets():
+        name = _text(doc_set.name)
+        spec_pod_set = by_name.get(name)
+        if spec_pod_set is None or name in seen:
+            raise _NotPlain
+        seen.add(name)
+        count = _count(doc_set.count)
+        if count is None:
+            count = spec_pod_set.count
+        elif count > spec_pod_set.count and not owned_by_deployment:
+            raise _NotPlain
+        flavors = _strings(doc_set.flavors)
+        for _, flavor in flavors:
+            if catalog.flavor_problem(flavor) is not None:
+                raise _NotPlain
+        if spec_pod_set.requests.keys() - {resource for resource, _ in flavors}:
+            raise _NotPlain
+        assigned.append(PodSetAdmission(name, count, _shared(flavors)))
+    return Admission(_intern(doc.queue or queue), tuple(assigned))
+
+
+def _no_admitted_pod_sets() -> list[_AdmittedPodSet]:
+    raise _NotPlain  # at least one is required
+
+
+class _NodeMeta(msgspec.Struct):
+    labels: dict[str, str] | None = None
+
+
+class _NodeSpec(msgspec.Struct):
+    unschedulable: bool | None = None
+    taints: Any = None
+
+
+class _NodeStatus(msgspec.Struct):
+    allocatable: dict[str, Any] | None = None
+
+
+class _NodeDoc(msgspec.Struct):
+    metadata: _NodeMeta | None = None
+    spec: _NodeSpec | None = None
+    status: _NodeStatus | None = None
+
+
+def read_node(entry: Entry) -> tuple[Node, list[Problem]]:
+    """A Node read the fast way when it is plain, else by the walker."""
+    node = fast_node(entry)
+    return (node, []) if node is not None else parse_node(entry)
+
+
+def fast_node(entry: Entry) -> Node | None:
+    """The Node record of a plain, valid Node object; ``None`` for the walker."""
+    if type(entry.body) is not dict:
+        return None
+    try:
+        doc = msgspec.convert(entry.body, _NodeDoc)
+    except msgspec.ValidationError:
+        return None
+    try:
+        metadata = doc.metadata or _NodeMeta()
+        spec = doc.spec or _NodeSpec()
+        status = doc.status or _NodeStatus()
+        taints: tuple[Taint, ...] = ()
+        if spec.taints is not None:
+            holder = {"taints": spec.taints}
+            taints = _walked(entry, Fields.taints, holder, "taints", "")
+        return Node(
+            name=_intern(entry.name),
+            labels=_shared(_strings(metadata.labels)),
+            allocatable=_amounts(status.allocatable, drop_zero=False),
+            unschedulable=bool(spec.unschedulable),
+            taints=taints,
+        )
+    except (QuantityError, _NotPlain):
+        return None
