@@ -25,9 +25,12 @@ from itertools import islice
 
 from ..quota import QuotaNode
 from ..session import Candidate, Session
+from ..session.candidates import UnitIndex
 from .units import candidate_units
 
 __all__ = ["QueueUnits", "queue_units"]
+
+_STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
 
 
 class QueueUnits:
@@ -63,7 +66,9 @@ def queue_units(
     """The units of every admitted workload of ``leaf``, of the class given as for
     :func:`.units.candidate_units`, for ranges of their workloads' priorities."""
     deferred = session.defer_pods
-    index = session.unit_index
+    index: UnitIndex | None = session.state.get(_STATE)
+    if index is None:
+        index = session.state[_STATE] = UnitIndex()
     lists = index.lists
     relied = session.relied
     if len(relied) != index.seen:

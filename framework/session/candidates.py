@@ -122,9 +122,9 @@ class DeferredPods(Candidate):
 
 @dataclass(slots=True)
 class UnitIndex:
-    """The session's candidate index (``preemption/unitindex.py``): per queue name and
-    unit class, the queue's units by priority; ``seen``: how many entries of
-    ``session.relied`` it has already dropped lists for."""
+    """The session's candidate index (``preemption/unitindex.py``, kept in
+    ``session.state``): per queue name and unit class, the queue's units by priority;
+    ``seen``: how many entries of ``session.relied`` it has already dropped lists for."""
 
     lists: dict[str, dict[tuple[str, int, bool, bool], Any]] = field(default_factory=dict)
     seen: int = 0

@@ -34,7 +34,7 @@ from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods, Taken, UnitIndex
+from .candidates import Candidate, DeferredPods, Taken
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Policy, Registry, bad_answer
@@ -90,7 +90,6 @@ class Session:
         "taken",
         "timings",
         "unit_cache",
-        "unit_index",
         "workload_key",
     )
 
@@ -128,8 +127,6 @@ class Session:
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
-        # Per queue, its units by priority (preemption/unitindex.py).
-        self.unit_index = UnitIndex()
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
         # victims themselves.
         self.relied: dict[tuple[object, ...], Candidate] = {}
