@@ -36,7 +36,7 @@ from .model import (
     Workload,
 )
 from .pods import NORMAL, Descending
-from .preemption import candidate_units
+from .preemption import QueueUnits, candidate_units, queue_units
 from .quantity import (
     QuantityError,
     format_duration,
@@ -106,6 +106,7 @@ __all__ = [
     "QuantityError",
     "QueueShare",
     "QueueSpec",
+    "QueueUnits",
     "QuotaNode",
     "ResourceGroup",
     "Scenario",
@@ -125,4 +126,5 @@ __all__ = [
     "parse_duration",
     "parse_quantity",
     "parse_timestamp",
+    "queue_units",
 ]

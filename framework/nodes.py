@@ -9,6 +9,16 @@ nodes per pod would be quadratic over a burst of pods, so each flavor keeps
 its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
 the first fitting node found walking buckets upwards from the request is the
 best fit.
+
+A victim search frees and takes room tentatively, and undoes it after every
+attempt; re-sorting a node in its bucket each time cost more than the search
+itself. Room changed through :meth:`Placements.take_tentatively` and
+:meth:`Placements.give_back_tentatively` changes only the node's free room: the
+node is marked stale, with the place the index still holds for it, and is moved
+in the index by :meth:`Placements.sync` (the session's statement syncs on commit,
+and when a rollback brings it back to the last commit). Until then every query
+skips stale nodes in the index and judges them one by one on their actual room,
+with the same filters and order, so its answer is the one a fresh index gives.
 """
 
 from __future__ import annotations
@@ -111,13 +121,17 @@ class _FlavorIndex:
 class Placements:
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_node_flavors", "free", "pool")
+    __slots__ = ("_index", "_moved", "_node_flavors", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
         self.free = {name: dict(free) for name, free in pool.free.items()}
         self._index: dict[str, _FlavorIndex] = {}
         self._node_flavors: dict[str, list[_FlavorIndex]] = {}
+        # Nodes whose room changed tentatively -> the (gpus, cpu) the index holds for
+        # them, and -> their (gpus, cpu) now. A node back at its place is not stale.
+        self._stale: dict[str, tuple[int, int]] = {}
+        self._moved: dict[str, tuple[int, int]] = {}
         for flavor, members in pool.by_flavor.items():
             index = self._index[flavor] = _FlavorIndex()
             for name in members:
@@ -131,6 +145,8 @@ class Placements:
         clone.free = {name: dict(free) for name, free in self.free.items()}
         clone._index = {}
         clone._node_flavors = {}
+        clone._stale = dict(self._stale)
+        clone._moved = dict(self._moved)
         for flavor, index in self._index.items():
             copied = clone._index[flavor] = _FlavorIndex()
             copied.keys = list(index.keys)
@@ -159,13 +175,44 @@ class Placements:
         nodes = self.pool.nodes
         free = self.free
         keys = index.keys
+        stale = self._stale
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
             for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                name = bucket[j][1]
+                node_cpu, name = bucket[j]
+                if stale and name in stale:
+                    continue
                 if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                    return name
-        return None
+                    if not stale:
+                        return name
+                    return self._best_stale(index, requests, selector, tolerations, (k, node_cpu, name))
+        if not stale:
+            return None
+        return self._best_stale(index, requests, selector, tolerations, None)
+
+    def _best_stale(
+        self,
+        index: _FlavorIndex,
+        requests: Mapping[str, int],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        best: tuple[int, int, str] | None,
+    ) -> str | None:
+        """The best fit among ``best`` (the index's, from its fresh nodes) and the stale
+        nodes of ``index``, judged as the index would judge them if it were fresh."""
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        nodes = self.pool.nodes
+        node_flavors = self._node_flavors
+        for name, (node_gpus, node_cpu) in self._moved.items():
+            if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
+                continue
+            key = (node_gpus, node_cpu, name)
+            if best is not None and key > best:
+                continue
+            if _fits(self.free[name], requests) and node_matches(nodes[name], selector, tolerations):
+                best = key
+        return best[2] if best is not None else None
 
     def place_pods(
         self,
@@ -220,10 +267,29 @@ class Placements:
         free = self.free
         keys = index.keys
         remaining = count
+        stale = self._stale
+        if stale:
+            # Stale nodes first, on their actual room and with the index's filters.
+            node_flavors = self._node_flavors
+            for name, (node_gpus, node_cpu) in self._moved.items():
+                if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
+                    continue
+                room = free[name]
+                fits = remaining
+                for resource, amount in wanted:
+                    fits = min(fits, room.get(resource, 0) // amount)
+                    if fits == 0:
+                        break
+                if fits and node_matches(nodes[name], selector, tolerations):
+                    remaining -= fits
+                    if remaining <= 0:
+                        return True
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
             for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
                 name = bucket[j][1]
+                if stale and name in stale:
+                    continue
                 room = free[name]
                 fits = remaining
                 for resource, amount in wanted:
@@ -242,9 +308,55 @@ class Placements:
     def give_back(self, node_name: str, requests: Mapping[str, int]) -> None:
         self._adjust(node_name, requests, 1)
 
+    def take_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """:meth:`take`, leaving the index alone until :meth:`sync`."""
+        self._defer(node_name, requests, -1)
+
+    def give_back_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """:meth:`give_back`, leaving the index alone until :meth:`sync`."""
+        self._defer(node_name, requests, 1)
+
+    def sync(self) -> None:
+        """Move every stale node to its place in the index."""
+        stale = self._stale
+        if not stale:
+            return
+        moved = self._moved
+        for name, (old_gpus, old_cpu) in stale.items():
+            new_gpus, new_cpu = moved[name]
+            for index in self._node_flavors[name]:
+                index.delete(old_gpus, old_cpu, name)
+                index.insert(new_gpus, new_cpu, name)
+        stale.clear()
+        moved.clear()
+
+    def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+        free = self.free.get(node_name)
+        if free is None:
+            return
+        stale = self._stale
+        indexed = stale.get(node_name)
+        if indexed is None and node_name in self._node_flavors:
+            indexed = (gpu_amount(free), free.get("cpu", 0))
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) + sign * amount
+        if indexed is None:
+            return  # a node of no flavor: not in any index
+        now = (gpu_amount(free), free.get("cpu", 0))
+        if now != indexed:
+            stale[node_name] = indexed
+            self._moved[node_name] = now
+        elif node_name in stale:
+            del stale[node_name]
+            del self._moved[node_name]
+
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
         free = self.free.get(node_name)
         if free is None:
+            return
+        if node_name in self._stale:
+            # Its place in the index is the stale one; sync (or a later change) moves it.
+            self._defer(node_name, requests, sign)
             return
         indexes = self._node_flavors.get(node_name, ())
         old_gpus = gpu_amount(free)

@@ -31,8 +31,8 @@ from preemptd.framework import (
     Session,
     VictimSearch,
     Workload,
-    candidate_units,
     hookimpl,
+    queue_units,
 )
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
@@ -99,19 +99,25 @@ def _collect(
         for child in node.children:
             _collect(session, preemptor, policy, child, needed, advantage, out)
         return
-    for running in session.snapshot.admitted_by_queue.get(node.name, ()):
-        if policy.reclaim_within_cohort == "LowerPriority" and running.priority >= preemptor.priority:
-            continue
-        if advantage:
-            reason, group, only_within = IN_COHORT_RECLAIM, CLASS_HIERARCHICAL, False
-        elif (
-            policy.borrow_within_cohort == "Never"
-            or running.priority >= preemptor.priority
-            or (policy.max_priority_threshold is not None and running.priority > policy.max_priority_threshold)
-        ):
-            reason, group, only_within = IN_COHORT_RECLAIM, CLASS_OTHER_QUEUE, True
-        else:
-            reason, group, only_within = IN_COHORT_RECLAIM_WHILE_BORROWING, CLASS_OTHER_QUEUE, False
-        out.extend(
-            candidate_units(session, running, node, reason=reason, group=group, only_within_nominal=only_within)
-        )
+    # Each class is a range of priorities of the queue's units (the candidate index):
+    # reclaimWithinCohort LowerPriority keeps those below the preemptor's; without the
+    # advantage, those below both the preemptor's and maxPriorityThreshold + 1 are
+    # reclaimed while borrowing (unless borrowWithinCohort is Never), the rest only
+    # within nominal.
+    high = preemptor.priority if policy.reclaim_within_cohort == "LowerPriority" else None
+    if advantage:
+        hierarchical = queue_units(session, node, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
+        out.extend(hierarchical.between(None, high))
+        return
+    within = queue_units(
+        session, node, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
+    )
+    if policy.borrow_within_cohort == "Never":
+        out.extend(within.between(None, high))
+        return
+    cut = preemptor.priority
+    if policy.max_priority_threshold is not None:
+        cut = min(cut, policy.max_priority_threshold + 1)
+    borrowing = queue_units(session, node, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
+    out.extend(borrowing.between(None, cut))
+    out.extend(within.between(cut, high))

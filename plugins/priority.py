@@ -18,8 +18,8 @@ from preemptd.framework import (
     Session,
     VictimSearch,
     Workload,
-    candidate_units,
     hookimpl,
+    queue_units,
 )
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
@@ -42,14 +42,11 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     policy = leaf.spec.preemption.within_queue
     if policy == "Never":
         return []
-    out: list[Candidate] = []
-    for running in session.snapshot.admitted_by_queue.get(leaf.name, ()):
-        if running.key == preemptor.key:
-            continue
-        if running.priority < preemptor.priority or (
-            policy == "LowerOrNewerEqualPriority"
-            and running.priority == preemptor.priority
-            and running.created > preemptor.created
-        ):
-            out.extend(candidate_units(session, running, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE))
+    # The queue's units by priority (the candidate index): strictly lower priority, and
+    # for LowerOrNewerEqualPriority equal priority created after the preemptor. The
+    # preemptor itself (an admitted workload growing) is in neither range.
+    units = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    out = units.between(None, preemptor.priority)
+    if policy == "LowerOrNewerEqualPriority":
+        out.extend(units.newer(preemptor.priority, preemptor.created))
     return out

@@ -1,6 +1,7 @@
 """The victim search for one preemptor (SEMANTICS §4, §6): mechanism only (floor 5).
 
 Inside the package, from the ground up: ``units`` (what a workload can give),
+``unitindex`` (a queue's units by priority),
 ``nodeindex`` and ``nodechoice`` (one replica's node and victims), ``replicas``
 (a Deployment's replicas one at a time), ``search`` (a minimal set of whole and
 elastic units) and ``victims`` (which of the two a preemptor needs). Nothing
@@ -10,7 +11,8 @@ the other way round (Kueue's ``preemptionOracle`` keeps the same direction).
 
 from __future__ import annotations
 
+from .unitindex import QueueUnits, queue_units
 from .units import candidate_units, pod_unit
 from .victims import find_victims
 
-__all__ = ["candidate_units", "find_victims", "pod_unit"]
+__all__ = ["QueueUnits", "candidate_units", "find_victims", "pod_unit", "queue_units"]

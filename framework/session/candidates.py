@@ -26,6 +26,7 @@ __all__ = [
     "Candidate",
     "DeferredPods",
     "Taken",
+    "UnitIndex",
 ]
 
 IN_QUEUE = "InQueue"
@@ -117,6 +118,16 @@ class DeferredPods(Candidate):
 
     def __repr__(self) -> str:
         return f"DeferredPods({self.key}, {self.reason})"
+
+
+@dataclass(slots=True)
+class UnitIndex:
+    """The session's candidate index (``preemption/unitindex.py``, kept in
+    ``session.state``): per queue name and unit class, the queue's units by priority;
+    ``seen``: how many entries of ``session.relied`` it has already dropped lists for."""
+
+    lists: dict[str, dict[tuple[str, int, bool, bool], Any]] = field(default_factory=dict)
+    seen: int = 0
 
 
 @dataclass(slots=True)

@@ -10,6 +10,10 @@ usage it touched (by the root's index) and, if it touched node room, the node
 epoch. Between commits the state of a tree is therefore named by its epoch, which
 is what the session's search memo keys on (``preemption/memo.py``). A change
 later rolled back may still bump an epoch: a spurious bump only costs a memo miss.
+
+Node room changes tentatively (``Placements.take_tentatively``): the sorted node
+index is brought up to date on commit, and when a rollback returns to the last
+commit, not after every operation a search undoes.
 """
 
 from __future__ import annotations
@@ -77,14 +81,16 @@ class Statement:
                 accounting.add_all(target, amounts)  # type: ignore[arg-type]
             elif kind == _TAKE:
                 assert placements is not None
-                placements.give_back(target, amounts)  # type: ignore[arg-type]
+                placements.give_back_tentatively(target, amounts)  # type: ignore[arg-type]
             else:
                 assert placements is not None
-                placements.take(target, amounts)  # type: ignore[arg-type]
+                placements.take_tentatively(target, amounts)  # type: ignore[arg-type]
         if not ops:
             # Back at the last commit: nothing touched is kept.
             self._touched.clear()
             self._nodes_touched = False
+            if placements is not None:
+                placements.sync()
 
     def commit(self) -> None:
         """Keep everything done so far; later rollbacks cannot undo it."""
@@ -95,6 +101,8 @@ class Statement:
             if self._nodes_touched:
                 self.node_epoch += 1
             self.ops.clear()
+            if self.placements is not None:
+                self.placements.sync()
         self._touched.clear()
         self._nodes_touched = False
 
@@ -118,13 +126,13 @@ class Statement:
 
     def take_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
-        self.placements.take(node, requests)
+        self.placements.take_tentatively(node, requests)
         self.ops.append((_TAKE, node, requests))
         self._nodes_touched = True
 
     def give_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
-        self.placements.give_back(node, requests)
+        self.placements.give_back_tentatively(node, requests)
         self.ops.append((_GIVE, node, requests))
         self._nodes_touched = True
 

@@ -1,0 +1,103 @@
+"""The candidate index: per queue, the units of its admitted workloads by priority.
+
+Which running workloads of a queue a victim search may take is a priority range:
+``withinQueue`` and ``reclaimWithinCohort: LowerPriority`` take those below the
+preemptor's priority, ``borrowWithinCohort``'s threshold splits the rest between two
+classes (SEMANTICS §4). Building the units workload by workload made every search
+cost O(admitted workloads of the cohort). The index keeps, per queue and unit class,
+the units of all the queue's admitted workloads ordered by (workload priority,
+creation time, admission order), so one range is two bisections and a slice.
+
+The units are the ones :func:`.units.candidate_units` makes (the same objects), so a
+search gets the same candidates as before; their victim order is still decided by the
+search's sort. A queue's units change only when the session takes something from one
+of its workloads, and the rounds record every unit taken in ``session.relied``: before
+it answers, the index drops the lists of the queues the units recorded since its last
+answer came from. While a node-by-node search collects candidates
+(``session.defer_pods``) a running Deployment's pods come as one deferred unit; the
+lists are then built for that collection only, not kept.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from itertools import islice
+
+from ..quota import QuotaNode
+from ..session import Candidate, Session
+from ..session.candidates import UnitIndex
+from .units import candidate_units
+
+__all__ = ["QueueUnits", "queue_units"]
+
+_STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
+
+
+class QueueUnits:
+    """One queue's units of one class, by (workload priority, creation time)."""
+
+    __slots__ = ("bounds", "units")
+
+    def __init__(self, units: list[Candidate], bounds: list[tuple[int, int]]) -> None:
+        self.units = units
+        self.bounds = bounds  # per unit: its workload's (priority, creation time)
+
+    def between(self, low: int | None, high: int | None) -> list[Candidate]:
+        """The units of the workloads with ``low <= priority < high`` (``None``: no bound)."""
+        bounds = self.bounds
+        start = 0 if low is None else bisect_left(bounds, (low,))
+        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        return self.units[start:end]
+
+    def newer(self, priority: int, created: int) -> list[Candidate]:
+        """The units of the workloads of ``priority`` created after ``created``."""
+        bounds = self.bounds
+        return self.units[bisect_right(bounds, (priority, created)) : bisect_left(bounds, (priority + 1,))]
+
+
+def queue_units(
+    session: Session,
+    leaf: QuotaNode,
+    *,
+    reason: str,
+    group: int,
+    only_within_nominal: bool = False,
+) -> QueueUnits:
+    """The units of every admitted workload of ``leaf``, of the class given as for
+    :func:`.units.candidate_units`, for ranges of their workloads' priorities."""
+    deferred = session.defer_pods
+    index: UnitIndex | None = session.state.get(_STATE)
+    if index is None:
+        index = session.state[_STATE] = UnitIndex()
+    lists = index.lists
+    relied = session.relied
+    if len(relied) != index.seen:
+        # Units taken since the last answer: their queues' lists are out of date.
+        for victim in islice(relied.values(), index.seen, None):
+            lists.pop(victim.leaf.name, None)
+            lists.pop(victim.workload.queue, None)
+        index.seen = len(relied)
+    key = (reason, group, only_within_nominal, deferred)
+    by_class = lists.get(leaf.name)
+    if by_class is not None:
+        found: QueueUnits | None = by_class.get(key)
+        if found is not None:
+            return found
+    running = sorted(
+        enumerate(session.snapshot.admitted_by_queue.get(leaf.name, ())),
+        key=lambda item: (item[1].priority, item[1].created, item[0]),
+    )
+    units: list[Candidate] = []
+    bounds: list[tuple[int, int]] = []
+    for _, workload in running:
+        made = candidate_units(
+            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+        )
+        units.extend(made)
+        bounds.extend([(workload.priority, workload.created)] * len(made))
+    built = QueueUnits(units, bounds)
+    if not deferred:
+        if by_class is None:
+            by_class = lists[leaf.name] = {}
+        by_class[key] = built
+    return built
