@@ -297,6 +297,28 @@ class RawObject(Mapping[str, Any]):
         return len(self._mapping())
 
 
+def intake_key(item: Any, kind: str, group: str) -> tuple[str, str] | None:
+    """(namespace, name) under which the intake takes a decoded item of ``kind`` in API
+    group ``group`` ("" for the core group) as it is; ``None`` for one it would report or
+    skip (another kind or group, no name, a namespace that is not a string). The namespace
+    is interned; an empty or missing one is ``default``."""
+    if item.kind != kind or item.metadata is None:
+        return None
+    api_version = item.apiVersion
+    if api_version is not None and not (
+        isinstance(api_version, str) and api_version.rpartition("/")[0] == group
+    ):
+        return None
+    name, namespace = item.metadata.name, item.metadata.namespace
+    if not isinstance(name, str) or not name:
+        return None
+    if namespace is None or namespace == "":
+        namespace = "default"
+    elif not isinstance(namespace, str):
+        return None
+    return _intern(namespace), name
+
+
 def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     """The entry of a Pod item that the intake would take as it is, typed; else ``None``.
 
@@ -307,21 +329,10 @@ def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
         item = _POD_ITEM.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    if item.kind != "Pod" or item.metadata is None:
+    key = intake_key(item, "Pod", "")
+    if key is None:
         return None
-    api_version = item.apiVersion
-    if api_version is not None and not (
-        isinstance(api_version, str) and not api_version.rpartition("/")[0]
-    ):
-        return None
-    name, namespace = item.metadata.name, item.metadata.namespace
-    if not isinstance(name, str) or not name:
-        return None
-    if namespace is None or namespace == "":
-        namespace = "default"
-    elif not isinstance(namespace, str):
-        return None
-    namespace = _intern(namespace)
+    namespace, name = key
     # Read now, while its typed record is at hand: the record is all that is kept.
     pod = _pod_of(file, namespace, name, item)
     return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))

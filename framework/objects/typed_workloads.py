@@ -35,7 +35,7 @@ from ..model import (
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Catalog, Entry, Fields, Problem
 from .nodes import parse_node
-from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings
+from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings, intake_key
 from .workloads import parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
@@ -270,21 +270,11 @@ def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
         item = _HEADER.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
-    if item.kind != "Workload" or item.metadata is None:
+    key = intake_key(item, "Workload", "preemptd.io")
+    if key is None:
         return None
-    api_version = item.apiVersion
-    if api_version is not None and not (
-        isinstance(api_version, str) and api_version.rpartition("/")[0] == "preemptd.io"
-    ):
-        return None
-    name, namespace = item.metadata.name, item.metadata.namespace
-    if not isinstance(name, str) or not name:
-        return None
-    if namespace is None or namespace == "":
-        namespace = "default"
-    elif not isinstance(namespace, str):
-        return None
-    return Entry(file, "Workload", _intern(namespace), name, RawObject(raw.copy(), None))
+    namespace, name = key
+    return Entry(file, "Workload", namespace, name, RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:
