@@ -133,6 +133,12 @@ class Reader:
             return {}
         return value
 
+    def only_known_keys(self, obj: Mapping[str, Any], at: str, known: tuple[str, ...]) -> None:
+        """A problem for each key of ``obj`` (found at ``at``) that is not one of ``known``."""
+        for key in obj:
+            if key not in known:
+                self.problem(f"{at}.{key}", f"unknown key (known: {', '.join(known)})")
+
     def sequence(self, obj: Mapping[str, Any], key: str) -> list[Any]:
         value = obj.get(key)
         if value is None:
@@ -154,9 +160,7 @@ def node_groups(reader: Reader, data: Mapping[str, Any]) -> list[tuple[int, dict
         if not isinstance(group, dict):
             reader.problem(at, f"expected a mapping, got {type(group).__name__}")
             continue
-        for key in group:
-            if key not in _NODE_GROUP_KEYS:
-                reader.problem(f"{at}.{key}", f"unknown key (known: {', '.join(_NODE_GROUP_KEYS)})")
+        reader.only_known_keys(group, at, _NODE_GROUP_KEYS)
         name = group.get("name")
         if not isinstance(name, str) or not name:
             reader.problem(f"{at}.name", f"expected a name prefix, got {name!r}")
@@ -210,15 +214,11 @@ def arrivals(reader: Reader, data: Mapping[str, Any], rng: random.Random, start:
         if not isinstance(item, dict):
             reader.problem(at, f"expected a mapping, got {type(item).__name__}")
             continue
-        for key in item:
-            if key not in _ARRIVAL_KEYS:
-                reader.problem(f"{at}.{key}", f"unknown key (known: {', '.join(_ARRIVAL_KEYS)})")
+        reader.only_known_keys(item, at, _ARRIVAL_KEYS)
         arrival = reader.duration(item, "arrival", at=at, required=True)
         document = _workload_object(reader, item.get("object"), f"{at}.object")
         repeat = reader.mapping(item, "repeat", at=at)
-        for key in repeat:
-            if key not in _REPEAT_KEYS:
-                reader.problem(f"{at}.repeat.{key}", f"unknown key (known: {', '.join(_REPEAT_KEYS)})")
+        reader.only_known_keys(repeat, f"{at}.repeat", _REPEAT_KEYS)
         count = reader.integer(repeat, "count", 1, at=f"{at}.repeat", minimum=1, maximum=MAX_COPIES)
         every = reader.duration(repeat, "every", at=f"{at}.repeat") or 0
         jitter = reader.duration(repeat, "jitter", at=f"{at}.repeat") or 0
@@ -289,9 +289,7 @@ def _runtime(reader: Reader, value: Any, at: str) -> _Runtime | None:
     if value == "forever":
         return _Runtime(0, 0, forever=True)
     if isinstance(value, dict):
-        unknown = [key for key in value if key not in ("min", "max")]
-        for key in unknown:
-            reader.problem(f"{at}.{key}", "unknown key (known: min, max)")
+        reader.only_known_keys(value, at, ("min", "max"))
         low = reader.duration(value, "min", at=at, required=True, positive=True)
         high = reader.duration(value, "max", at=at, required=True, positive=True)
         if low is None or high is None:
@@ -337,9 +335,7 @@ def replica_changes(reader: Reader, data: Mapping[str, Any]) -> list[ReplicaChan
         if not isinstance(item, dict):
             reader.problem(at, f"expected a mapping, got {type(item).__name__}")
             continue
-        for key in item:
-            if key not in _CHANGE_KEYS:
-                reader.problem(f"{at}.{key}", f"unknown key (known: {', '.join(_CHANGE_KEYS)})")
+        reader.only_known_keys(item, at, _CHANGE_KEYS)
         moment = reader.duration(item, "at", at=at, required=True)
         workload = item.get("workload")
         if not isinstance(workload, str) or workload.count("/") != 1 or not all(workload.split("/")):
