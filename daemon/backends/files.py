@@ -66,6 +66,11 @@ from preemptd.framework.model import (
     FORCE_DELETE_ANNOTATION,
 )
 from preemptd.framework.objects import StrayDocument, escape
+from preemptd.framework.objects.kueue_status import (
+    commit_admitted,
+    commit_preempted,
+    is_kueue_workload,
+)
 from preemptd.framework.objects.typed import RawItems, decode_items, decode_json
 from preemptd.framework.quantity import format_timestamp
 
@@ -309,8 +314,10 @@ def apply_decisions(documents: Sequence[Any], decisions: Decisions) -> list[Any]
 
     for admitted in decisions.admitted:
         add("Workload", admitted.workload, _admit(admitted, now))
+        add(_KUEUE_WORKLOAD, admitted.workload, lambda obj, a=admitted: commit_admitted(obj, a, now))
     for preempted in decisions.preempted:
         add("Workload", preempted.workload, _preempt(preempted))
+        add(_KUEUE_WORKLOAD, preempted.workload, lambda obj, p=preempted: commit_preempted(obj, p, now))
         for pod in preempted.pods:
             add("Pod", pod, _annotate(DELETION_COST_ANNOTATION, VICTIM_DELETION_COST))
     for action in decisions.pod_actions:
@@ -318,11 +325,13 @@ def apply_decisions(documents: Sequence[Any], decisions: Decisions) -> list[Any]
             add("Pod", action.pod, _annotate(FORCE_DELETE_ANNOTATION, "true"))
     for key, scan in decisions.flavor_scans.items():
         add("Workload", key, _flavor_scan(scan))
+        add(_KUEUE_WORKLOAD, key, _flavor_scan(scan))
     return [_commit(document, edits) for document in documents]
 
 
 # The kinds decisions change, and their API group (as parse_objects checks it).
 _GROUPS = {"Workload": "preemptd.io", "Pod": ""}
+_KUEUE_WORKLOAD = "Workload (kueue.x-k8s.io)"  # Kueue's status shape (objects.kueue)
 
 
 def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
@@ -335,7 +344,9 @@ def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
     if isinstance(kind, str) and kind.endswith("List") and isinstance(document.get("items"), list):
         items = _commit(document["items"], edits)
         return document if items is document["items"] else {**document, "items": items}
-    if kind not in _GROUPS or _group(document) not in (None, _GROUPS[kind]):
+    if is_kueue_workload(document):
+        kind = _KUEUE_WORKLOAD
+    elif kind not in _GROUPS or _group(document) not in (None, _GROUPS[kind]):
         return document
     found = edits.get((kind, _key(document)))
     if not found:
