@@ -314,10 +314,10 @@ def apply_decisions(documents: Sequence[Any], decisions: Decisions) -> list[Any]
 
     for admitted in decisions.admitted:
         add("Workload", admitted.workload, _admit(admitted, now))
-        add(_KUEUE_WORKLOAD, admitted.workload, lambda obj, a=admitted: commit_admitted(obj, a, now))
+        add(_KUEUE_WORKLOAD, admitted.workload, _kueue(commit_admitted, admitted, now))
     for preempted in decisions.preempted:
         add("Workload", preempted.workload, _preempt(preempted))
-        add(_KUEUE_WORKLOAD, preempted.workload, lambda obj, p=preempted: commit_preempted(obj, p, now))
+        add(_KUEUE_WORKLOAD, preempted.workload, _kueue(commit_preempted, preempted, now))
         for pod in preempted.pods:
             add("Pod", pod, _annotate(DELETION_COST_ANNOTATION, VICTIM_DELETION_COST))
     for action in decisions.pod_actions:
@@ -355,6 +355,11 @@ def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
     for edit in found:
         edit(changed)
     return changed
+
+
+def _kueue(commit: Callable[[dict[str, Any], Any, str], None], decision: Any, now: str) -> Edit:
+    """The edit writing ``decision`` into a Kueue Workload in Kueue's status shape."""
+    return lambda obj: commit(obj, decision, now)
 
 
 def _group(obj: Mapping[str, Any]) -> str | None:
