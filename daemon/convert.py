@@ -207,7 +207,7 @@ def _workload(obj: Mapping[str, Any], inventory: Inventory) -> str:
 
 def _workload_object(record: Workload, meta: Mapping[str, Any]) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": record.name, "namespace": record.namespace}
-    for key in ("uid", "creationTimestamp", "ownerReferences"):
+    for key in ("uid", "creationTimestamp", "labels", "annotations", "ownerReferences"):
         if meta.get(key):
             metadata[key] = meta[key]
     pod_sets: list[dict[str, Any]] = []
