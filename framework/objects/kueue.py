@@ -221,6 +221,8 @@ class KueueObjects(Lookups):
         self, parse: Callable[[Entry], tuple[T, list[Problem]]], catalog: Catalog | None = None
     ) -> Callable[[Entry], tuple[T, list[Problem]]]:
         """``parse`` for preemptd's own objects; Kueue's are read here (by their kind)."""
+        if not self.ids:
+            return parse  # no Kueue object: nothing in between
         readers: dict[str, Callable[[Entry], tuple[Any, list[Problem]]]] = {
             "ResourceFlavor": self._flavor,
             "ClusterQueue": lambda entry: self._cluster_queue(entry, catalog or Catalog()),
