@@ -67,18 +67,18 @@ from ..model import (
 from .fields import Catalog, Entry, Fields, Problem, child
 from .kueue_status import commit_admitted, commit_preempted, is_kueue_workload
 from .kueue_workloads import (
-    _KINDS,
-    _ONLY_KUEUE,
-    _STOP,
     GROUP,
+    KINDS,
     NAMESPACE_NAME_LABEL,
+    ONLY_KUEUE,
+    STOP_POLICIES,
     LocalQueueRef,
     Lookups,
     QueueRules,
-    _other_version,
-    _version,
     finished,
+    other_version,
     read_selector,
+    read_version,
 )
 from .nodes import parse_flavor
 from .queues import _resource_groups, _weight
@@ -139,10 +139,10 @@ def scope(kind: str, api_version: object) -> bool | None:
     if kind == "Namespace":
         return False if api_version in (None, "v1") else None
     if api_version is None:
-        return _KINDS[kind][0] if kind in _ONLY_KUEUE else None
+        return KINDS[kind][0] if kind in ONLY_KUEUE else None
     if not isinstance(api_version, str) or api_version.rpartition("/")[0] != GROUP:
         return None
-    known = _KINDS.get(kind)
+    known = KINDS.get(kind)
     return known[0] if known is not None else None
 
 
@@ -299,16 +299,16 @@ class KueueObjects(Lookups):
 
     def _local_queue(self, entry: Entry) -> tuple[LocalQueueRef, list[Problem]]:
         fields = Fields(entry)
-        _version(fields, entry)
+        read_version(fields, entry)
         spec = fields.section(entry.body, "spec", "")
         cluster_queue = fields.text(spec, "clusterQueue", "spec", required=True) or ""
-        stop = fields.choice(spec, "stopPolicy", "spec", _STOP) or "None"
+        stop = fields.choice(spec, "stopPolicy", "spec", STOP_POLICIES) or "None"
         self._ignored(entry, spec)
         return LocalQueueRef(cluster_queue, stop), fields.problems
 
     def _class(self, entry: Entry) -> tuple[int, list[Problem]]:
         fields = Fields(entry)
-        _version(fields, entry)
+        read_version(fields, entry)
         value = fields.integer(entry.body, "value", "", required=True)
         if value is not None and not -(2**31) <= value < 2**31:
             fields.report("value", f"must fit 32 bits, got {value}")
@@ -332,7 +332,7 @@ class KueueObjects(Lookups):
 
     def _flavor(self, entry: Entry) -> tuple[Flavor, list[Problem]]:
         fields = Fields(entry)
-        _version(fields, entry)
+        read_version(fields, entry)
         flavor, problems = parse_flavor(entry)
         self._ignored(entry, entry.body.get("spec") or {})
         return flavor, fields.problems + problems
@@ -343,9 +343,9 @@ class KueueObjects(Lookups):
 
     def _cluster_queue(self, entry: Entry, catalog: Catalog) -> tuple[QueueSpec, list[Problem]]:
         fields = Fields(entry)
-        version = _version(fields, entry)
+        version = read_version(fields, entry)
         spec = fields.section(entry.body, "spec", "")
-        _other_version(fields, entry, version, spec, "spec")
+        other_version(fields, entry, version, spec, "spec")
         cohort_field = "cohort" if version == "v1beta1" else "cohortName"
         parent = self._parent(fields, spec, cohort_field)
         groups = _resource_groups(fields, spec, catalog, has_parent=parent is not None)
@@ -360,16 +360,16 @@ class KueueObjects(Lookups):
             fair_weight=_weight(fields, fields.section(spec, "fairSharing", "spec")),
         )
         selector = read_selector(fields, spec, "namespaceSelector", "spec")
-        stop = fields.choice(spec, "stopPolicy", "spec", _STOP) or "None"
+        stop = fields.choice(spec, "stopPolicy", "spec", STOP_POLICIES) or "None"
         self.rules[entry.name] = QueueRules(selector, stop)
         self._ignored(entry, spec)
         return queue, _renamed(fields.problems, f"spec.{cohort_field}")
 
     def _cohort(self, entry: Entry, catalog: Catalog) -> tuple[QueueSpec, list[Problem]]:
         fields = Fields(entry)
-        version = _version(fields, entry)
+        version = read_version(fields, entry)
         spec = fields.section(entry.body, "spec", "")
-        _other_version(fields, entry, version, spec, "spec")
+        other_version(fields, entry, version, spec, "spec")
         parent_field = "parent" if version == "v1alpha1" else "parentName"
         parent = self._parent(fields, spec, parent_field)
         queue = QueueSpec(

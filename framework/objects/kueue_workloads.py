@@ -3,7 +3,9 @@
 The lookups a Kueue Workload needs (its LocalQueue, WorkloadPriorityClasses,
 Namespaces and the admission rules of ClusterQueues) are read first by
 :class:`~.kueue.KueueObjects`, which is a :class:`Lookups`; a Workload is read
-against them here, with located errors like every other object.
+against them here, with located errors like every other object. The version rules
+both modules use (which versions are served, which fields each version spells its own
+way) are here too.
 """
 
 from __future__ import annotations
@@ -17,19 +19,25 @@ from .fields import Catalog, Entry, Fields, Problem, at_key, child, shown
 from .workloads import read_flavor_scan, read_owner
 
 __all__ = [
+    "GROUP",
+    "KINDS",
     "NAMESPACE_NAME_LABEL",
+    "ONLY_KUEUE",
+    "STOP_POLICIES",
     "Lookups",
     "QueueRules",
     "finished",
     "label_selector_matches",
+    "other_version",
     "pod_set_requests",
     "read_selector",
+    "read_version",
 ]
 
 GROUP = "kueue.x-k8s.io"
 
 # kind -> (namespaced, served versions)
-_KINDS: dict[str, tuple[bool, tuple[str, ...]]] = {
+KINDS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "ClusterQueue": (False, ("v1beta1", "v1beta2")),
     "Cohort": (False, ("v1alpha1", "v1beta1", "v1beta2")),
     "LocalQueue": (True, ("v1beta1", "v1beta2")),
@@ -38,7 +46,7 @@ _KINDS: dict[str, tuple[bool, tuple[str, ...]]] = {
     "WorkloadPriorityClass": (False, ("v1beta1", "v1beta2")),
 }
 # Kinds only Kueue has: taken as Kueue's even without an apiVersion.
-_ONLY_KUEUE = ("ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass")
+ONLY_KUEUE = ("ClusterQueue", "Cohort", "LocalQueue", "WorkloadPriorityClass")
 
 
 # Fields of one version that the other spells differently: (kind, version) -> field -> hint.
@@ -59,7 +67,7 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """The label the API server puts on every Namespace: its own name."""
 
 StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
-_STOP: dict[str, StopPolicy] = {"None": "None", "Hold": "Hold", "HoldAndDrain": "HoldAndDrain"}
+STOP_POLICIES: dict[str, StopPolicy] = {"None": "None", "Hold": "Hold", "HoldAndDrain": "HoldAndDrain"}
 _CLASS_SOURCES = {
     "": "",
     "kueue.x-k8s.io/workloadpriorityclass": GROUP,
@@ -83,10 +91,10 @@ class QueueRules:
     stop: StopPolicy
 
 
-def _version(fields: Fields, entry: Entry) -> str:
+def read_version(fields: Fields, entry: Entry) -> str:
     """The object's version of Kueue's API; an unserved one is reported."""
     api_version = entry.body.get("apiVersion")
-    served = _KINDS[entry.kind][1]
+    served = KINDS[entry.kind][1]
     if api_version is None:
         return served[-1]
     version = str(api_version).rpartition("/")[2]
@@ -100,7 +108,7 @@ def _version(fields: Fields, entry: Entry) -> str:
     return version
 
 
-def _other_version(fields: Fields, entry: Entry, version: str, obj: Mapping[str, Any], at: str) -> None:
+def other_version(fields: Fields, entry: Entry, version: str, obj: Mapping[str, Any], at: str) -> None:
     for name, spelling in _OTHER_VERSION.get((entry.kind, version), {}).items():
         if obj.get(name) is not None:
             fields.report(
@@ -123,12 +131,12 @@ class Lookups:
 
     def read_workload(self, entry: Entry, catalog: Catalog) -> tuple[Workload, list[Problem]]:
         fields = Fields(entry)
-        version = _version(fields, entry)
+        version = read_version(fields, entry)
         namespace = entry.namespace or "default"
         metadata = fields.section(entry.body, "metadata", "")
         spec = fields.section(entry.body, "spec", "")
         status = fields.section(entry.body, "status", "")
-        _other_version(fields, entry, version, spec, "spec")
+        other_version(fields, entry, version, spec, "spec")
         local = fields.text(spec, "queueName", "spec", required=True)
         local_queue = self._local_queue_of(fields, namespace, local)
         queue = local_queue.cluster_queue if local_queue is not None else ""
