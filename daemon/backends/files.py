@@ -68,6 +68,7 @@ from preemptd.framework.model import (
 from preemptd.framework.objects import StrayDocument, escape
 from preemptd.framework.objects.kueue_status import (
     commit_admitted,
+    commit_pending,
     commit_preempted,
     is_kueue_workload,
 )
@@ -323,6 +324,8 @@ def apply_decisions(documents: Sequence[Any], decisions: Decisions) -> list[Any]
     for action in decisions.pod_actions:
         if action.action == "ForceDelete":
             add("Pod", action.pod, _annotate(FORCE_DELETE_ANNOTATION, "true"))
+    for pending in decisions.pending:
+        add(_KUEUE_WORKLOAD, pending.workload, _kueue(commit_pending, pending, now))
     for key, scan in decisions.flavor_scans.items():
         add("Workload", key, _flavor_scan(scan))
         add(_KUEUE_WORKLOAD, key, _flavor_scan(scan))

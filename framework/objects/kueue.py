@@ -40,9 +40,8 @@ field: message``) and isolated like preemptd's own kinds; a field of the other
 version (``cohort`` in a v1beta2 ClusterQueue) is an error, not ignored.
 Fields preemptd does not act on (admission checks, topology, ...) are warnings.
 
-Writing back (:func:`commit_admitted`, :func:`commit_preempted`): the status
-Kueue itself would write, so that ``cycle --apply`` steps sessions in Kueue's
-format. Nothing here does I/O.
+Writing back (``kueue_status``): the status Kueue itself would write, so that
+``cycle --apply`` steps sessions in Kueue's format. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ from ..model import (
     Workload,
 )
 from .fields import Catalog, Entry, Fields, Problem, child
-from .kueue_status import commit_admitted, commit_preempted, is_kueue_workload
+from .kueue_status import commit_admitted, commit_pending, commit_preempted, is_kueue_workload
 from .kueue_workloads import (
     GROUP,
     KINDS,
@@ -88,6 +87,7 @@ __all__ = [
     "KueueObjects",
     "cohort_queue_names",
     "commit_admitted",
+    "commit_pending",
     "commit_preempted",
     "is_kueue_workload",
     "scope",

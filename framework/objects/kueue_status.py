@@ -10,12 +10,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..decisions import Admitted, Preempted
+from ..decisions import Admitted, Pending, Preempted
 from ..quantity import format_quantity
 from .fields import Fields
 from .kueue_workloads import GROUP, pod_set_requests
 
-__all__ = ["PREEMPTION_REASONS", "commit_admitted", "commit_preempted", "is_kueue_workload"]
+__all__ = [
+    "PREEMPTION_REASONS",
+    "commit_admitted",
+    "commit_pending",
+    "commit_preempted",
+    "is_kueue_workload",
+]
 
 # preemptd's victim reasons -> the reason of Kueue's Preempted condition, and the end of
 # Kueue's eviction message.
@@ -120,6 +126,29 @@ def commit_admitted(obj: dict[str, Any], admitted: Admitted, now: str) -> None:
             "reason": "Admitted",
             "message": "The workload is admitted",
         },
+    )
+
+
+def commit_pending(obj: dict[str, Any], pending: Pending, now: str) -> None:
+    """Write why a workload without an admission waits, as Kueue does: ``QuotaReserved``
+    ``False`` with reason ``Inadmissible`` or ``Pending`` and the session's message. The
+    time of the condition moves only when its status changes."""
+    status = _status(obj)
+    if status.get("admission") is not None:
+        return  # it holds quota (a leaving workload): nothing pending to write
+    since = now
+    for existing in status.get("conditions") or ():
+        if (
+            isinstance(existing, dict)
+            and (existing.get("type"), existing.get("status")) == ("QuotaReserved", "False")
+            and isinstance(existing.get("lastTransitionTime"), str)
+        ):
+            since = existing["lastTransitionTime"]
+    reason = "Inadmissible" if pending.reason == "Inadmissible" else "Pending"
+    message = f"{pending.reason}: {pending.message}" if pending.message else pending.reason
+    _set_condition(
+        status,
+        {"type": "QuotaReserved", "status": "False", "lastTransitionTime": since, "reason": reason, "message": message},
     )
 
 

@@ -130,6 +130,12 @@ def test_apply_writes_kueue_status_and_the_next_cycles_step_on_like_preemptds_ow
         ("QuotaReserved", "True", "QuotaReserved", NOW),
         ("Admitted", "True", "Admitted", NOW),
     ]
+    # urgent waits: Kueue's QuotaReserved False, its time kept while the status stays False.
+    waiting = named(items, "Workload", "urgent")["status"]["conditions"]
+    assert [(c["type"], c["status"], c["reason"], c["lastTransitionTime"]) for c in waiting] == [
+        ("QuotaReserved", "False", "Pending", "2026-01-01T00:30:00Z")
+    ]
+    assert waiting[0]["message"].startswith("PendingPreemption: preempting research/running-low")
     victim = named(items, "Workload", "running-low")["status"]
     evicted = {c["type"]: c for c in victim["conditions"]}
     assert (evicted["Evicted"]["status"], evicted["Evicted"]["reason"]) == ("True", "Preempted")
