@@ -380,3 +380,10 @@ def test_a_malformed_condition_is_an_error_of_that_workload_only() -> None:
     assert [p.object for p in inventory.problems] == ["Workload/research/urgent"]
     assert "research/spot-job" in inventory.workloads
 
+
+
+def test_a_json_dump_gets_the_decisions_of_the_yaml_one(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`kubectl get -o json` goes through the typed JSON intake: the same objects, the same decisions."""
+    as_json = tmp_path / "dump.json"
+    as_json.write_text(json.dumps(yaml.safe_load((HERE / "v1beta2.yaml").read_text())))
+    assert cycle(capsys, str(as_json), "--now", NOW) == cycle(capsys, str(HERE / "v1beta2.yaml"), "--now", NOW)
