@@ -31,6 +31,7 @@ from .fields import (
     escape,
     shown,
 )
+from .kueue import READ_KINDS as KUEUE_KINDS
 from .kueue import KueueObjects
 from .kueue import scope as kueue_scope
 from .nodes import parse_flavor
@@ -367,7 +368,7 @@ class _Intake:
         name = metadata.get("name")
         namespace = metadata.get("namespace")
         api_version = obj.get("apiVersion")
-        foreign = kueue_scope(kind, api_version)
+        foreign = kueue_scope(kind, api_version) if kind in KUEUE_KINDS else None
         expected = _KINDS.get(kind) if foreign is None else (_group(api_version) or "", foreign)
         if expected is None or (api_version is not None and _group(api_version) != expected[0]):
             label = "/".join(str(part) for part in (kind, namespace, name) if part)

@@ -35,10 +35,9 @@ Mapping (README, "Kueue objects"):
   pending ``Inadmissible`` (:attr:`KueueObjects.held`); an admitted one that
   Kueue would drain is leaving (``evicted``).
 
-Each object is read on its own with located errors (``file: Kind/ns/name:
-field: message``) and isolated like preemptd's own kinds; a field of the other
-version (``cohort`` in a v1beta2 ClusterQueue) is an error, not ignored.
-Fields preemptd does not act on (admission checks, topology, ...) are warnings.
+Each object is read with located errors and isolated like preemptd's own kinds; a
+field of the other version (``cohort`` in a v1beta2 ClusterQueue) is an error, and
+fields preemptd does not act on (admission checks, topology, ...) are warnings.
 
 Writing back (``kueue_status``): the status Kueue itself would write, so that
 ``cycle --apply`` steps sessions in Kueue's format. Nothing here does I/O.
@@ -84,6 +83,7 @@ from .queues import _resource_groups, _weight
 
 __all__ = [
     "GROUP",
+    "READ_KINDS",
     "KueueObjects",
     "cohort_queue_names",
     "commit_admitted",
@@ -122,10 +122,12 @@ _QUEUEING: dict[str, QueueingStrategy] = {
 # Spec fields preemptd does not act on: a warning each, once per object.
 _IGNORED: dict[str, tuple[str, ...]] = {
     "ClusterQueue": ("admissionChecks", "admissionChecksStrategy", "admissionScope", "concurrentAdmissionPolicy"),
-    "LocalQueue": ("fairSharing",),
-    "ResourceFlavor": ("topologyName",),
+    "LocalQueue": ("fairSharing",), "ResourceFlavor": ("topologyName",),
 }
 
+
+
+READ_KINDS = frozenset((*KINDS, "Namespace"))  # every kind scope() may answer for
 
 
 def scope(kind: str, api_version: object) -> bool | None:
