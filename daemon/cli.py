@@ -34,7 +34,7 @@ from rich.console import Console
 
 from preemptd import __version__
 
-from . import report
+from . import convert, report
 from .backends.files import (
     Document,
     Loaded,
@@ -202,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
     explain.set_defaults(handler=_explain)
+
+    convert_command = command("convert", convert.HELP)
+    convert.add_arguments(convert_command)
+    convert_command.set_defaults(handler=convert.run)
     return parser
 
 

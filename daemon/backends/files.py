@@ -66,6 +66,12 @@ from preemptd.framework.model import (
     FORCE_DELETE_ANNOTATION,
 )
 from preemptd.framework.objects import StrayDocument, escape
+from preemptd.framework.objects.kueue_status import (
+    commit_admitted,
+    commit_pending,
+    commit_preempted,
+    is_kueue_workload,
+)
 from preemptd.framework.objects.typed import RawItems, decode_items, decode_json
 from preemptd.framework.quantity import format_timestamp
 
@@ -309,20 +315,26 @@ def apply_decisions(documents: Sequence[Any], decisions: Decisions) -> list[Any]
 
     for admitted in decisions.admitted:
         add("Workload", admitted.workload, _admit(admitted, now))
+        add(_KUEUE_WORKLOAD, admitted.workload, _kueue(commit_admitted, admitted, now))
     for preempted in decisions.preempted:
         add("Workload", preempted.workload, _preempt(preempted))
+        add(_KUEUE_WORKLOAD, preempted.workload, _kueue(commit_preempted, preempted, now))
         for pod in preempted.pods:
             add("Pod", pod, _annotate(DELETION_COST_ANNOTATION, VICTIM_DELETION_COST))
     for action in decisions.pod_actions:
         if action.action == "ForceDelete":
             add("Pod", action.pod, _annotate(FORCE_DELETE_ANNOTATION, "true"))
+    for pending in decisions.pending:
+        add(_KUEUE_WORKLOAD, pending.workload, _kueue(commit_pending, pending, now))
     for key, scan in decisions.flavor_scans.items():
         add("Workload", key, _flavor_scan(scan))
+        add(_KUEUE_WORKLOAD, key, _flavor_scan(scan))
     return [_commit(document, edits) for document in documents]
 
 
 # The kinds decisions change, and their API group (as parse_objects checks it).
 _GROUPS = {"Workload": "preemptd.io", "Pod": ""}
+_KUEUE_WORKLOAD = "Workload (kueue.x-k8s.io)"  # Kueue's status shape (objects.kueue)
 
 
 def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
@@ -335,7 +347,9 @@ def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
     if isinstance(kind, str) and kind.endswith("List") and isinstance(document.get("items"), list):
         items = _commit(document["items"], edits)
         return document if items is document["items"] else {**document, "items": items}
-    if kind not in _GROUPS or _group(document) not in (None, _GROUPS[kind]):
+    if is_kueue_workload(document):
+        kind = _KUEUE_WORKLOAD
+    elif kind not in _GROUPS or _group(document) not in (None, _GROUPS[kind]):
         return document
     found = edits.get((kind, _key(document)))
     if not found:
@@ -344,6 +358,11 @@ def _commit(document: Any, edits: Mapping[tuple[str, str], list[Edit]]) -> Any:
     for edit in found:
         edit(changed)
     return changed
+
+
+def _kueue(commit: Callable[[dict[str, Any], Any, str], None], decision: Any, now: str) -> Edit:
+    """The edit writing ``decision`` into a Kueue Workload in Kueue's status shape."""
+    return lambda obj: commit(obj, decision, now)
 
 
 def _group(obj: Mapping[str, Any]) -> str | None:

@@ -31,6 +31,9 @@ from .fields import (
     escape,
     shown,
 )
+from .kueue import READ_KINDS as KUEUE_KINDS
+from .kueue import KueueObjects
+from .kueue import scope as kueue_scope
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
 from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
@@ -107,13 +110,16 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
     intake.entries.clear()
+    kueue = KueueObjects.build(intake.kueue)  # Kueue's kinds, read as ours (see .kueue)
+    for kind, key, entry in kueue.entries():
+        by_kind[kind].setdefault(key, []).append(entry)
     # A plain Pod is read at intake (see _Intake.plain_pod); one whose key also names
     # a Pod that was not is a copy like any other, and goes with it.
     plain_pods = intake.pods
     for key in by_kind["Pod"].keys() & plain_pods.keys():
         by_kind["Pod"][key].append(_pod_entry(plain_pods.pop(key)))
 
-    flavors = _parse_all(by_kind["ResourceFlavor"], guarded(parse_flavor))
+    flavors = _parse_all(by_kind["ResourceFlavor"], guarded(kueue.reader(parse_flavor)))
     classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
     _check_global_default(classes)
     valid_classes = _valid(classes)
@@ -127,11 +133,9 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     )
     nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))
-    queues = _parse_all(by_kind["Queue"], guarded(lambda entry: parse_queue(entry, catalog)))
+    queues = _parse_all(by_kind["Queue"], guarded(kueue.reader(lambda e: parse_queue(e, catalog), catalog)))
     tree, cycle_problems = build_queue_tree(queues)
-    workloads = _parse_all(
-        by_kind["Workload"], guarded(lambda entry: read_workload(entry, catalog))
-    )
+    workloads = _parse_all(by_kind["Workload"], guarded(kueue.reader(lambda e: read_workload(e, catalog), catalog)))
 
     inventory = Inventory(
         flavors=dict(catalog.flavors),
@@ -154,16 +158,18 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
             inventory.inadmissible[key] = "; ".join(describe(problem) for problem in own)
         elif copies[0].value.queue in tree.excluded:
             inventory.inadmissible[key] = tree.excluded[copies[0].value.queue]
+        elif key in kueue.held:
+            inventory.inadmissible[key] = kueue.held[key]
         else:
             inventory.workloads[key] = copies[0].value
 
-    everything: list[Problem] = [*intake.problems, *cycle_problems]
+    everything: list[Problem] = [*intake.problems, *cycle_problems, *kueue.problems]
     for parsed in (flavors, classes, nodes, pods, queues, workloads):
         for versions in parsed.values():
             for version in versions:
                 everything.extend(version.problems)
     inventory.problems = sorted(everything)
-    inventory.warnings = sorted(intake.warnings)
+    inventory.warnings = sorted([*intake.warnings, *kueue.warnings])
     return inventory
 
 
@@ -287,10 +293,11 @@ def _check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass,
 class _Intake:
     """Documents -> entries of known kinds; Lists are flattened, the rest reported."""
 
-    __slots__ = ("copied", "entries", "pods", "problems", "warnings")
+    __slots__ = ("copied", "entries", "kueue", "pods", "problems", "warnings")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.kueue: list[Entry] = []  # Kueue's kinds and Namespaces (see .kueue)
         # Plain Pods, read at intake, by key: a large cluster is mostly Pods, and the
         # entries and per-copy records the other kinds go through would only be
         # garbage (and leave the heap fragmented) for them.
@@ -360,8 +367,9 @@ class _Intake:
             return
         name = metadata.get("name")
         namespace = metadata.get("namespace")
-        expected = _KINDS.get(kind)
         api_version = obj.get("apiVersion")
+        foreign = kueue_scope(kind, api_version) if kind in KUEUE_KINDS else None
+        expected = _KINDS.get(kind) if foreign is None else (_group(api_version) or "", foreign)
         if expected is None or (api_version is not None and _group(api_version) != expected[0]):
             label = "/".join(str(part) for part in (kind, namespace, name) if part)
             self.warnings.append(
@@ -393,7 +401,7 @@ class _Intake:
                 )
             )
             return
-        self.entries.append(Entry(file, kind, namespace, name, obj))
+        (self.entries if foreign is None else self.kueue).append(Entry(file, kind, namespace, name, obj))
 
     def _raw_items(self, file: str, document: RawItems) -> None:
         """Items left as JSON text: a plain Pod is taken typed, any other item decoded and

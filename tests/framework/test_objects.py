@@ -1164,7 +1164,7 @@ def test_unknown_kinds_are_skipped_with_a_warning() -> None:
             "metadata": {"name": "llm", "namespace": "serve"},
         },
         {
-            "apiVersion": "kueue.x-k8s.io/v1beta1",
+            "apiVersion": "jobs.example.com/v1",
             "kind": "Workload",
             "metadata": {"name": "w", "namespace": "ml"},
         },
@@ -1178,7 +1178,7 @@ def test_unknown_kinds_are_skipped_with_a_warning() -> None:
         problem(
             "Workload/ml/w",
             "apiVersion",
-            "unknown kind 'Workload' (apiVersion 'kueue.x-k8s.io/v1beta1'); skipped",
+            "unknown kind 'Workload' (apiVersion 'jobs.example.com/v1'); skipped",
         ),
     ]
     assert (expected, [], {}) == (inventory.warnings, inventory.problems, inventory.workloads)
