@@ -2,15 +2,22 @@
 
 Every list is sorted by workload, then pod, so identical input gives
 byte-identical output whatever order the session found things in.
+
+Queue positions (:func:`number_pending`) are what Kueue's visibility API gives: where
+each workload left pending stands in its queue, counted in the order the next session
+takes a queue's workloads (the session's own ``workload_key``), 1-based, among the
+workloads still pending; a workload that came through a LocalQueue also gets its place
+among that LocalQueue's workloads.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .model import Workload
 from .quantity import format_timestamp
 
 __all__ = [
@@ -21,6 +28,7 @@ __all__ = [
     "PodAction",
     "Preempted",
     "QueueShare",
+    "number_pending",
 ]
 
 
@@ -85,14 +93,23 @@ class Pending:
     reason: str
     message: str = ""
     waiting_for: tuple[str, ...] = ()
+    # Set by number_pending for a workload that waits in a queue (not an Inadmissible one).
+    queue: str | None = None
+    position_in_queue: int | None = None
+    local_queue: str | None = None  # the LocalQueue's name, when it came through one
+    position_in_local_queue: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "workload": self.workload,
             "reason": self.reason,
             "message": self.message,
             "waitingFor": sorted(self.waiting_for),
+            "positionInQueue": self.position_in_queue,
         }
+        if self.position_in_local_queue is not None:
+            out["positionInLocalQueue"] = self.position_in_local_queue
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,3 +160,31 @@ class Decisions:
 
     def explain(self, workload: str) -> list[str]:
         return list(self.explanations.get(workload, ()))
+
+
+def number_pending(
+    decisions: Decisions,
+    pending_by_queue: Mapping[str, Sequence[Workload]],
+    key: Callable[[Workload], Any],
+) -> None:
+    """Give every pending decision of a queued workload its queue positions (module docstring).
+
+    ``pending_by_queue`` is the snapshot's, ``key`` the session's in-queue order.
+    """
+    index = {entry.workload: i for i, entry in enumerate(decisions.pending)}
+    for queue, workloads in sorted(pending_by_queue.items()):
+        waiting = sorted((w for w in workloads if w.key in index), key=key)
+        in_local: dict[str, int] = {}
+        for position, workload in enumerate(waiting, start=1):
+            local_position = None
+            if workload.local_queue is not None:
+                local = f"{workload.namespace}/{workload.local_queue}"
+                local_position = in_local[local] = in_local.get(local, 0) + 1
+            i = index[workload.key]
+            decisions.pending[i] = replace(
+                decisions.pending[i],
+                queue=queue,
+                position_in_queue=position,
+                local_queue=workload.local_queue,
+                position_in_local_queue=local_position,
+            )
