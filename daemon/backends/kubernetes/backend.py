@@ -67,10 +67,13 @@ from .client import (
     DEPLOYMENTS,
     FLAVORS,
     JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
     NODES,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Kube,
     Obj,
@@ -90,6 +93,7 @@ __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
 log = logging.getLogger("preemptd.kubernetes")
 
 WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS, WORKLOADS, JOBS, DEPLOYMENTS)
+WATCHED += (LOCAL_QUEUES, NAMESPACES, WORKLOAD_PRIORITY_CLASSES)  # what queueName and priority resolve through
 """Every resource the backend lists and watches (the RBAC role grants list+watch on each)."""
 
 _OWNERS = {"Job": JOBS, "Deployment": DEPLOYMENTS}
