@@ -34,7 +34,7 @@ from rich.console import Console
 
 from preemptd import __version__
 
-from . import report
+from . import pending, report
 from .backends.files import (
     Document,
     Loaded,
@@ -202,6 +202,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
     explain.set_defaults(handler=_explain)
+
+    pending.add_arguments(waiting := command("pending", pending.HELP))
+    waiting.set_defaults(decide=_run)
     return parser
 
 

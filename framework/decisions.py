@@ -98,6 +98,7 @@ class Pending:
     position_in_queue: int | None = None
     local_queue: str | None = None  # the LocalQueue's name, when it came through one
     position_in_local_queue: int | None = None
+    priority: int | None = None  # the workload's, for the positions' readers
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -187,4 +188,5 @@ def number_pending(
                 position_in_queue=position,
                 local_queue=workload.local_queue,
                 position_in_local_queue=local_position,
+                priority=workload.priority,
             )
