@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from preemptd.framework.decisions import Decisions, Pending
+from preemptd.framework.decisions import Decisions, Pending, QueuePosition
 from preemptd.framework.objects import escape
 from preemptd.framework.quantity import format_timestamp
 
@@ -81,34 +81,30 @@ _FILE_ENDINGS = (".yaml", ".yml", ".json")
 
 def pending_view(decisions: Decisions, queue: str | None = None) -> dict[str, Any]:
     """The waiting workloads (of one queue, or of all), by queue and then position."""
+    positions = decisions.positions
     waiting = [
-        entry
+        (place, entry)
         for entry in decisions.pending
-        if entry.position_in_queue is not None and (queue is None or entry.queue == queue)
+        if (place := positions.get(entry.workload)) is not None and (queue is None or place.queue == queue)
     ]
-    waiting.sort(key=_place)
+    waiting.sort(key=lambda found: (found[0].queue, found[0].position))
+    unqueued = sum(1 for entry in decisions.pending if entry.workload not in positions)
     return {
         "now": format_timestamp(decisions.now),
         "queue": queue,
-        "items": [_item(entry) for entry in waiting],
-        "inadmissible": sum(1 for entry in decisions.pending if entry.position_in_queue is None)
-        if queue is None
-        else 0,
+        "items": [_item(place, entry) for place, entry in waiting],
+        "inadmissible": unqueued if queue is None else 0,
     }
 
 
-def _place(entry: Pending) -> tuple[str, int]:
-    return (entry.queue or "", entry.position_in_queue or 0)
-
-
-def _item(entry: Pending) -> dict[str, Any]:
+def _item(place: QueuePosition, entry: Pending) -> dict[str, Any]:
     return {
         "workload": entry.workload,
-        "queue": entry.queue,
-        "positionInQueue": entry.position_in_queue,
-        "localQueue": entry.local_queue,
-        "positionInLocalQueue": entry.position_in_local_queue,
-        "priority": entry.priority,
+        "queue": place.queue,
+        "positionInQueue": place.position,
+        "localQueue": place.local_queue,
+        "positionInLocalQueue": place.local_position,
+        "priority": place.priority,
         "reason": entry.reason,
         "message": entry.message,
     }

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from .model import Workload
 from .quantity import format_timestamp
@@ -27,6 +27,7 @@ __all__ = [
     "Pending",
     "PodAction",
     "Preempted",
+    "QueuePosition",
     "QueueShare",
     "number_pending",
 ]
@@ -93,24 +94,28 @@ class Pending:
     reason: str
     message: str = ""
     waiting_for: tuple[str, ...] = ()
-    # Set by number_pending for a workload that waits in a queue (not an Inadmissible one).
-    queue: str | None = None
-    position_in_queue: int | None = None
-    local_queue: str | None = None  # the LocalQueue's name, when it came through one
-    position_in_local_queue: int | None = None
-    priority: int | None = None  # the workload's, for the positions' readers
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, position: QueuePosition | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
             "workload": self.workload,
             "reason": self.reason,
             "message": self.message,
             "waitingFor": sorted(self.waiting_for),
-            "positionInQueue": self.position_in_queue,
+            "positionInQueue": None if position is None else position.position,
         }
-        if self.position_in_local_queue is not None:
-            out["positionInLocalQueue"] = self.position_in_local_queue
+        if position is not None and position.local_position is not None:
+            out["positionInLocalQueue"] = position.local_position
         return out
+
+
+class QueuePosition(NamedTuple):
+    """Where a pending workload waits (:func:`number_pending`)."""
+
+    queue: str
+    position: int  # in the queue, from 1
+    local_queue: str | None  # the LocalQueue's name, when it came through one
+    local_position: int | None  # among that LocalQueue's workloads, from 1
+    priority: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +144,8 @@ class Decisions:
     # Every queue's share once the decisions are committed; ``None`` (absent from the
     # JSON) unless the fair-sharing plugin is enabled.
     shares: list[QueueShare] | None = None
+    # Workload key -> its place in its queue, for every pending workload that waits in one.
+    positions: dict[str, QueuePosition] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -150,7 +157,10 @@ class Decisions:
             "podActions": [
                 a.to_dict() for a in sorted(self.pod_actions, key=lambda a: (a.pod, a.action))
             ],
-            "pending": [p.to_dict() for p in sorted(self.pending, key=lambda p: p.workload)],
+            "pending": [
+                p.to_dict(self.positions.get(p.workload))
+                for p in sorted(self.pending, key=lambda p: p.workload)
+            ],
         }
         if self.shares is not None:
             out["shares"] = [s.to_dict() for s in sorted(self.shares, key=lambda s: s.queue)]
@@ -168,25 +178,18 @@ def number_pending(
     pending_by_queue: Mapping[str, Sequence[Workload]],
     key: Callable[[Workload], Any],
 ) -> None:
-    """Give every pending decision of a queued workload its queue positions (module docstring).
+    """Fill ``decisions.positions`` for the pending workloads (module docstring).
 
     ``pending_by_queue`` is the snapshot's, ``key`` the session's in-queue order.
     """
-    index = {entry.workload: i for i, entry in enumerate(decisions.pending)}
+    waiting = {entry.workload for entry in decisions.pending}
+    positions = decisions.positions
     for queue, workloads in sorted(pending_by_queue.items()):
-        waiting = sorted((w for w in workloads if w.key in index), key=key)
-        in_local: dict[str, int] = {}
-        for position, workload in enumerate(waiting, start=1):
-            local_position = None
-            if workload.local_queue is not None:
-                local = f"{workload.namespace}/{workload.local_queue}"
-                local_position = in_local[local] = in_local.get(local, 0) + 1
-            i = index[workload.key]
-            decisions.pending[i] = replace(
-                decisions.pending[i],
-                queue=queue,
-                position_in_queue=position,
-                local_queue=workload.local_queue,
-                position_in_local_queue=local_position,
-                priority=workload.priority,
-            )
+        in_local: dict[tuple[str, str], int] = {}
+        for position, workload in enumerate(sorted((w for w in workloads if w.key in waiting), key=key), 1):
+            local = workload.local_queue
+            if local is None:
+                positions[workload.key] = QueuePosition(queue, position, None, None, workload.priority)
+            else:
+                at = in_local[workload.namespace, local] = in_local.get((workload.namespace, local), 0) + 1
+                positions[workload.key] = QueuePosition(queue, position, local, at, workload.priority)
