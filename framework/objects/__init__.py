@@ -141,6 +141,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         local_queues=_valid(local_queues),
         invalid_local_queues=local_queues.keys() - _valid(local_queues).keys(),
         namespaces=_valid(namespaces),
+        invalid_namespaces=namespaces.keys() - _valid(namespaces).keys(),
     )
     nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))

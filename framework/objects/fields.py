@@ -154,6 +154,7 @@ class Catalog:
     local_queues: Mapping[str, LocalQueue] = field(default_factory=dict)  # by namespace/name
     invalid_local_queues: Set[str] = frozenset()
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels
+    invalid_namespaces: Set[str] = frozenset()
 
     def namespace_labels(self, namespace: str) -> Mapping[str, str]:
         """A namespace's labels; one the snapshot has no Namespace object of has only the

@@ -155,6 +155,12 @@ def namespace_refusal(
     queue = queues.get(workload.queue)
     if queue is None:
         return None
+    if queue.namespace_selector is not None and workload.namespace in catalog.invalid_namespaces:
+        # Its labels are unknown: neither admitted nor refused on a guess.
+        return (
+            f"Namespace {workload.namespace!r} is invalid, so the namespaceSelector of queue "
+            f"{queue.name!r} cannot be checked"
+        )
     problem = namespace_problem(queue, workload.namespace, catalog.namespace_labels(workload.namespace))
     if problem is not None and workload.local_queue is not None:
         problem += f" (through LocalQueue {workload.namespace + '/' + workload.local_queue!r})"

@@ -227,6 +227,20 @@ def test_a_namespace_without_an_object_has_only_its_name_label() -> None:
     assert "ml/a" in gated({"matchLabels": {"team": "ml"}}).inadmissible
 
 
+def test_an_invalid_namespace_is_reported_and_its_workloads_wait_where_a_selector_asks() -> None:
+    """A Namespace whose labels cannot be read is a located problem; a queue with a selector
+    neither admits nor refuses its workloads on a guess, a queue without one takes them."""
+    broken = namespace("ml")
+    broken["metadata"]["labels"] = {"team": 5}
+    found = gated({"matchLabels": {"team": "ml"}}, broken)
+    assert [f"{FILE}: Namespace/ml: metadata.labels[team]: expected a string (quote it), got 5"] == problems(found)
+    assert (
+        "Namespace 'ml' is invalid, so the namespaceSelector of queue 'gpu' cannot be checked"
+        == found.inadmissible["ml/a"]
+    )
+    assert "ml/a" in gated(None, broken).workloads
+
+
 def test_the_selector_applies_through_a_local_queue_and_says_so() -> None:
     found = parse(
         flavor(),

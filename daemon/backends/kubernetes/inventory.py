@@ -244,6 +244,7 @@ class ClusterInventory:
             local_queues=local_queues,
             invalid_local_queues=frozenset(self._catalog_objects["LocalQueue"]) - local_queues.keys(),
             namespaces=namespaces,
+            invalid_namespaces=frozenset(self._catalog_objects["Namespace"]) - namespaces.keys(),
         )
         parsed: dict[str, list[Parsed[Any]]] = {}
         read_queue = guarded(lambda entry: parse_queue(entry, catalog))
