@@ -34,7 +34,7 @@ from rich.console import Console
 
 from preemptd import __version__
 
-from . import convert, report
+from . import convert, pending, report
 from .backends.files import (
     Document,
     Loaded,
@@ -206,6 +206,8 @@ def _parser() -> argparse.ArgumentParser:
     convert_command = command("convert", convert.HELP)
     convert.add_arguments(convert_command)
     convert_command.set_defaults(handler=convert.run)
+    pending.add_arguments(waiting := command("pending", pending.HELP))
+    waiting.set_defaults(decide=_run)
     return parser
 
 

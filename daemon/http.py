@@ -6,6 +6,9 @@
   this replica either leads or stands by in contact with the API server. A
   standby is ready: it is what takes over.
 * ``/metrics`` — the Prometheus text format of the daemon's own registry.
+* ``/pending``, ``/pending/<queue>`` — the waiting workloads with their queue
+  positions as of the last cycle (JSON, as ``preemptd pending -o json``); 503
+  before the first cycle has finished.
 
 Each probe answers ``ok`` or a one-line reason, so ``curl`` shows why.
 The server runs on the daemon's event loop: if the loop is blocked, no probe
@@ -14,8 +17,10 @@ is answered at all, which a probe counts as a failure too.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiohttp import web
 
@@ -29,15 +34,28 @@ log = logging.getLogger("preemptd.http")
 Check = Callable[[], tuple[bool, str]]
 """A probe: (passing, one line saying why)."""
 
+PendingView = Callable[[str | None], dict[str, Any] | None]
+"""The waiting workloads of one queue (or of all, given None); None before any cycle;
+``LookupError`` for a queue the last cycle did not know."""
+
 
 class HttpServer:
     """Serves the three endpoints until :meth:`stop`; ``port`` is the bound port (``:0`` picks one)."""
 
-    def __init__(self, address: str, *, live: Check, ready: Check, metrics: Callable[[], bytes]) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        live: Check,
+        ready: Check,
+        metrics: Callable[[], bytes],
+        pending: PendingView | None = None,
+    ) -> None:
         self.host, self.port = split_address(address)
         self.live = live
         self.ready = ready
         self.metrics = metrics
+        self.pending = pending
         self._runner: web.AppRunner | None = None
 
     @property
@@ -51,6 +69,8 @@ class HttpServer:
         app.router.add_get("/livez", self._probe(self.live))
         app.router.add_get("/readyz", self._probe(self.ready))
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/pending", self._pending)
+        app.router.add_get("/pending/{queue}", self._pending)
         app.router.add_get("/", self._index)
         self._runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"), shutdown_timeout=1.0)
         await self._runner.setup()
@@ -81,6 +101,16 @@ class HttpServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _pending(self, request: web.Request) -> web.Response:
+        queue = request.match_info.get("queue")
+        try:
+            view = self.pending(queue) if self.pending is not None else None
+        except LookupError:
+            return web.Response(status=404, text=f"no queue {queue!r}\n")
+        if view is None:
+            return web.Response(status=503, text="no cycle has finished yet\n")
+        return web.json_response(text=json.dumps(view, indent=2, ensure_ascii=False) + "\n")
 
     async def _index(self, request: web.Request) -> web.Response:
         return web.Response(text="preemptd: /healthz /readyz /metrics\n")

@@ -36,6 +36,7 @@ import logging
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from preemptd.framework.decisions import Decisions
 
@@ -49,6 +50,7 @@ from .logging import set_level
 from .loop import AlwaysLeader, CycleOutcome, Leadership, Scheduler
 from .metrics import Metrics
 from .notify import Notifier, feed_watchdog
+from .pending import pending_view
 from .plugins import Plugins, resolve_plugins
 
 __all__ = ["Daemon", "check_configuration", "run_daemon"]
@@ -153,8 +155,10 @@ class Daemon:
             on_cycle=self._observe_cycle,
             on_stale=lambda stale: self.metrics.stale.set(1 if stale else 0),
         )
+        self._last_cycle: CycleReport | None = None  # the waiting workloads of /pending
         self.http = HttpServer(
-            http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition
+            http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition,
+            pending=self.pending,
         )
         self.synced = False
         self.exit_code = 0
@@ -185,6 +189,15 @@ class Daemon:
             return True, f"ok: standing by (leader: {self.elector.holder or 'none'})"
         return False, "no answer from the API server about the lease"
 
+    def pending(self, queue: str | None) -> dict[str, Any] | None:
+        """``/pending`` and ``/pending/<queue>``: the last cycle's waiting workloads."""
+        last = self._last_cycle
+        if last is None:
+            return None
+        if queue is not None and queue not in last.queues:
+            raise LookupError(queue)
+        return pending_view(last.decisions, queue)
+
     # -- feeds ------------------------------------------------------------------------------
 
     def _leadership_changed(self, leading: bool) -> None:
@@ -209,6 +222,7 @@ class Daemon:
         report = outcome.report
         if not isinstance(report, CycleReport):
             return
+        self._last_cycle = report
         metrics.observe_session(report.timings, report.actions)
         metrics.observe_queues(report.queues)
         metrics.observe_shares(report.decisions.shares)

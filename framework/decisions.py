@@ -2,15 +2,22 @@
 
 Every list is sorted by workload, then pod, so identical input gives
 byte-identical output whatever order the session found things in.
+
+Queue positions (:func:`number_pending`) are what Kueue's visibility API gives: where
+each workload left pending stands in its queue, counted in the order the next session
+takes a queue's workloads (the session's own ``workload_key``), 1-based, among the
+workloads still pending; a workload that came through a LocalQueue also gets its place
+among that LocalQueue's workloads.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from .model import Workload
 from .quantity import format_timestamp
 
 __all__ = [
@@ -20,7 +27,9 @@ __all__ = [
     "Pending",
     "PodAction",
     "Preempted",
+    "QueuePosition",
     "QueueShare",
+    "number_pending",
 ]
 
 
@@ -86,13 +95,27 @@ class Pending:
     message: str = ""
     waiting_for: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
+    def to_dict(self, position: QueuePosition | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "workload": self.workload,
             "reason": self.reason,
             "message": self.message,
             "waitingFor": sorted(self.waiting_for),
+            "positionInQueue": None if position is None else position.position,
         }
+        if position is not None and position.local_position is not None:
+            out["positionInLocalQueue"] = position.local_position
+        return out
+
+
+class QueuePosition(NamedTuple):
+    """Where a pending workload waits (:func:`number_pending`)."""
+
+    queue: str
+    position: int  # in the queue, from 1
+    local_queue: str | None  # the LocalQueue's name, when it came through one
+    local_position: int | None  # among that LocalQueue's workloads, from 1
+    priority: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +144,8 @@ class Decisions:
     # Every queue's share once the decisions are committed; ``None`` (absent from the
     # JSON) unless the fair-sharing plugin is enabled.
     shares: list[QueueShare] | None = None
+    # Workload key -> its place in its queue, for every pending workload that waits in one.
+    positions: dict[str, QueuePosition] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -132,7 +157,10 @@ class Decisions:
             "podActions": [
                 a.to_dict() for a in sorted(self.pod_actions, key=lambda a: (a.pod, a.action))
             ],
-            "pending": [p.to_dict() for p in sorted(self.pending, key=lambda p: p.workload)],
+            "pending": [
+                p.to_dict(self.positions.get(p.workload))
+                for p in sorted(self.pending, key=lambda p: p.workload)
+            ],
         }
         if self.shares is not None:
             out["shares"] = [s.to_dict() for s in sorted(self.shares, key=lambda s: s.queue)]
@@ -143,3 +171,25 @@ class Decisions:
 
     def explain(self, workload: str) -> list[str]:
         return list(self.explanations.get(workload, ()))
+
+
+def number_pending(
+    decisions: Decisions,
+    pending_by_queue: Mapping[str, Sequence[Workload]],
+    key: Callable[[Workload], Any],
+) -> None:
+    """Fill ``decisions.positions`` for the pending workloads (module docstring).
+
+    ``pending_by_queue`` is the snapshot's, ``key`` the session's in-queue order.
+    """
+    waiting = {entry.workload for entry in decisions.pending}
+    positions = decisions.positions
+    for queue, workloads in sorted(pending_by_queue.items()):
+        in_local: dict[tuple[str, str], int] = {}
+        for position, workload in enumerate(sorted((w for w in workloads if w.key in waiting), key=key), 1):
+            local = workload.local_queue
+            if local is None:
+                positions[workload.key] = QueuePosition(queue, position, None, None, workload.priority)
+            else:
+                at = in_local[workload.namespace, local] = in_local.get((workload.namespace, local), 0) + 1
+                positions[workload.key] = QueuePosition(queue, position, local, at, workload.priority)

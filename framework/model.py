@@ -25,6 +25,9 @@ __all__ = [
     "FlavorFungibility",
     "FlavorQuotas",
     "FrozenDict",
+    "LabelRequirement",
+    "LabelSelector",
+    "LocalQueue",
     "Node",
     "Pod",
     "PodSet",
@@ -50,6 +53,7 @@ BorrowWithinCohort = Literal["Never", "LowerPriority"]
 WhenCan = Literal["MayStopSearch", "TryNextFlavor"]
 Preference = Literal["BorrowingOverPreemption", "PreemptionOverBorrowing"]
 QueueingStrategy = Literal["BestEffortFIFO", "StrictFIFO"]
+SelectorOperator = Literal["In", "NotIn", "Exists", "DoesNotExist"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -195,6 +199,70 @@ class FlavorFungibility:
 
 
 @dataclass(frozen=True, slots=True)
+class LabelRequirement:
+    """One ``matchExpressions`` entry of a Kubernetes label selector."""
+
+    key: str
+    operator: SelectorOperator
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        value = labels.get(self.key)
+        if self.operator == "In":
+            return value is not None and value in self.values
+        if self.operator == "NotIn":
+            return value is None or value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        return value is None  # DoesNotExist
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A Kubernetes label selector (``matchLabels`` and ``matchExpressions``, ANDed).
+
+    An empty selector selects everything, as in Kubernetes. ``nothing`` is the selector
+    that selects nothing: what Kubernetes makes of a *missing* selector where the API
+    says so (Kueue's ClusterQueue ``namespaceSelector``); preemptd's own Queue without a
+    selector has none at all (``QueueSpec.namespace_selector`` is ``None``).
+    """
+
+    match_labels: Mapping[str, str] = _EMPTY
+    match_expressions: tuple[LabelRequirement, ...] = ()
+    nothing: bool = False
+
+    def __post_init__(self) -> None:
+        _freeze_fields(self, "match_labels")
+        object.__setattr__(self, "match_expressions", tuple(self.match_expressions))
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        if self.nothing:
+            return False
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        return all(requirement.matches(labels) for requirement in self.match_expressions)
+
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+"""The label the API server puts on every Namespace: its own name."""
+
+
+@dataclass(frozen=True, slots=True)
+class LocalQueue:
+    """A namespaced name for a leaf Queue: ``spec.queueName`` of the namespace's Workloads."""
+
+    namespace: str
+    name: str
+    queue: str
+    source: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
 class QueueSpec:
     """A Queue object, or an implicit cohort (``defined=False``) named only as a parent."""
 
@@ -209,9 +277,16 @@ class QueueSpec:
     defined: bool = True
     source: str = ""
     fair_weight: Fraction = Fraction(1)  # spec.fairSharing.weight (SEMANTICS §7.1)
+    # spec.namespaceSelector: which namespaces' workloads may use it; None: every namespace.
+    namespace_selector: LabelSelector | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "resource_groups", tuple(self.resource_groups))
+
+    def admits_namespace(self, labels: Mapping[str, str]) -> bool:
+        """Whether a Namespace with these labels may use this queue."""
+        selector = self.namespace_selector
+        return selector is None or selector.matches(labels)
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +345,13 @@ class Workload:
     evicted: bool = False
     flavor_scan: Mapping[str, Mapping[str, int]] = _EMPTY
     source: str = ""
+    # spec.queueName when it named a LocalQueue of the namespace (``queue`` is then that
+    # LocalQueue's Queue); None when it named a Queue itself.
+    local_queue: str | None = None
+    # metadata.labels and metadata.annotations, for plugins. Most Workloads have few or
+    # none: without any, both are one shared empty mapping.
+    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = _EMPTY
     # Derived, kept: sessions ask for them all the time. "namespace/name", and
     # whether an apps/v1 Deployment owns it (SEMANTICS §6).
     key: str = field(init=False, repr=False, compare=False)
@@ -285,6 +367,12 @@ class Workload:
             object.__setattr__(self, "flavor_scan", FrozenDict({k: freeze(v) for k, v in scan.items()}))
         elif type(scan) is not FrozenDict:
             object.__setattr__(self, "flavor_scan", _EMPTY)
+        for name in ("labels", "annotations"):
+            value = getattr(self, name)
+            if not value:
+                object.__setattr__(self, name, _EMPTY)
+            elif type(value) is not FrozenDict:
+                object.__setattr__(self, name, FrozenDict(value))
 
     @property
     def tiebreak(self) -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Sequence
 
 from .actions import ACTIONS
-from .decisions import Decisions
+from .decisions import Decisions, number_pending
 from .session import Registry, Session
 from .snapshot import Snapshot
 
@@ -49,6 +49,7 @@ def run_session(
             if name in session.actions:
                 action(session)
         decisions = session.close()
+        number_pending(decisions, snapshot.pending_by_queue, session.workload_key)
         # Plugins keep per-session state that points back at the session; dropping
         # it here frees the session by reference counting, not a later GC pass.
         session.state.clear()

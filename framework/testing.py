@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .actions import ACTIONS
-from .decisions import Decisions
+from .decisions import Decisions, number_pending
 from .model import (
     Admission,
     Flavor,
@@ -150,4 +150,6 @@ def decide(session: Session) -> Decisions:
     for name, action in ACTIONS.items():
         if name in session.actions:
             action(session)
-    return session.close()
+    decisions = session.close()
+    number_pending(decisions, session.snapshot.pending_by_queue, session.workload_key)
+    return decisions

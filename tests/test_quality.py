@@ -46,7 +46,10 @@ def test_ruff_finds_nothing() -> None:
 
 
 # The daemon's process modules (issue 9) and what they import are held to the same bar.
-DAEMON_MODULES = ("clock", "backends.kubernetes.lease", "loop", "service", "http", "metrics", "notify", "logging", "convert")
+DAEMON_MODULES = (
+    "clock", "backends.kubernetes.lease", "loop", "service", "http", "metrics", "notify", "logging",
+    "convert", "pending",
+)
 
 
 def test_mypy_strict_passes_on_framework_and_plugins(tmp_path: Path) -> None:
@@ -179,7 +182,7 @@ SESSION_TYPE_ONLY = (("framework/session/hooks.py", "preemptd.framework.session.
 PREEMPTION_ORDER = ("units", "nodeindex", "nodechoice", "replicas", "search", "victims")
 # daemon/, from the top down (LAYOUT.md §1): cli > service, simulation/ > loop, backends/ > the rest.
 DAEMON_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("config", "plugins", "logging", "metrics", "clock", "http", "notify", "report"),
+    ("config", "plugins", "logging", "metrics", "clock", "http", "notify", "report", "pending"),
     ("loop", "backends"),
     ("service", "simulation", "convert"),
     ("cli",),

@@ -10,7 +10,7 @@ to by name (flavors, priority classes, queues) are resolved before the
 objects referring to them, duplicates invalidate every copy instead of
 letting one win, and every collection is built in sorted order. The field
 readers live in ``fields``; one module per family of kinds does the
-rest (``nodes``, ``queues``, ``workloads``).
+rest (``nodes``, ``queues``, ``local_queues``, ``workloads``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..model import Flavor, Node, Pod, PriorityClass, QueueSpec, Workload
+from ..model import Flavor, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
+from .fallbacks import FALLBACKS
 from .fields import (
     Catalog,
     Entry,
@@ -34,11 +35,12 @@ from .fields import (
 from .kueue import READ_KINDS as KUEUE_KINDS
 from .kueue import KueueObjects
 from .kueue import scope as kueue_scope
+from .local_queues import namespace_refusal, parse_local_queue, parse_namespace, queue_problem
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
 from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
-from .workloads import parse_priority_class
+from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
 __all__ = [
     "FALLBACKS",
@@ -47,7 +49,9 @@ __all__ = [
     "StrayDocument",
     "escape",
     "guarded",
+    "namespace_refusal",
     "parse_objects",
+    "queue_problem",
 ]
 
 T = TypeVar("T")
@@ -61,6 +65,9 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Node": ("", False),
     "Pod": ("", True),
     "PriorityClass": ("scheduling.k8s.io", False),
+    "WorkloadPriorityClass": ("preemptd.io", False),
+    "LocalQueue": ("preemptd.io", True),
+    "Namespace": ("", False),
 }
 
 
@@ -99,6 +106,9 @@ class Inventory:
     warnings: list[Problem] = field(default_factory=list)
     inadmissible: dict[str, str] = field(default_factory=dict)
     excluded_queues: set[str] = field(default_factory=set)
+    local_queues: dict[str, LocalQueue] = field(default_factory=dict)  # by namespace/name
+    workload_priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
+    namespaces: dict[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels
 
 
 def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
@@ -121,15 +131,25 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
 
     flavors = _parse_all(by_kind["ResourceFlavor"], guarded(kueue.reader(parse_flavor)))
     classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
-    _check_global_default(classes)
+    check_global_default(classes)
     valid_classes = _valid(classes)
     default_classes = [value for value, is_default in valid_classes.values() if is_default]
+    workload_classes = _parse_all(by_kind["WorkloadPriorityClass"], guarded(parse_workload_priority_class))
+    local_queues = _parse_all(by_kind["LocalQueue"], guarded(parse_local_queue))
+    namespaces = _parse_all(by_kind["Namespace"], guarded(parse_namespace))
+    kueue.namespaces = {name: dict(labels) for name, labels in _valid(namespaces).items()}
     catalog = Catalog(
         flavors=_valid(flavors),
         invalid_flavors=flavors.keys() - _valid(flavors).keys(),
         priority_classes={name: value for name, (value, _) in valid_classes.items()},
         invalid_priority_classes=classes.keys() - valid_classes.keys(),
         default_priority=default_classes[0].value if default_classes else 0,
+        workload_priority_classes=_valid(workload_classes),
+        invalid_workload_priority_classes=workload_classes.keys() - _valid(workload_classes).keys(),
+        local_queues=_valid(local_queues),
+        invalid_local_queues=local_queues.keys() - _valid(local_queues).keys(),
+        namespaces=_valid(namespaces),
+        invalid_namespaces=namespaces.keys() - _valid(namespaces).keys(),
     )
     nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))
@@ -144,27 +164,30 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         pods=_merged(_valid(pods), plain_pods),
         priority_classes=dict(catalog.priority_classes),
         excluded_queues=set(tree.excluded),
+        local_queues=dict(catalog.local_queues),
+        workload_priority_classes=dict(catalog.workload_priority_classes),
+        namespaces=dict(catalog.namespaces),
     )
     for key, copies in workloads.items():
         for copy in copies:
-            queue = copy.value.queue
-            problem = tree.queue_problem(queue) if queue else None
-            if problem is not None:
-                copy.problems.append(
-                    Problem(copy.entry.file, copy.entry.label, "spec.queueName", problem)
-                )
+            if (problem := queue_problem(tree.queue_problem, copy.entry, copy.value)) is not None:
+                copy.problems.append(problem)
         own = sorted(problem for copy in copies for problem in copy.problems)
+        workload = copies[0].value
         if own:
             inventory.inadmissible[key] = "; ".join(describe(problem) for problem in own)
-        elif copies[0].value.queue in tree.excluded:
-            inventory.inadmissible[key] = tree.excluded[copies[0].value.queue]
+        elif workload.queue in tree.excluded:
+            inventory.inadmissible[key] = tree.excluded[workload.queue]
         elif key in kueue.held:
             inventory.inadmissible[key] = kueue.held[key]
+        elif (refused := namespace_refusal(tree.queues, catalog, workload)) is not None:
+            inventory.inadmissible[key] = refused
         else:
-            inventory.workloads[key] = copies[0].value
+            inventory.workloads[key] = workload
 
     everything: list[Problem] = [*intake.problems, *cycle_problems, *kueue.problems]
-    for parsed in (flavors, classes, nodes, pods, queues, workloads):
+    kinds = (flavors, classes, workload_classes, local_queues, namespaces, nodes, pods, queues)
+    for parsed in (*kinds, workloads):
         for versions in parsed.values():
             for version in versions:
                 everything.extend(version.problems)
@@ -198,31 +221,6 @@ def guarded(
             return value, [problem]
 
     return run
-
-
-def _text_at(entry: Entry, section: str, key: str) -> str | None:
-    value = entry.body.get(section)
-    found = value.get(key) if isinstance(value, dict) else None
-    return found if isinstance(found, str) and found else None
-
-
-FALLBACKS: dict[str, Callable[[Entry], Any]] = {
-    "ResourceFlavor": lambda entry: Flavor(entry.name),
-    "PriorityClass": lambda entry: (PriorityClass(entry.name, 0), False),
-    "Node": lambda entry: Node(entry.name, {}, {}),
-    "Pod": lambda entry: Pod(entry.namespace or "default", entry.name, {}),
-    "Queue": lambda entry: QueueSpec(
-        entry.name, parent=_text_at(entry, "spec", "parent"), source=entry.file
-    ),
-    "Workload": lambda entry: Workload(
-        entry.namespace or "default",
-        entry.name,
-        _text_at(entry, "spec", "queueName") or "",
-        (),
-        source=entry.file,
-    ),
-}
-"""A placeholder record per kind, for an object that could not be read at all."""
 
 
 def _parse_all(
@@ -271,23 +269,6 @@ def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
 def _pod_entry(pod: Pod) -> Entry:
     """The entry of a Pod read at intake, for the checks that need entries."""
     return Entry(pod.source, "Pod", pod.namespace, pod.name, RawObject(None, pod))
-
-
-def _check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass, bool]]]]) -> None:
-    """Kubernetes allows one ``globalDefault`` PriorityClass; with several, none is trusted."""
-    defaults = [copy for copies in classes.values() for copy in copies if copy.value[1]]
-    if len(defaults) < 2:
-        return
-    names = ", ".join(sorted(copy.entry.name for copy in defaults))
-    for copy in defaults:
-        copy.problems.append(
-            Problem(
-                copy.entry.file,
-                copy.entry.label,
-                "globalDefault",
-                f"more than one PriorityClass is globalDefault ({names})",
-            )
-        )
 
 
 class _Intake:

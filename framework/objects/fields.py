@@ -16,7 +16,15 @@ from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ..model import Flavor, PriorityClass, Taint, Toleration
+from ..model import (
+    NAMESPACE_NAME_LABEL,
+    Flavor,
+    FrozenDict,
+    LocalQueue,
+    PriorityClass,
+    Taint,
+    Toleration,
+)
 from ..quantity import (
     MAX_AMOUNT,
     QuantityError,
@@ -141,6 +149,18 @@ class Catalog:
     priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
     invalid_priority_classes: Set[str] = frozenset()
     default_priority: int = 0
+    workload_priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
+    invalid_workload_priority_classes: Set[str] = frozenset()
+    local_queues: Mapping[str, LocalQueue] = field(default_factory=dict)  # by namespace/name
+    invalid_local_queues: Set[str] = frozenset()
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # name -> labels
+    invalid_namespaces: Set[str] = frozenset()
+
+    def namespace_labels(self, namespace: str) -> Mapping[str, str]:
+        """A namespace's labels; one the snapshot has no Namespace object of has only the
+        label the API server gives every Namespace, its name."""
+        found = self.namespaces.get(namespace)
+        return found if found is not None else FrozenDict({NAMESPACE_NAME_LABEL: namespace})
 
     def flavor_problem(self, name: str) -> str | None:
         """Why ``name`` cannot be used as a flavor, or None when it can."""

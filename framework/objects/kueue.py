@@ -4,8 +4,9 @@ A Kueue installation is read as it is dumped by ``kubectl get ... -A -o yaml``:
 ClusterQueue, Cohort, LocalQueue, ResourceFlavor, Workload and
 WorkloadPriorityClass of every version Kueue serves (ClusterQueue, LocalQueue,
 ResourceFlavor, Workload, WorkloadPriorityClass: ``v1beta1`` and ``v1beta2``;
-Cohort also ``v1alpha1``), plus the core Namespace for namespace selectors. The
-core PriorityClass is preemptd's own kind already.
+Cohort also ``v1alpha1``). The core PriorityClass and Namespace are preemptd's own
+kinds already; the Namespaces' labels are handed over (:attr:`KueueObjects.namespaces`)
+for ClusterQueue namespace selectors.
 
 Mapping (README, "Kueue objects"):
 
@@ -67,7 +68,6 @@ from .kueue_status import commit_admitted, commit_pending, commit_preempted, is_
 from .kueue_workloads import (
     GROUP,
     KINDS,
-    NAMESPACE_NAME_LABEL,
     ONLY_KUEUE,
     STOP_POLICIES,
     LocalQueueRef,
@@ -127,19 +127,16 @@ _IGNORED: dict[str, tuple[str, ...]] = {
 
 
 
-READ_KINDS = frozenset((*KINDS, "Namespace"))  # every kind scope() may answer for
+READ_KINDS = frozenset(KINDS)  # every kind scope() may answer for
 
 
 def scope(kind: str, api_version: object) -> bool | None:
     """Whether an object read here is namespaced; ``None`` for one that is not read here.
 
     Read here: Kueue's kinds (in group ``kueue.x-k8s.io``; ClusterQueue, Cohort,
-    LocalQueue and WorkloadPriorityClass also without an apiVersion) and the core
-    Namespace. A Kueue kind preemptd does not read (AdmissionCheck, Topology, ...) is
+    LocalQueue and WorkloadPriorityClass also without an apiVersion). A Kueue kind preemptd does not read (AdmissionCheck, Topology, ...) is
     ``None``: the intake skips it with a warning like any unknown kind.
     """
-    if kind == "Namespace":
-        return False if api_version in (None, "v1") else None
     if api_version is None:
         return KINDS[kind][0] if kind in ONLY_KUEUE else None
     if not isinstance(api_version, str) or api_version.rpartition("/")[0] != GROUP:
@@ -177,9 +174,9 @@ class KueueObjects(Lookups):
     Built from the intake's entries of Kueue's kinds (:meth:`build`); hands the
     objects that become model records to :func:`~preemptd.framework.objects.parse_objects`
     under the kind and key preemptd reads them as (:meth:`entries`), and reads
-    them when asked (:meth:`reader`). LocalQueues, WorkloadPriorityClasses and
-    Namespaces are only looked up by Kueue's Workloads; they are read here, with
-    their problems in :attr:`problems`.
+    them when asked (:meth:`reader`). LocalQueues and WorkloadPriorityClasses are
+    only looked up by Kueue's Workloads; they are read here, with their problems in
+    :attr:`problems`. The Namespaces' labels are set by the caller, who reads them.
     """
 
     by_kind: dict[str, list[Entry]] = field(default_factory=dict)
@@ -277,11 +274,6 @@ class KueueObjects(Lookups):
                 self.classes[key] = read_classes[0][0]
             else:
                 self.invalid_classes.add(key)
-        for key, copies in _by_key(self.by_kind.get("Namespace", ())).items():
-            read_labels = [self._namespace(entry) for entry in copies]
-            self._record(copies, [problems for _, problems in read_labels])
-            if len(copies) == 1 and not read_labels[0][1]:
-                self.namespaces[key] = read_labels[0][0]
 
     def _record(self, copies: list[Entry], problems: list[list[Problem]]) -> None:
         for own in problems:
@@ -315,13 +307,6 @@ class KueueObjects(Lookups):
         if value is not None and not -(2**31) <= value < 2**31:
             fields.report("value", f"must fit 32 bits, got {value}")
         return value or 0, fields.problems
-
-    def _namespace(self, entry: Entry) -> tuple[dict[str, str], list[Problem]]:
-        fields = Fields(entry)
-        metadata = fields.section(entry.body, "metadata", "")
-        labels = fields.string_map(metadata, "labels", "metadata")
-        labels.setdefault(NAMESPACE_NAME_LABEL, entry.name)
-        return labels, fields.problems
 
     def _ignored(self, entry: Entry, spec: Mapping[str, Any]) -> None:
         for name in _IGNORED.get(entry.kind, ()):

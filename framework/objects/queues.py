@@ -37,6 +37,7 @@ from ..model import (
 )
 from ..quantity import format_quantity
 from .fields import Catalog, Entry, Fields, Parsed, Problem, child, describe, shown
+from .local_queues import parse_label_selector
 
 __all__ = ["MAX_DEPTH", "QueueTree", "build_queue_tree", "parse_queue"]
 
@@ -100,6 +101,7 @@ def parse_queue(entry: Entry, catalog: Catalog) -> tuple[QueueSpec, list[Problem
         reclaim_min_runtime=fields.duration(spec, "reclaimMinRuntime", "spec"),
         source=entry.file,
         fair_weight=_weight(fields, fields.section(spec, "fairSharing", "spec")),
+        namespace_selector=parse_label_selector(fields, spec, "namespaceSelector", "spec"),
     )
     return queue, fields.problems
 

@@ -34,9 +34,10 @@ from ..model import (
 )
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Catalog, Entry, Fields, Problem
+from .local_queues import resolve_queue
 from .nodes import parse_node
 from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings, intake_key
-from .workloads import parse_workload
+from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
 
@@ -56,6 +57,8 @@ class _WorkloadMeta(msgspec.Struct):
     creationTimestamp: Any = None
     uid: str | None = None
     ownerReferences: Any = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
 
 
 class _PodSetDoc(msgspec.Struct):
@@ -73,6 +76,7 @@ class _WorkloadSpec(msgspec.Struct):
     podSets: list[_PodSetDoc] | None = None
     priority: int | None = None
     priorityClassName: str | None = None
+    priorityClassSource: str | None = None
 
 
 class _AdmittedPodSet(msgspec.Struct):
@@ -166,7 +170,11 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
     metadata = doc.metadata or _WorkloadMeta()
     spec = doc.spec or _WorkloadSpec()
     status = doc.status or _WorkloadStatus()
-    queue = _intern(_text(spec.queueName))
+    namespace = _intern(entry.namespace or "default")
+    queue, local_queue, problem = resolve_queue(catalog, namespace, _text(spec.queueName))
+    if problem is not None:
+        raise _NotPlain  # the walker says which
+    queue = _intern(queue)
 
     owner_kind = owner_name = None
     if spec.owner is not None:
@@ -198,10 +206,18 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         )
         pod_sets.append(pod_set)
 
+    source = PRIORITY_CLASS_SOURCES.get(spec.priorityClassSource or "")
+    if source is None:
+        raise _NotPlain  # an unknown source: the walker says so
     if spec.priority is not None:
         if not -MAX_AMOUNT - 1 <= spec.priority <= MAX_AMOUNT:
             raise _NotPlain
         priority = spec.priority
+    elif source == WORKLOAD_PRIORITY_CLASS:
+        found = catalog.workload_priority_classes.get(spec.priorityClassName or "")
+        if found is None:
+            raise _NotPlain  # no name, or an unknown or invalid class: the walker says which
+        priority = found.value
     elif not spec.priorityClassName:
         priority = catalog.default_priority
     elif spec.priorityClassName in catalog.priority_classes:
@@ -225,7 +241,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
     created = metadata.creationTimestamp
     admitted_at = status.admittedAt
     return Workload(
-        namespace=_intern(entry.namespace or "default"),
+        namespace=namespace,
         name=entry.name,
         queue=queue,
         pod_sets=tuple(pod_sets),
@@ -239,6 +255,10 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         evicted=evicted,
         flavor_scan=flavor_scan,
         source=entry.file,
+        local_queue=local_queue,
+        # Not shared as a Pod's are: a Workload's labels name its own Job, mostly.
+        labels=FrozenDict(_strings(metadata.labels)),
+        annotations=FrozenDict(_strings(metadata.annotations)),
     )
 
 

@@ -7,9 +7,29 @@ from typing import Any
 
 from ..model import DEPLOYMENT, Admission, PodSet, PodSetAdmission, PriorityClass, Workload
 from ..quantity import MAX_AMOUNT
-from .fields import Catalog, Entry, Fields, Problem, at_key, child, shown
+from .fields import Catalog, Entry, Fields, Parsed, Problem, at_key, child, shown
+from .local_queues import resolve_queue
 
-__all__ = ["parse_priority_class", "parse_workload"]
+__all__ = [
+    "PRIORITY_CLASS_SOURCES",
+    "WORKLOAD_PRIORITY_CLASS",
+    "check_global_default",
+    "parse_priority_class",
+    "parse_workload",
+    "parse_workload_priority_class",
+]
+
+WORKLOAD_PRIORITY_CLASS = "workload"
+CORE_PRIORITY_CLASS = "core"
+
+PRIORITY_CLASS_SOURCES = {
+    "": CORE_PRIORITY_CLASS,
+    "scheduling.k8s.io/priorityclass": CORE_PRIORITY_CLASS,
+    "kueue.x-k8s.io/workloadpriorityclass": WORKLOAD_PRIORITY_CLASS,
+    "preemptd.io/workloadpriorityclass": WORKLOAD_PRIORITY_CLASS,
+}
+"""``spec.priorityClassSource`` -> which kind ``spec.priorityClassName`` names. Kueue's
+two spellings and ours; empty or absent is a core PriorityClass, as before the field."""
 
 
 def parse_priority_class(entry: Entry) -> tuple[tuple[PriorityClass, bool], list[Problem]]:
@@ -20,12 +40,41 @@ def parse_priority_class(entry: Entry) -> tuple[tuple[PriorityClass, bool], list
     return (PriorityClass(entry.name, value or 0), global_default), fields.problems
 
 
+def check_global_default(classes: Mapping[str, list[Parsed[tuple[PriorityClass, bool]]]]) -> None:
+    """Kubernetes allows one ``globalDefault`` PriorityClass; with several, none is trusted."""
+    defaults = [copy for copies in classes.values() for copy in copies if copy.value[1]]
+    if len(defaults) < 2:
+        return
+    names = ", ".join(sorted(copy.entry.name for copy in defaults))
+    for copy in defaults:
+        copy.problems.append(
+            Problem(
+                copy.entry.file,
+                copy.entry.label,
+                "globalDefault",
+                f"more than one PriorityClass is globalDefault ({names})",
+            )
+        )
+
+
+def parse_workload_priority_class(entry: Entry) -> tuple[PriorityClass, list[Problem]]:
+    """A WorkloadPriorityClass: a ``value`` (and a ``description``), no global default."""
+    fields = Fields(entry)
+    value = fields.integer(entry.body, "value", "", required=True)
+    fields.text(entry.body, "description", "")
+    return PriorityClass(entry.name, value or 0), fields.problems
+
+
 def parse_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Problem]]:
     fields = Fields(entry)
     metadata = fields.section(entry.body, "metadata", "")
     spec = fields.section(entry.body, "spec", "")
     status = fields.section(entry.body, "status", "")
-    queue = fields.text(spec, "queueName", "spec", required=True) or ""
+    namespace = entry.namespace or "default"
+    queue_name = fields.text(spec, "queueName", "spec", required=True) or ""
+    queue, local_queue, problem = resolve_queue(catalog, namespace, queue_name)
+    if problem is not None:
+        fields.report("spec.queueName", problem)
     owner_kind, owner_name = read_owner(fields, metadata, spec)
     pod_sets = _pod_sets(fields, spec)
     evicted = any(
@@ -33,7 +82,7 @@ def parse_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Probl
         for _, condition in fields.records(status, "conditions", "status")
     )
     workload = Workload(
-        namespace=entry.namespace or "default",
+        namespace=namespace,
         name=entry.name,
         queue=queue,
         pod_sets=pod_sets,
@@ -49,14 +98,20 @@ def parse_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Probl
         evicted=evicted,
         flavor_scan=read_flavor_scan(fields, status),
         source=entry.file,
+        local_queue=local_queue if queue_name else None,
+        labels=fields.string_map(metadata, "labels", "metadata"),
+        annotations=fields.string_map(metadata, "annotations", "metadata"),
     )
     return workload, fields.problems
 
 
 def _priority(fields: Fields, spec: Mapping[str, Any], catalog: Catalog) -> int:
+    source = fields.choice(spec, "priorityClassSource", "spec", PRIORITY_CLASS_SOURCES)
     if spec.get("priority") is not None:
         return fields.integer(spec, "priority", "spec") or 0
     class_name = fields.text(spec, "priorityClassName", "spec")
+    if source == WORKLOAD_PRIORITY_CLASS:
+        return _workload_class_priority(fields, spec, catalog, class_name)
     if not class_name:
         return catalog.default_priority
     if class_name in catalog.priority_classes:
@@ -65,6 +120,24 @@ def _priority(fields: Fields, spec: Mapping[str, Any], catalog: Catalog) -> int:
         fields.report("spec.priorityClassName", f"PriorityClass {class_name!r} is invalid")
     else:
         fields.report("spec.priorityClassName", f"unknown PriorityClass {class_name!r}")
+    return 0
+
+
+def _workload_class_priority(
+    fields: Fields, spec: Mapping[str, Any], catalog: Catalog, class_name: str | None
+) -> int:
+    if not class_name:
+        fields.report(
+            "spec.priorityClassName",
+            f"priorityClassSource {spec['priorityClassSource']} needs a WorkloadPriorityClass name",
+        )
+        return 0
+    if class_name in catalog.workload_priority_classes:
+        return catalog.workload_priority_classes[class_name].value
+    if class_name in catalog.invalid_workload_priority_classes:
+        fields.report("spec.priorityClassName", f"WorkloadPriorityClass {class_name!r} is invalid")
+    else:
+        fields.report("spec.priorityClassName", f"unknown WorkloadPriorityClass {class_name!r}")
     return 0
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import load_files, parse_text
-from preemptd.framework.model import Flavor, PriorityClass
+from preemptd.framework.model import Flavor, LocalQueue, PriorityClass
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.nodes import parse_node
@@ -38,7 +38,12 @@ CATALOG = Catalog(
     priority_classes={"high": PriorityClass("high", 100)},
     invalid_priority_classes=frozenset({"bad-class"}),
     default_priority=7,
+    workload_priority_classes={"urgent": PriorityClass("urgent", 500)},
+    invalid_workload_priority_classes=frozenset({"bad-wpc"}),
+    local_queues={"ns/lq": LocalQueue("ns", "lq", "q2")},
+    invalid_local_queues=frozenset({"ns/broken-lq"}),
 )
+WPC = "preemptd.io/workloadpriorityclass"
 
 WORKLOAD: dict[str, Any] = {
     "apiVersion": "preemptd.io/v1alpha1",
@@ -168,6 +173,37 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "flavor scan": w("status.flavorScan", {"main": {"cpu": 1, "memory": -1}}),
     "bad flavor scan": w("status.flavorScan", {"main": {"cpu": "one"}}),
     "unknown fields": w("spec.suspend", {"anything": [1, 2]}),
+    "labels and annotations": variant(
+        w("metadata.labels", {"team": "ml", "preemptd.io/never-preempt": "true"}),
+        "metadata.annotations",
+        {"note": "x"},
+    ),
+    "label not text": w("metadata.labels", {"team": 1}),
+    "empty annotation key": w("metadata.annotations", {"": "x"}),
+    "labels a list": w("metadata.labels", ["team"]),
+    "through a LocalQueue": w("spec.queueName", "lq"),
+    "through a LocalQueue, admission without queue": variant(
+        w("spec.queueName", "lq"), "status.admission.queue", DELETE
+    ),
+    "through an invalid LocalQueue": w("spec.queueName", "broken-lq"),
+    "workload priority class": w("spec", WORKLOAD["spec"] | {"priorityClassSource": WPC, "priorityClassName": "urgent"}),
+    "kueue's workload priority class": w(
+        "spec",
+        WORKLOAD["spec"] | {"priorityClassSource": "kueue.x-k8s.io/workloadpriorityclass", "priorityClassName": "urgent"},
+    ),
+    "core source": w("spec.priorityClassSource", "scheduling.k8s.io/priorityclass"),
+    "empty source": w("spec.priorityClassSource", ""),
+    "unknown source": w("spec.priorityClassSource", "example.com/classes"),
+    "unknown workload priority class": w("spec", WORKLOAD["spec"] | {"priorityClassSource": WPC, "priorityClassName": "x"}),
+    "invalid workload priority class": w(
+        "spec", WORKLOAD["spec"] | {"priorityClassSource": WPC, "priorityClassName": "bad-wpc"}
+    ),
+    "workload class source without a name": variant(
+        w("spec.priorityClassSource", WPC), "spec.priorityClassName", DELETE
+    ),
+    "workload class named with a priority given": w(
+        "spec", WORKLOAD["spec"] | {"priorityClassSource": WPC, "priorityClassName": "x", "priority": 3}
+    ),
 }
 
 
@@ -209,7 +245,8 @@ def test_a_workload_read_typed_equals_the_walkers_reading_or_is_left_to_it(name:
         assert found is None or found == expected
     assert read_workload(entry, CATALOG) == (expected, problems)
     if name in ("plain", "pending", "priority given", "node selector", "evicted", "flavor scan",
-                "tolerations", "owner references", "admitted count below spec"):
+                "tolerations", "owner references", "admitted count below spec", "labels and annotations",
+                "through a LocalQueue", "workload priority class", "kueue's workload priority class"):
         assert found == expected  # common cases are not left to the walker
 
 

@@ -174,7 +174,7 @@ def test_manifest_folder_is_what_kubectl_applies_in_order() -> None:
 
 # --- from laptop to cluster (issue 20, point 9) ------------------------------------------
 
-KUEUE_SHORT_NAMES = {"wl", "rf", "q", "cq", "lq", "queue", "queues", "workload", "workloads"}
+KUEUE_SHORT_NAMES = {"wl", "rf", "q", "cq", "lq", "queue", "queues", "workload", "workloads", "wpc"}
 
 
 def crds() -> dict[str, dict]:
@@ -183,11 +183,11 @@ def crds() -> dict[str, dict]:
 
 def test_crd_short_names_do_not_collide_with_kueues() -> None:
     """Both can be installed: no short name of ours is one of Kueue's, and `kubectl get
-    preemptd` lists our three kinds."""
+    preemptd` lists all of our kinds."""
     names = {kind: crd["spec"]["names"] for kind, crd in crds().items()}
-    assert {"ResourceFlavor", "Queue", "Workload"} == set(names)
+    assert {"ResourceFlavor", "Queue", "Workload", "LocalQueue", "WorkloadPriorityClass"} == set(names)
     short = [s for n in names.values() for s in n.get("shortNames", [])]
-    assert len(short) == 3 and len(set(short)) == 3
+    assert len(short) == 5 and len(set(short)) == 5
     assert set() == set(short) & KUEUE_SHORT_NAMES
     assert all(["preemptd"] == n.get("categories") for n in names.values())
 

@@ -67,10 +67,13 @@ from .client import (
     DEPLOYMENTS,
     FLAVORS,
     JOBS,
+    LOCAL_QUEUES,
+    NAMESPACES,
     NODES,
     PODS,
     PRIORITY_CLASSES,
     QUEUES,
+    WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Kube,
     Obj,
@@ -89,7 +92,8 @@ __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
 
 log = logging.getLogger("preemptd.kubernetes")
 
-WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS, WORKLOADS, JOBS, DEPLOYMENTS)
+WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS, WORKLOADS, JOBS, DEPLOYMENTS,
+                                  LOCAL_QUEUES, NAMESPACES, WORKLOAD_PRIORITY_CLASSES)
 """Every resource the backend lists and watches (the RBAC role grants list+watch on each)."""
 
 _OWNERS = {"Job": JOBS, "Deployment": DEPLOYMENTS}

@@ -33,11 +33,14 @@ __all__ = [
     "FLAVORS",
     "JOBS",
     "LEASES",
+    "LOCAL_QUEUES",
+    "NAMESPACES",
     "NODES",
     "PODS",
     "PRIORITY_CLASSES",
     "QUEUES",
     "WORKLOADS",
+    "WORKLOAD_PRIORITY_CLASSES",
     "ApiError",
     "Kube",
     "Resource",
@@ -88,6 +91,11 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=Tru
 QUEUES = Resource("preemptd.io", "v1alpha1", "queues", "Queue", namespaced=False)
 FLAVORS = Resource("preemptd.io", "v1alpha1", "resourceflavors", "ResourceFlavor", namespaced=False)
 WORKLOADS = Resource("preemptd.io", "v1alpha1", "workloads", "Workload", namespaced=True)
+LOCAL_QUEUES = Resource("preemptd.io", "v1alpha1", "localqueues", "LocalQueue", namespaced=True)
+WORKLOAD_PRIORITY_CLASSES = Resource(
+    "preemptd.io", "v1alpha1", "workloadpriorityclasses", "WorkloadPriorityClass", namespaced=False
+)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 class ApiError(Exception):

@@ -5,8 +5,9 @@ module does the same job incrementally, through the same per-kind parsers, so
 a session's snapshot costs what changed since the last one:
 
 * a Pod, Node or Workload event re-reads that one object;
-* a ResourceFlavor, PriorityClass or Queue event marks the *catalog* stale
-  (flavors, priority classes and the queue tree, which workloads are read
+* a ResourceFlavor, PriorityClass, WorkloadPriorityClass, Queue, LocalQueue or
+  Namespace event marks the *catalog* stale (flavors, priority classes, the queue
+  tree, the LocalQueues and the Namespaces' labels, which workloads are read
   against); the next :meth:`ClusterInventory.inventory` rebuilds it and
   re-reads every workload. These kinds are few and change rarely. The catalog
   is marked fresh only once a rebuild has finished: a rebuild that fails is
@@ -30,13 +31,14 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from preemptd.framework.model import Flavor, Node, Pod
-from preemptd.framework.objects import Inventory, guarded
+from preemptd.framework.objects import Inventory, guarded, namespace_refusal, queue_problem
 from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, describe
+from preemptd.framework.objects.local_queues import parse_local_queue, parse_namespace
 from preemptd.framework.objects.nodes import parse_flavor
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
 from preemptd.framework.objects.typed import read_pod
 from preemptd.framework.objects.typed_workloads import read_node, read_workload
-from preemptd.framework.objects.workloads import parse_priority_class
+from preemptd.framework.objects.workloads import parse_priority_class, parse_workload_priority_class
 
 from .client import Obj
 
@@ -47,7 +49,7 @@ SOURCE = "cluster"
 
 T = TypeVar("T")
 
-_CATALOG_KINDS = ("ResourceFlavor", "PriorityClass", "Queue")
+_CATALOG_KINDS = ("ResourceFlavor", "PriorityClass", "Queue", "WorkloadPriorityClass", "LocalQueue", "Namespace")
 
 
 def entry_of(kind: str, obj: Obj, *, namespaced: bool) -> Entry | None:
@@ -89,7 +91,7 @@ class ClusterInventory:
         """One object's new state (``deleted``: it is gone)."""
         if obj is None:
             return
-        namespaced = kind in ("Workload", "Pod")
+        namespaced = kind in ("Workload", "Pod", "LocalQueue")
         entry = entry_of(kind, obj, namespaced=namespaced)
         if entry is None:
             return
@@ -191,16 +193,16 @@ class ClusterInventory:
         self.reads += 1
         catalog = self._catalog
         workload, problems = guarded(lambda entry: read_workload(entry, catalog))(entry)
-        if workload.queue:
-            problem = self._tree.queue_problem(workload.queue)
-            if problem is not None:
-                problems.append(Problem(entry.file, entry.label, "spec.queueName", problem))
+        if (problem := queue_problem(self._tree.queue_problem, entry, workload)) is not None:
+            problems.append(problem)
         if problems:
             self._problems[slot] = problems
             self._problems_changed = True
             inventory.inadmissible[key] = "; ".join(describe(p) for p in sorted(problems))
         elif workload.queue in self._tree.excluded:
             inventory.inadmissible[key] = self._tree.excluded[workload.queue]
+        elif (refused := namespace_refusal(self._tree.queues, catalog, workload)) is not None:
+            inventory.inadmissible[key] = refused
         else:
             inventory.workloads[key] = workload
 
@@ -224,12 +226,25 @@ class ClusterInventory:
                     )
                 )
                 del classes[name]
+        workload_classes = _read_all(
+            self._catalog_objects["WorkloadPriorityClass"], "WorkloadPriorityClass",
+            parse_workload_priority_class, problems,
+        )
+        local_queues = _read_all(self._catalog_objects["LocalQueue"], "LocalQueue", parse_local_queue, problems)
+        namespaces = _read_all(self._catalog_objects["Namespace"], "Namespace", parse_namespace, problems)
         catalog = Catalog(
             flavors=flavors,
             invalid_flavors=frozenset(self._catalog_objects["ResourceFlavor"]) - flavors.keys(),
             priority_classes={name: value for name, (value, _) in classes.items()},
             invalid_priority_classes=frozenset(self._catalog_objects["PriorityClass"]) - classes.keys(),
             default_priority=default_priority,
+            workload_priority_classes=workload_classes,
+            invalid_workload_priority_classes=frozenset(self._catalog_objects["WorkloadPriorityClass"])
+            - workload_classes.keys(),
+            local_queues=local_queues,
+            invalid_local_queues=frozenset(self._catalog_objects["LocalQueue"]) - local_queues.keys(),
+            namespaces=namespaces,
+            invalid_namespaces=frozenset(self._catalog_objects["Namespace"]) - namespaces.keys(),
         )
         parsed: dict[str, list[Parsed[Any]]] = {}
         read_queue = guarded(lambda entry: parse_queue(entry, catalog))
@@ -251,6 +266,9 @@ class ClusterInventory:
         inventory.priority_classes = dict(catalog.priority_classes)
         inventory.queues = tree.queues
         inventory.excluded_queues = set(tree.excluded)
+        inventory.local_queues = dict(local_queues)
+        inventory.workload_priority_classes = dict(workload_classes)
+        inventory.namespaces = dict(namespaces)
         self._catalog_stale = False  # only now: a rebuild that raised is tried again
 
 
@@ -262,7 +280,7 @@ def _read_all(
 ) -> dict[str, T]:
     valid: dict[str, T] = {}
     for key in sorted(objects):
-        entry = entry_of(kind, objects[key], namespaced=False)
+        entry = entry_of(kind, objects[key], namespaced=kind == "LocalQueue")
         if entry is None:
             continue
         value, found = guarded(parse)(entry)
