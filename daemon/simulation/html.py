@@ -49,7 +49,8 @@ LINE = 13  # the height of one line of labels
 LABEL_LINES = 3  # a category label wraps onto at most this many lines
 
 _STYLE = """
-body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 980px; padding: 0 1em; color: #111; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 980px; padding: 0 1em; color: #111;
+  overflow-wrap: anywhere; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; border-bottom: 1px solid #ddd; }
 .wide { overflow-x: auto; max-width: 100%; }
 table { border-collapse: collapse; margin: .5em 0; } td, th { padding: 3px 10px; text-align: right; }
