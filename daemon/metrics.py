@@ -26,9 +26,10 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterable, Mapping
 
+from preemptd.framework import FR, Accounting, QuotaNode
 from preemptd.framework.decisions import Decisions, QueueShare
 from preemptd.framework.quantity import MILLI_RESOURCES
-from preemptd.framework.quota import FR, Accounting, QuotaNode, QuotaTree
+from preemptd.framework.quota import QuotaTree
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
