@@ -393,9 +393,10 @@ def ticks(top: float, *, count: bool) -> list[float]:
 
 
 def _tick_text(value: float, step: float) -> str:
-    if step >= 1 and value == int(value):
-        return f"{int(value):,}"
-    decimals = max(0, -math.floor(math.log10(step)) + (0 if step * 10 % 10 == 0 else 1))
+    """A tick with as many decimals as its step needs (0.25 two, 0.5 one, 5 none)."""
+    decimals = 0
+    while decimals < 6 and abs(step * 10**decimals - round(step * 10**decimals)) > 1e-9:
+        decimals += 1
     return f"{value:,.{decimals}f}"
 
 

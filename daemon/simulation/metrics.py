@@ -198,12 +198,16 @@ class Recorder:
         self.admissions = 0
         # Shares: every node below a root (a root's share is always 0), by name.
         self.nodes = {name: node for name, node in sorted(tree.nodes.items()) if node.parent is not None}
+        self.parent_of = {name: node.parent.name for name, node in self.nodes.items() if node.parent is not None}
         self.share_curves = {name: _Curve(self.bucket, count) for name in self.nodes}
         self.share_means = {name: _Step() for name in self.nodes}
         self.share_source = ""  # "decisions" or "computed" once a session has been seen
         self.shares_stale = True  # usage changed since the shares were last computed
         self.preemption_buckets = [0] * count
         self.active: set[str] = set()  # leaves that ever had a pending workload or borrowed
+        self.waiting: set[str] = set()  # leaves with a pending workload at the last session
+        self.below: set[str] = set()  # leaves below their fair share since the last session
+        self.highest: dict[str, float] = {}  # per parent, the highest share of its children
 
     def stop(self, t: int) -> None:
         """The run ends at ``t`` instead (a stopped simulation): the figures cover [0, t]."""
@@ -229,8 +233,10 @@ class Recorder:
                 self._flavor(t, flavor, self.flavor_usage[flavor] + delta)
         leaf.used.set(t, sum(leaf.usage.values()))
         leaf.curve_used.set(t, leaf.used.value)
-        self.shares_stale = True
         leaf.borrowed.set(t, sum(max(0, u - leaf.nominal.get(f, 0)) for f, u in leaf.usage.items()))
+        if leaf.borrowed.value:
+            self.active.add(leaf.node.name)
+        self.shares_stale = True
         self.dirty_at = t
         self.dirty.add(leaf.node.root.name)
 
@@ -279,18 +285,26 @@ class Recorder:
     def session(self, t: int, decisions: Decisions, queue_of: Callable[[str], str], accounting: Accounting) -> None:
         """What session ``t`` left once committed: pending workloads per queue
         (``queue_of``: workload key → queue), its preemptions, and the shares on the
-        committed ``accounting``."""
+        committed ``accounting``. Work per session: its pending list, plus the tree's
+        nodes when the shares changed."""
         t = min(t, self.duration)
         if decisions.preempted and t < self.duration:
             self.preemption_buckets[t // self.bucket] += len(decisions.preempted)
         counts: Counter[str] = Counter(queue_of(p.workload) for p in decisions.pending)
-        for name, leaf in self.leaves.items():
+        waiting = self.waiting
+        for name in waiting | counts.keys():
+            leaf = self.leaves.get(name)
+            if leaf is None:
+                continue
             pending = counts.get(name, 0)
             if pending != leaf.pending:
                 leaf.pending = pending
                 leaf.curve_pending.set(t, pending)
-            if pending or leaf.borrowed.value:
+            if pending:
+                waiting.add(name)
                 self.active.add(name)
+            else:
+                waiting.discard(name)
         if not self.nodes:
             return
         if decisions.shares is not None:
@@ -304,22 +318,33 @@ class Recorder:
             shares = None  # nothing changed since the last session
         self.shares_stale = False
         if shares is not None:
-            for name in self.nodes:
+            highest = self.highest
+            highest.clear()
+            for name, parent in self.parent_of.items():
                 value = min(shares.get(name, 0), SHARE_CAP)
                 self.share_curves[name].set(t, value)
                 self.share_means[name].set(t, value)
-        for leaf in self.leaves.values():
+                if value > highest.get(parent, 0):
+                    highest[parent] = value
+        # Only a leaf with a pending workload, or one below until now, can change.
+        for name in waiting | self.below:
+            leaf = self.leaves[name]
             below = 1.0 if leaf.pending and self._outranked(leaf.node) else 0.0
             if below != leaf.below.value:
                 leaf.below.set(t, below)
+                if below:
+                    self.below.add(name)
+                else:
+                    self.below.discard(name)
 
     def _outranked(self, node: QuotaNode) -> bool:
-        """Some node on ``node``'s path below the root has a sibling with a higher share."""
+        """Some node on ``node``'s path below the root has a sibling with a higher share:
+        the highest share among its parent's children is above its own."""
         curves = self.share_curves
+        highest = self.highest
         current = node
         while current.parent is not None:
-            mine = curves[current.name].value
-            if any(curves[s.name].value > mine for s in current.parent.children if s is not current):
+            if highest.get(current.parent.name, 0) > curves[current.name].value:
                 return True
             current = current.parent
         return False

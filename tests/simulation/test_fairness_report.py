@@ -142,13 +142,16 @@ def test_computed_shares_equal_the_fair_sharing_decisions_at_every_session(monke
     assert len(seen) > 10
 
 
-def test_fair_sharing_example_compare_shows_what_fair_sharing_changes(tmp_path: Path) -> None:
+def test_fair_sharing_example_compare_shows_what_fair_sharing_changes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """examples/scenarios/fair-sharing.yaml with --compare: speech's time below its fair
     share and the max/min ratio of mean shares both fall with the plugin, and the HTML
     report sets the two runs side by side in its fairness section."""
     out = tmp_path / "report"
     code = main(["simulate", str(EXAMPLES / "fair-sharing.yaml"), "--compare", FAIR, "--report", str(out)])
     assert code == 0
+    terminal = capsys.readouterr().out
     report = json.loads((out / "report.json").read_text())
     classic, fair = report["runs"]
     assert classic["fairness"]["source"] == "computed" and fair["fairness"]["source"] == "decisions"
@@ -156,6 +159,9 @@ def test_fair_sharing_example_compare_shows_what_fair_sharing_changes(tmp_path: 
     assert below[1] < below[0] / 2
     ratios = [run["fairness"]["maxMinShareRatio"]["ratio"] for run in (classic, fair)]
     assert ratios[1] < ratios[0]
+    ratio_row = next(line for line in terminal.splitlines() if "max/min mean share" in line)
+    assert ratio_row.split()[-2:] == [f"{r:.2f}" for r in ratios]
+    assert "time below fair share: speech" in terminal
     page = (out / "report.html").read_text()
     section = page[page.index('id="fairness"'):]
     assert "time below fair share" in section

@@ -97,6 +97,16 @@ def test_count_axes_tick_only_whole_numbers(top: float, expected: list[int]) -> 
     assert html.ticks(top, count=True) == expected
 
 
+@pytest.mark.parametrize(
+    ("top", "expected"),
+    [(0.3, ["0.0", "0.1", "0.2", "0.3"]), (2.2, ["0.0", "0.5", "1.0", "1.5", "2.0", "2.5"]),
+     (123.4, ["0", "25", "50", "75", "100", "125"]), (1234, ["0", "250", "500", "750", "1,000", "1,250"])],
+)
+def test_other_axes_tick_round_steps_with_the_decimals_they_need(top: float, expected: list[str]) -> None:
+    values = html.ticks(top, count=False)
+    assert [html._tick_text(v, values[1] - values[0]) for v in values] == expected
+
+
 def test_every_count_chart_of_the_page_has_integer_ticks(report: dict[str, Any]) -> None:
     page = html.render(report)
     counted = [
