@@ -5,10 +5,14 @@ is worked out by hand in the test's docstring from SEMANTICS §1."""
 
 from __future__ import annotations
 
+import asyncio
 import platform
+from pathlib import Path
 
 import aiohttp
 import pytest
+from kube.apiserver import ApiServer
+from kube.cluster import until
 from preemptd.daemon.http import HttpServer
 from preemptd.daemon.metrics import Metrics
 from preemptd.daemon.service import _count_decisions, _queue_of
@@ -16,6 +20,7 @@ from preemptd.framework.decisions import Admitted, AdmittedPodSet, Decisions, Pe
 from preemptd.framework.snapshot import Snapshot
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
 from prometheus_client.parser import text_string_to_metric_families
+from running import cluster, config, running_jobs, start
 
 from preemptd import __version__
 
@@ -129,3 +134,39 @@ async def test_build_info_names_the_version_and_python() -> None:
     found = await scrape(Metrics())
     labels = (("python", platform.python_version()), ("version", __version__))
     assert found[("preemptd_build_info", labels)] == 1
+
+
+async def test_a_running_daemon_exports_them_behind_its_bearer_token(server: ApiServer, tmp_path: Path) -> None:
+    """A daemon against the test API server, configured with a token file: three 1-cpu
+    Jobs in team-a {cpu 100} are admitted; /metrics refuses a scrape without the token and,
+    with it, shows three admission waits and team-a's quota as the last cycle saw it."""
+
+    token = tmp_path / "token"
+    token.write_text("scrape-me\n")
+    cluster(server, jobs=3)
+    daemon = start(server, "a", config(metrics_token_file=str(token)))  # type: ignore[arg-type]
+    try:
+        await until(lambda: {"job-000", "job-001", "job-002"} <= running_jobs(server), what="the jobs to run")
+        url = f"{daemon.daemon.http.url}/metrics"
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url) as response:
+                assert response.status == 401
+
+            async def scraped() -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+                headers = {"Authorization": "Bearer scrape-me"}
+                async with session.get(url, headers=headers) as response:
+                    assert response.status == 200
+                    return samples(await response.text())
+
+            usage = quota("preemptd_queue_resource_usage", "team-a", "")
+            for _ in range(100):
+                found = await scraped()
+                if found.get(usage) == 3:
+                    break
+                await asyncio.sleep(0.05)
+    finally:
+        await daemon.stop()
+    assert found[usage] == 3
+    assert found[quota("preemptd_queue_nominal_quota", "team-a", "")] == 100
+    assert found[("preemptd_admission_wait_time_seconds_count", (("queue", "team-a"),))] == 3
+    assert ("preemptd_build_info", (("python", platform.python_version()), ("version", __version__))) in found
