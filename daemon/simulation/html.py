@@ -306,14 +306,14 @@ def _fairness(runs: list[dict[str, Any]], starts: Sequence[str]) -> list[str]:
             share = run["fairness"]["shares"].get(name, {"mean": 0.0})
             below = format_duration(round(run["queues"][name]["belowFairShareSeconds"] * 1000)) if name in leaves else "–"
             rows.append([escape(name) if index == 0 else "", escape(run["label"]), f"{share['mean']:,.1f}", below])
-    for run in runs:
-        summary = run["fairness"]["maxMinShareRatio"]
-        if "lowest" in summary:
-            rows.append([
-                "<b>max/min mean share</b>", escape(run["label"]), escape(ratio_text(summary)),
-                escape(f"{summary['highest']} / {summary['lowest']}"),
-            ])
     parts.append(_table(header, rows))
+    ratios = [
+        [escape(run["label"]), escape(ratio_text(summary)), escape(f"{summary['highest']} / {summary['lowest']}")]
+        for run in runs
+        if "lowest" in (summary := run["fairness"]["maxMinShareRatio"])
+    ]
+    if ratios:
+        parts.append(_table(["config", "max/min mean share", "highest / lowest"], ratios))
     for run in runs:
         suffix = f" ({run['label']})" if len(runs) > 1 else ""
         shares = run["fairness"]["shares"]
