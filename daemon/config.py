@@ -82,6 +82,13 @@ class DaemonConfig:
     # workload: a preemption, an unusable workload, a force delete) or "all" (also
     # routine creation, admission and the end of an eviction, on owners too).
     events: Literal["all", "changes"] = "changes"
+    # /metrics over TLS: a PEM certificate (chain) and its key, reloaded when they change;
+    # "" for plain HTTP. Both or neither.
+    metrics_cert_file: str = ""
+    metrics_key_file: str = ""
+    # A file holding the bearer token /metrics requires ("Authorization: Bearer ..."),
+    # re-read when it changes; "" for none.
+    metrics_token_file: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +243,9 @@ def _check_daemon(config: Config) -> list[ConfigProblem]:
     for key in ("cycle_deadline", "stale_after", "shutdown_timeout"):
         if getattr(daemon, key) <= 0:
             problems.append(config.problem(("daemon", key), "must be longer than 0s"))
+    if bool(daemon.metrics_cert_file) != bool(daemon.metrics_key_file):
+        key = "metrics_key_file" if daemon.metrics_cert_file else "metrics_cert_file"
+        problems.append(config.problem(("daemon", key), "metrics_cert_file and metrics_key_file go together"))
     if daemon.owner_settle < 0:
         problems.append(config.problem(("daemon", "owner_settle"), "must be 0s or longer"))
     elif 0 < daemon.cycle_deadline <= daemon.owner_settle:

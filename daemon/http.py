@@ -13,12 +13,33 @@
 Each probe answers ``ok`` or a one-line reason, so ``curl`` shows why.
 The server runs on the daemon's event loop: if the loop is blocked, no probe
 is answered at all, which a probe counts as a failure too.
+
+Securing ``/metrics`` the way controller-runtime projects do (``[daemon]``
+``metrics_cert_file`` / ``metrics_key_file`` / ``metrics_token_file``):
+
+* **TLS**: with a certificate and key, the server speaks HTTPS only. Both files
+  are watched (their modification time, size and inode, polled every
+  ``reload_interval`` seconds, which also sees a Secret volume's symlink swap)
+  and loaded again when they change: new connections get the new certificate,
+  open ones keep theirs. A pair that fails to load (half written, a key that
+  does not match) is logged and the previous pair stays in use.
+* **Bearer token**: with a token file, ``/metrics`` answers 401 unless the
+  request carries ``Authorization: Bearer <the file's content>`` (surrounding
+  whitespace ignored; compared in constant time). The file is read again when it
+  changes. The probes stay open: the kubelet sends no token. Kubernetes
+  TokenReview/SubjectAccessReview delegation is not done; a kube-rbac-proxy in
+  front of the server is the way to get it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hmac
 import json
 import logging
+import os
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -50,6 +71,10 @@ class HttpServer:
         ready: Check,
         metrics: Callable[[], bytes],
         pending: PendingView | None = None,
+        cert_file: str = "",
+        key_file: str = "",
+        token_file: str = "",
+        reload_interval: float = 10.0,
     ) -> None:
         self.host, self.port = split_address(address)
         self.live = live
@@ -57,11 +82,17 @@ class HttpServer:
         self.metrics = metrics
         self.pending = pending
         self._runner: web.AppRunner | None = None
+        self.tls = _Watched(cert_file, key_file) if cert_file else None
+        self.token = _Watched(token_file) if token_file else None
+        self.reload_interval = reload_interval
+        self._context: ssl.SSLContext | None = None
+        self._secret = b""
+        self._watch: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{self.port}"
 
     async def start(self) -> None:
         app = web.Application()
@@ -72,9 +103,18 @@ class HttpServer:
         app.router.add_get("/pending", self._pending)
         app.router.add_get("/pending/{queue}", self._pending)
         app.router.add_get("/", self._index)
+        # Unreadable TLS or token files are an error at start, like a taken address.
+        if self.tls is not None:
+            self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self._context.minimum_version = ssl.TLSVersion.TLSv1_2
+            self._context.load_cert_chain(*self.tls.paths)
+            self.tls.changed()
+        if self.token is not None:
+            self._secret = _read_token(self.token.paths[0])
+            self.token.changed()
         self._runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"), shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self._context)
         try:
             await site.start()
         except OSError:
@@ -84,9 +124,16 @@ class HttpServer:
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
+        if self.tls is not None or self.token is not None:
+            self._watch = asyncio.get_running_loop().create_task(self._watch_files(), name="http-file-watch")
         log.info("serving /healthz, /readyz and /metrics on %s", self.url)
 
     async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watch
+            self._watch = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -100,9 +147,14 @@ class HttpServer:
         return handle
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        if self.token is not None and not self._authorized(request):
+            return web.Response(status=401, text="unauthorized\n", headers={"WWW-Authenticate": "Bearer"})
         return web.Response(body=self.metrics(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def _pending(self, request: web.Request) -> web.Response:
+        # Workload names are no less private than the metrics: the same token guards them.
+        if self.token is not None and not self._authorized(request):
+            return web.Response(status=401, text="unauthorized\n", headers={"WWW-Authenticate": "Bearer"})
         queue = request.match_info.get("queue")
         try:
             view = self.pending(queue) if self.pending is not None else None
@@ -112,5 +164,61 @@ class HttpServer:
             return web.Response(status=503, text="no cycle has finished yet\n")
         return web.json_response(text=json.dumps(view, indent=2, ensure_ascii=False) + "\n")
 
+    def _authorized(self, request: web.Request) -> bool:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), self._secret)
+
+    async def _watch_files(self) -> None:
+        while True:
+            await asyncio.sleep(self.reload_interval)
+            self.reload()
+
+    def reload(self) -> None:
+        """Load the certificate pair and the token again if their files changed."""
+        if self.tls is not None and self._context is not None and self.tls.changed():
+            try:
+                self._context.load_cert_chain(*self.tls.paths)
+            except (OSError, ssl.SSLError) as exc:
+                log.warning("keeping the previous TLS certificate: %s", exc)
+            else:
+                log.info("loaded the TLS certificate again from %s", self.tls.paths[0])
+        if self.token is not None and self.token.changed():
+            try:
+                self._secret = _read_token(self.token.paths[0])
+            except (OSError, ValueError) as exc:
+                log.warning("keeping the previous bearer token: %s", exc)
+            else:
+                log.info("read the bearer token again from %s", self.token.paths[0])
+
     async def _index(self, request: web.Request) -> web.Response:
-        return web.Response(text="preemptd: /healthz /readyz /metrics\n")
+        return web.Response(text="preemptd: /healthz /readyz /metrics /pending\n")
+
+
+class _Watched:
+    """Files and what :func:`os.stat` said of them when last loaded."""
+
+    __slots__ = ("paths", "seen")
+
+    def __init__(self, *paths: str) -> None:
+        self.paths = paths
+        self.seen: tuple[tuple[int, int, int], ...] = ()
+
+    def changed(self) -> bool:
+        """Whether a file changed since the last call (a file that cannot be read counts
+        as unchanged: the last good content stays)."""
+        try:
+            now = tuple((s.st_mtime_ns, s.st_size, s.st_ino) for s in map(os.stat, self.paths))
+        except OSError:
+            return False
+        if now == self.seen:
+            return False
+        self.seen = now
+        return True
+
+
+def _read_token(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        token = handle.read().strip()
+    if not token:
+        raise ValueError(f"{path} is empty: a bearer token is needed")
+    return token

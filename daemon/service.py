@@ -34,11 +34,12 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from preemptd.framework.decisions import Decisions
+from preemptd.framework.snapshot import Snapshot
 
 from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
@@ -61,6 +62,9 @@ log = logging.getLogger("preemptd.daemon")
 _RESTART_ONLY = (
     ("backend", "kind"),
     ("daemon", "http_address"),
+    ("daemon", "metrics_cert_file"),
+    ("daemon", "metrics_key_file"),
+    ("daemon", "metrics_token_file"),
     ("leader_election", "enabled"),
     ("leader_election", "lease_namespace"),
     ("leader_election", "lease_name"),
@@ -159,6 +163,7 @@ class Daemon:
         self.http = HttpServer(
             http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition,
             pending=self.pending,
+            cert_file=daemon.metrics_cert_file, key_file=daemon.metrics_key_file, token_file=daemon.metrics_token_file,
         )
         self.synced = False
         self.exit_code = 0
@@ -227,12 +232,16 @@ class Daemon:
         metrics.observe_queues(report.queues)
         metrics.observe_shares(report.decisions.shares)
         metrics.observe_plugins(report.plugin_failures, report.plugin_vetoes)
+        snapshot = report.snapshot
+        if snapshot is not None:
+            metrics.observe_quota(snapshot.tree, snapshot.accounting)
+            metrics.observe_pending(report.decisions, _queue_of(snapshot))
         if self.dry_run:
             # Nothing is written, so every cycle decides the same again: count a decision
             # when it first appears (and again only after it went away), as it is logged.
-            self._counted = _count_decisions(metrics, report.decisions, self._counted)
+            self._counted = _count_decisions(metrics, report.decisions, self._counted, snapshot)
         else:
-            _count_decisions(metrics, report.decisions)
+            _count_decisions(metrics, report.decisions, snapshot=snapshot)
 
     # -- reload -----------------------------------------------------------------------------
 
@@ -263,7 +272,10 @@ class Daemon:
             config,
             backend=self.config.backend,
             leader_election=self.config.leader_election,
-            daemon=dataclasses.replace(config.daemon, http_address=self.config.daemon.http_address),
+            daemon=dataclasses.replace(
+                config.daemon,
+                **{key: getattr(self.config.daemon, key) for table, key in _RESTART_ONLY if table == "daemon"},
+            ),
         )
         self.config = config
         self.backend.config = config
@@ -377,22 +389,40 @@ class Daemon:
 
 
 def _count_decisions(
-    metrics: Metrics, decisions: Decisions, previous: set[tuple[str, str, str]] | None = None
+    metrics: Metrics,
+    decisions: Decisions,
+    previous: set[tuple[str, str, str]] | None = None,
+    snapshot: Snapshot | None = None,
 ) -> set[tuple[str, str, str]]:
     """Count the admissions and preemptions decided, leaving out those in ``previous``
-    (the last cycle's, for a dry run); returns this cycle's."""
+    (the last cycle's, for a dry run); returns this cycle's. ``snapshot`` gives the
+    admission waits and the preemptors' queues."""
     current: set[tuple[str, str, str]] = set()
+    workloads = snapshot.workloads if snapshot is not None else {}
     for admitted in decisions.admitted:
         identity = ("admit", admitted.workload, admitted.queue)
         current.add(identity)
         if previous is None or identity not in previous:
             metrics.admissions.labels(admitted.queue).inc()
+            workload = workloads.get(admitted.workload)
+            if workload is not None and workload.admission is None:
+                metrics.observe_admission(admitted.queue, workload.created, decisions.now)
     for preempted in decisions.preempted:
         identity = ("preempt", preempted.workload, preempted.preemptor)
         current.add(identity)
         if previous is None or identity not in previous:
             metrics.preemptions.labels(preempted.reason).inc()
+            preemptor = workloads.get(preempted.preemptor)
+            metrics.count_preemption(preemptor.queue if preemptor is not None else "", preempted.reason)
     return current
+
+
+def _queue_of(snapshot: Snapshot) -> Callable[[str], str]:
+    def queue(key: str) -> str:
+        workload = snapshot.workloads.get(key)
+        return workload.queue if workload is not None else ""
+
+    return queue
 
 
 async def run_daemon(

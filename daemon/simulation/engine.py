@@ -227,6 +227,7 @@ class _Engine(Commits):
             self._advance(t)
             decisions = self._session(t)
             changed = self._commit(t, decisions)
+            self.recorder.session(t, decisions, self._queue_of, self.cluster.accounting)
             if self.progress is not None and self.progress(t, self.sessions, self.recorder.admissions):
                 self.duration = t  # stopped: the run, and every figure, ends here
                 self.recorder.stop(t)
@@ -332,6 +333,10 @@ class _Engine(Commits):
         for pod in leaving:
             self._terminate(at, pod.key)
 
+
+    def _queue_of(self, key: str) -> str:
+        job = self.jobs.get(key)
+        return job.queue if job is not None else ""
 
     def _leaving(self, key: str) -> bool:
         """A victim a preemptor waits for is still there: an evicted workload, or a pod

@@ -13,16 +13,29 @@ one, else cpu), in resource-milliseconds internally and resource-hours out.
 not from a queue. It is attributed here per flavor in proportion to each
 leaf's idle lendable quota (``min(lendable, nominal − usage)``): at any instant
 a root's leaves lend ``min(borrowed, idle)`` in all, shared by their idle.
+
+What changes only at sessions is read from each session's decisions after its
+commit (:meth:`Recorder.session`): pending workloads per queue, preemptions, and
+every queue's weighted share (SEMANTICS §7.1). With the fair-sharing plugin the
+shares are the decisions' own ``shares`` (§7.6); without it they are computed
+the same way on the committed usage, so that a ``--compare`` of the two sets the
+same figures side by side. A leaf is *below its fair share* while it has a
+pending workload and some node on its path to the root — the leaf or a parent
+under the root — has a sibling with a strictly higher share: the comparison
+that rule b of the head order (§7.2) makes at each level of the tree.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from preemptd.framework.decisions import Decisions
 from preemptd.framework.quantity import format_timestamp
-from preemptd.framework.quota import QuotaNode, QuotaTree
+from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
+from preemptd.plugins.fair_sharing.shares import Shares, reported
 
 __all__ = ["Recorder", "leaf_changes", "percentile", "resource_unit"]
 
@@ -30,6 +43,12 @@ HOUR_MS = 3_600_000
 BUCKETS = 96
 """Points of the utilization curves (15 minutes each over a day)."""
 THRASH_LISTED = 10
+SHARE_CAP = 1_000_000
+"""An infinite share (a queue of weight 0 that borrows) counts as this much in means
+and curves; it still sorts above every finite share."""
+WAIT_BOUNDS = (60, 300, 900, 1800, 3600, 7200, 14400, 28800, 86400)
+"""Upper bounds (seconds, inclusive) of the wait histogram's buckets; one more bucket
+holds the longer waits."""
 
 
 def resource_unit(resource: str) -> tuple[float, str]:
@@ -65,10 +84,47 @@ class _Step:
         self.since = t
 
 
+class _Curve:
+    """A step function of time, averaged over each bucket of the report's time axis."""
+
+    __slots__ = ("buckets", "since", "size", "value")
+
+    def __init__(self, size: int, count: int) -> None:
+        self.size = size
+        self.buckets = [0.0] * count
+        self.value = 0.0
+        self.since = 0
+
+    def set(self, t: int, value: float) -> None:
+        since = self.since
+        old = self.value
+        size = self.size
+        buckets = self.buckets
+        while since < t and old:
+            index = since // size
+            end = min(t, (index + 1) * size)
+            buckets[index] += old * (end - since)
+            since = end
+        self.value = value
+        self.since = t
+
+    def means(self, end: int, count: int, digits: int) -> list[float]:
+        """Each bucket's mean up to ``end`` (the last bucket may be shorter)."""
+        self.set(end, self.value)
+        size = self.size
+        return [
+            round(self.buckets[i] / span, digits) if (span := min(size, end - i * size)) > 0 else 0.0
+            for i in range(count)
+        ]
+
+
 class _Leaf:
     __slots__ = (
         "admissions",
+        "below",
         "borrowed",
+        "curve_pending",
+        "curve_used",
         "evicted",
         "lendable",
         "lent",
@@ -76,6 +132,7 @@ class _Leaf:
         "lost_runtime",
         "node",
         "nominal",
+        "pending",
         "preemptor_of",
         "shrunk",
         "usage",
@@ -83,7 +140,7 @@ class _Leaf:
         "waits",
     )
 
-    def __init__(self, node: QuotaNode, resource: str) -> None:
+    def __init__(self, node: QuotaNode, resource: str, size: int, count: int) -> None:
         self.node = node
         self.nominal: dict[str, int] = {}
         self.lendable: dict[str, int] = {}
@@ -102,6 +159,10 @@ class _Leaf:
         self.preemptor_of = 0
         self.lost = 0  # resource-ms of work lost by evictions
         self.lost_runtime = 0  # ms of run time lost by evictions
+        self.pending = 0  # workloads pending at the last session
+        self.below = _Step()  # 1 while below its fair share
+        self.curve_used = _Curve(size, count)
+        self.curve_pending = _Curve(size, count)
 
 
 class Recorder:
@@ -114,7 +175,10 @@ class Recorder:
         self.start = start
         self.duration = duration
         self.bucket = max(1, -(-duration // BUCKETS))
-        self.leaves = {name: _Leaf(node, resource) for name, node in sorted(tree.leaves.items())}
+        self.bucket_count = -(-duration // self.bucket)
+        count = self.bucket_count
+        self.tree = tree
+        self.leaves = {name: _Leaf(node, resource, self.bucket, count) for name, node in sorted(tree.leaves.items())}
         self.by_root: dict[str, list[_Leaf]] = {}
         for leaf in self.leaves.values():
             self.by_root.setdefault(leaf.node.root.name, []).append(leaf)
@@ -122,7 +186,6 @@ class Recorder:
         self.capacity = {f: capacity.get(f, 0) for f in flavors}
         self.flavor_usage = {f: 0 for f in flavors}
         self.flavor_since = {f: 0 for f in flavors}
-        self.bucket_count = -(-duration // self.bucket)
         self.flavor_buckets = {f: [0.0] * self.bucket_count for f in flavors}
         self.dirty: set[str] = set()  # roots whose lent shares changed at ``dirty_at``
         self.dirty_at: int | None = None
@@ -133,6 +196,18 @@ class Recorder:
         self.shrinks = 0
         self.sessions = 0
         self.admissions = 0
+        # Shares: every node below a root (a root's share is always 0), by name.
+        self.nodes = {name: node for name, node in sorted(tree.nodes.items()) if node.parent is not None}
+        self.parent_of = {name: node.parent.name for name, node in self.nodes.items() if node.parent is not None}
+        self.share_curves = {name: _Curve(self.bucket, count) for name in self.nodes}
+        self.share_means = {name: _Step() for name in self.nodes}
+        self.share_source = ""  # "decisions" or "computed" once a session has been seen
+        self.shares_stale = True  # usage changed since the shares were last computed
+        self.preemption_buckets = [0] * count
+        self.active: set[str] = set()  # leaves that ever had a pending workload or borrowed
+        self.waiting: set[str] = set()  # leaves with a pending workload at the last session
+        self.below: set[str] = set()  # leaves below their fair share since the last session
+        self.highest: dict[str, float] = {}  # per parent, the highest share of its children
 
     def stop(self, t: int) -> None:
         """The run ends at ``t`` instead (a stopped simulation): the figures cover [0, t]."""
@@ -157,7 +232,11 @@ class Recorder:
             if flavor in self.flavor_usage:
                 self._flavor(t, flavor, self.flavor_usage[flavor] + delta)
         leaf.used.set(t, sum(leaf.usage.values()))
+        leaf.curve_used.set(t, leaf.used.value)
         leaf.borrowed.set(t, sum(max(0, u - leaf.nominal.get(f, 0)) for f, u in leaf.usage.items()))
+        if leaf.borrowed.value:
+            self.active.add(leaf.node.name)
+        self.shares_stale = True
         self.dirty_at = t
         self.dirty.add(leaf.node.root.name)
 
@@ -202,6 +281,73 @@ class Recorder:
         for leaf, share in zip(leaves, shares, strict=True):
             if share != leaf.lent.value:
                 leaf.lent.set(t, share)
+
+    def session(self, t: int, decisions: Decisions, queue_of: Callable[[str], str], accounting: Accounting) -> None:
+        """What session ``t`` left once committed: pending workloads per queue
+        (``queue_of``: workload key → queue), its preemptions, and the shares on the
+        committed ``accounting``. Work per session: its pending list, plus the tree's
+        nodes when the shares changed."""
+        t = min(t, self.duration)
+        if decisions.preempted and t < self.duration:
+            self.preemption_buckets[t // self.bucket] += len(decisions.preempted)
+        counts: Counter[str] = Counter(queue_of(p.workload) for p in decisions.pending)
+        waiting = self.waiting
+        for name in waiting | counts.keys():
+            leaf = self.leaves.get(name)
+            if leaf is None:
+                continue
+            pending = counts.get(name, 0)
+            if pending != leaf.pending:
+                leaf.pending = pending
+                leaf.curve_pending.set(t, pending)
+            if pending:
+                waiting.add(name)
+                self.active.add(name)
+            else:
+                waiting.discard(name)
+        if not self.nodes:
+            return
+        if decisions.shares is not None:
+            self.share_source = "decisions"
+            shares = {s.queue: s.weighted_share for s in decisions.shares}
+        elif self.shares_stale or not self.share_source:
+            self.share_source = "computed"
+            found = Shares(accounting)
+            shares = {name: reported(found.share(node)) for name, node in self.nodes.items()}
+        else:
+            shares = None  # nothing changed since the last session
+        self.shares_stale = False
+        if shares is not None:
+            highest = self.highest
+            highest.clear()
+            for name, parent in self.parent_of.items():
+                value = min(shares.get(name, 0), SHARE_CAP)
+                self.share_curves[name].set(t, value)
+                self.share_means[name].set(t, value)
+                if value > highest.get(parent, 0):
+                    highest[parent] = value
+        # Only a leaf with a pending workload, or one below until now, can change.
+        for name in waiting | self.below:
+            leaf = self.leaves[name]
+            below = 1.0 if leaf.pending and self._outranked(leaf.node) else 0.0
+            if below != leaf.below.value:
+                leaf.below.set(t, below)
+                if below:
+                    self.below.add(name)
+                else:
+                    self.below.discard(name)
+
+    def _outranked(self, node: QuotaNode) -> bool:
+        """Some node on ``node``'s path below the root has a sibling with a higher share:
+        the highest share among its parent's children is above its own."""
+        curves = self.share_curves
+        highest = self.highest
+        current = node
+        while current.parent is not None:
+            if highest.get(current.parent.name, 0) > curves[current.name].value:
+                return True
+            current = current.parent
+        return False
 
     def admitted(self, queue: str, wait: int) -> None:
         self.admissions += 1
@@ -250,9 +396,12 @@ class Recorder:
         for flavor in self.flavor_usage:
             self._flavor(end, flavor, self.flavor_usage[flavor])
         for leaf in self.leaves.values():
-            for step in (leaf.used, leaf.borrowed, leaf.lent):
+            for step in (leaf.used, leaf.borrowed, leaf.lent, leaf.below):
                 step.set(end, step.value)
+        for step in self.share_means.values():
+            step.set(end, step.value)
         divisor, _ = resource_unit(self.resource)
+        count = self.bucket_count
 
         def hours(amount: float) -> float:
             return round(amount / divisor / HOUR_MS, 3)
@@ -271,6 +420,7 @@ class Recorder:
                 "pendingAtEnd": len(still),
                 "longestPendingSeconds": (still[-1] if still else 0) / 1000,
                 "usedHours": hours(leaf.used.integral),
+                "nominal": round(sum(leaf.nominal.values()) / divisor, 3),
                 "nominalHours": hours(sum(leaf.nominal.values()) * end),
                 "borrowedHours": hours(leaf.borrowed.integral),
                 "lentHours": hours(leaf.lent.integral),
@@ -279,6 +429,9 @@ class Recorder:
                 "preemptorOf": leaf.preemptor_of,
                 "workLostHours": hours(leaf.lost),
                 "runLostHours": round(leaf.lost_runtime / HOUR_MS, 3),
+                "belowFairShareSeconds": round(leaf.below.integral / 1000, 3),
+                "pendingOverTime": leaf.curve_pending.means(end, count, 2),
+                "usedOverTime": [round(v / divisor, 3) for v in leaf.curve_used.means(end, count, 3)],
             }
         flavors: dict[str, Any] = {}
         for flavor, buckets in self.flavor_buckets.items():
@@ -314,11 +467,45 @@ class Recorder:
                 ],
             },
             "queues": queues,
+            "fairness": self._fairness(end),
+            "preemptionsOverTime": self.preemption_buckets[:count],
+            "waitHistogram": self._waits(),
             "flavors": flavors,
             "bucketSeconds": self.bucket / 1000,
             "bucketStarts": [format_timestamp(self.start + i * self.bucket) for i in range(self.bucket_count)],
             "invariants": dict(invariants),
         }
+
+    def _fairness(self, end: int) -> dict[str, Any]:
+        """Shares over time and the fairness summary (see the module's note)."""
+        means = {name: round(step.integral / end, 3) if end else 0.0 for name, step in self.share_means.items()}
+        shares = {
+            name: {"mean": means[name], "overTime": self.share_curves[name].means(end, self.bucket_count, 1)}
+            for name in self.nodes
+        }
+        compared = sorted(
+            (means[name], name) for name in self.active if name in self.nodes
+        )
+        summary: dict[str, Any] = {"queues": [name for _, name in compared], "ratio": None}
+        if len(compared) >= 2:
+            (low, low_name), (high, high_name) = compared[0], compared[-1]
+            summary.update(lowest=low_name, highest=high_name)
+            # Equal means are a ratio of 1; a queue with demand that never borrowed
+            # beside one that did is an unbounded ratio (null).
+            summary["ratio"] = 1.0 if high == low else round(high / low, 3) if low else None
+        return {
+            "source": self.share_source,
+            "maxMinShareRatio": summary,
+            "shares": shares,
+        }
+
+    def _waits(self) -> dict[str, Any]:
+        counts = [0] * (len(WAIT_BOUNDS) + 1)
+        bounds = [bound * 1000 for bound in WAIT_BOUNDS]
+        for leaf in self.leaves.values():
+            for wait in leaf.waits:
+                counts[bisect_left(bounds, wait)] += 1
+        return {"boundsSeconds": list(WAIT_BOUNDS), "counts": counts}
 
 
 def leaf_changes(usage: Mapping[tuple[str, str], int], resource: str, sign: int) -> dict[str, int]:

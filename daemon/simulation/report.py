@@ -325,6 +325,12 @@ def _summary(runs: list[dict[str, Any]]) -> _Grid:
     row("work lost to evictions (h)", [_hours(r["thrash"]["workLostHours"]) for r in runs])
     for reason in sorted({k for r in runs for k in r["pendingAtEnd"]}):
         row(f"pending at the end: {reason}", [f"{r['pendingAtEnd'].get(reason, 0):,}" for r in runs])
+    if any(r["fairness"]["source"] for r in runs):
+        row("max/min mean share", [simhtml.ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
+        for queue in runs[0]["queues"]:
+            below = [r["queues"][queue]["belowFairShareSeconds"] for r in runs]
+            if any(below):
+                row(f"time below fair share: {queue}", [_seconds(b) if b else "0s" for b in below])
     names = (
         ("quotaExceeded", "quota exceeded"),
         ("minRuntimeViolations", "min-runtime violations"),

@@ -113,6 +113,8 @@ class CycleReport:
     # this cycle's hook failures and vetoes per plugin (the session's registry counters)
     plugin_failures: dict[str, int] = field(default_factory=dict)
     plugin_vetoes: dict[str, int] = field(default_factory=dict)
+    # the session's snapshot: the quota and pending gauges of /metrics read it
+    snapshot: Snapshot | None = None
 
 
 class KubernetesBackend:
@@ -373,6 +375,7 @@ class KubernetesBackend:
             queues=_queue_counts(snapshot),
             plugin_failures=dict(registry.failures),
             plugin_vetoes=dict(registry.vetoes),
+            snapshot=snapshot,
         )
         started = time.perf_counter()
         held = {ref for obj in seen.values() if (ref := self._owner_reference(obj)) is not None}
