@@ -44,6 +44,7 @@ __all__ = [
     "pending_patch",
     "pod_set_for",
     "shrink_patch",
+    "with_status",
     "workload_name",
 ]
 
@@ -309,6 +310,18 @@ def shrink_patch(workload: Obj, preempted: Preempted, now_ms: int) -> Obj:
     message = _preempted_message(preempted)
     conditions = _with_conditions(workload, [_condition("Preempted", True, preempted.reason, message, now)])
     return _status_patch(workload, {"admission": admission, "conditions": conditions})
+
+
+def with_status(workload: Obj, patch: Obj) -> Obj:
+    """``workload`` as it reads once the status ``patch`` is written (a merge patch: a key set to
+    None is removed); what a write that carries two patches at once computes the second on."""
+    status = dict(workload.get("status") or {})
+    for key, value in (patch.get("status") or {}).items():
+        if value is None:
+            status.pop(key, None)
+        else:
+            status[key] = value
+    return {**workload, "status": status}
 
 
 def eviction_finished_patch(workload: Obj, now_ms: int) -> Obj:
