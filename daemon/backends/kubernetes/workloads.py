@@ -31,6 +31,7 @@ __all__ = [
     "MIN_PARALLELISM_ANNOTATION",
     "ORIGINAL_TEMPLATE_ANNOTATION",
     "QUEUE_LABEL",
+    "SCALED_REPLICAS_ANNOTATION",
     "WORKLOAD_LABEL",
     "Owner",
     "admission_patch",
@@ -51,6 +52,9 @@ __all__ = [
 QUEUE_LABEL = "preemptd.io/queue-name"
 MIN_PARALLELISM_ANNOTATION = "preemptd.io/min-parallelism"
 DESIRED_REPLICAS_ANNOTATION = "preemptd.io/desired-replicas"
+# The replicas preemptd last scaled a Deployment to: a spec.replicas that differs was written by
+# someone else (an HPA through /scale, kubectl scale, a GitOps sync), and says the desired count.
+SCALED_REPLICAS_ANNOTATION = "preemptd.io/scaled-replicas"
 ORIGINAL_TEMPLATE_ANNOTATION = "preemptd.io/original-template"
 POD_SET = "main"
 
