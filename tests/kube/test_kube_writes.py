@@ -170,3 +170,24 @@ async def test_a_release_not_yet_written_is_read_again_by_the_next_daemon(
     victim = server.get("preemptd.io", "workloads", "job-low", "default")
     assert "admission" not in victim["status"]
     assert "PreemptionNoCandidates" == conditions(victim)["QuotaReserved"]["reason"]
+
+
+async def test_a_victim_whose_pods_are_still_terminating_keeps_its_quota_and_nothing_is_written(
+    server, backend, controllers: Controllers
+) -> None:
+    """Suspended, but a pod still terminating (it holds its node's room): not released, so the
+    preemptor waits and a cycle meanwhile writes nothing about the victim (SEMANTICS: an evicted
+    workload keeps its usage until it is gone)."""
+    await _running_low(server, backend, controllers)
+    server.put("batch", "jobs", job("high", "team-a", {"cpu": "2", "nvidia.com/gpu": "2"}, priority_class_name="high"))
+    await step(backend, server, controllers)
+    low = server.get("batch", "jobs", "low", "default")
+    assert low["spec"]["suspend"] is True and controllers.pods_of(low, terminating=True)
+
+    since = len(server.requests)
+    report = await step(backend, server, controllers)
+    assert [] == report.decisions.admitted and [] == report.decisions.preempted
+    assert not backend.inventory.released
+    assert server.get("preemptd.io", "workloads", "job-low", "default")["status"]["admission"]
+    assert [] == [r for r in server.requests[since:]
+                  if r.verb in WRITES and r.name in ("low", "job-low")]
