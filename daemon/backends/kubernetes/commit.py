@@ -444,7 +444,6 @@ class Committer:
             self.events.record(written, kind, pending.reason, pending.message, routine=not inadmissible)
         return written is not None
 
-
     async def _release(self, key: str, seen: Mapping[str, Obj], now: int) -> bool:
         """A released Workload the session decided nothing about: its release alone (point 9)."""
         written = await self._write_status(key, eviction_finished_patch(seen[key], now))

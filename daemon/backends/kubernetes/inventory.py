@@ -88,8 +88,8 @@ def is_evicting(obj: Obj) -> bool:
 
 
 def released_view(obj: Obj) -> Obj:
-    """An evicted Workload as it reads once its quota is given back (the status of the owner
-    rules, not yet written): no ``admission``, no ``admittedAt``; its conditions as they are."""
+    """An evicted Workload as it reads once its quota is given back, before that is written:
+    no ``admission``, no ``admittedAt``; its conditions as they are."""
     status = {k: v for k, v in (obj.get("status") or {}).items() if k not in ("admission", "admittedAt")}
     return {**obj, "status": status}
 
