@@ -15,8 +15,9 @@ Three scenarios, each figure printed beside its target (issue 21):
    each needing one low-priority Job's room. Printed: how many sessions chose
    victims (target: one session chooses all the victims the wave needs), the
    time until every preemptor runs, and writes per preemption: everything
-   written about a victim — its Workload's status, its Job's suspension,
-   Events (target ≤ 4).
+   written about a victim — its Workload's status (evicted; then, once its
+   Job has stopped, its quota given back together with the reason it waits),
+   its Job's suspension, Events (target ≤ 4).
 3. **Again.** The wave's Jobs complete and their victims are admitted again.
    Printed: writes per re-admission (target ≤ 3, as for any admission). A
    victim keeps its last flavor's directives while it waits, so this is where

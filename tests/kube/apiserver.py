@@ -14,7 +14,9 @@ on 127.0.0.1 on a free port and serves
   finalized by the test; other objects go at once, with their dependents by
   ownerReference, as the garbage collector would);
 * the ``status`` subresource (a write there changes only status; a write to
-  the main resource never changes status);
+  the main resource never changes status), and a Deployment's ``scale``
+  subresource (an ``autoscaling/v1`` Scale: get, update, merge patch; a write
+  there changes only ``spec.replicas``, as an HPA's does);
 * the batch/v1 Job update rules for what preemptd writes (:func:`check_job_update`):
   an immutable ``spec.template`` whose scheduling directives may change only
   while the Job is suspended and has no ``status.startTime``, and a
@@ -126,6 +128,22 @@ def status_body(code: int, reason: str, message: str) -> Obj:
 
 def _now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _scale_of(deployment: Obj) -> Obj:
+    """The ``autoscaling/v1`` Scale of a Deployment (``spec.replicas`` defaults to 1)."""
+    metadata = deployment["metadata"]
+    spec = deployment.get("spec") or {}
+    labels = ((spec.get("selector") or {}).get("matchLabels") or {})
+    return {
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {k: metadata[k] for k in ("name", "namespace", "uid", "resourceVersion", "creationTimestamp")
+                     if k in metadata},
+        "spec": {"replicas": spec.get("replicas", 1)},
+        "status": {"replicas": (deployment.get("status") or {}).get("replicas", 0),
+                   "selector": ",".join(f"{k}={v}" for k, v in sorted(labels.items()))},
+    }
 
 
 # --- patches -------------------------------------------------------------------------------
@@ -722,6 +740,8 @@ class ApiServer:
             raise ApiFailure(404, "NotFound", f"the server could not find the requested resource {request.path}")
         name = rest[1] if len(rest) > 1 else None
         sub = rest[2] if len(rest) > 2 else None
+        if sub == "scale" and kind.ref == ("apps", "deployments"):
+            return kind, namespace, name, sub
         if sub is not None and sub != "status":
             raise ApiFailure(404, "NotFound", f"no subresource {sub}")
         if sub == "status" and not kind.status:
@@ -774,6 +794,8 @@ class ApiServer:
         current = self.objects[kind.ref].get(key)
         if current is None:
             raise ApiFailure(404, "NotFound", f'{kind.plural}.{kind.group or "core"} "{name}" not found')
+        if sub == "scale":
+            return self._scale(request, verb, kind, key, current, body), 200
         if verb == "get":
             return current, 200
         if verb == "delete":
@@ -799,6 +821,27 @@ class ApiServer:
         else:
             raise ApiFailure(415, "UnsupportedMediaType", f"unsupported patch type {content_type}")
         return self._update(kind, key, current, patched, sub, wanted), 200
+
+    def _scale(
+        self, request: web.Request, verb: Verb, kind: Kind, key: tuple[str, str], current: Obj, body: Any
+    ) -> Obj:
+        """A Deployment's ``autoscaling/v1`` Scale; a write changes its ``spec.replicas`` only."""
+        scale = _scale_of(current)
+        if verb == "get":
+            return scale
+        if verb == "update":
+            wanted = body if isinstance(body, dict) else {}
+        elif verb == "patch" and request.content_type == "application/merge-patch+json":
+            wanted = merge_patch(scale, body)
+        else:
+            raise ApiFailure(405, "MethodNotAllowed", f"{verb} is not supported on deployments/scale here")
+        replicas = (wanted.get("spec") or {}).get("replicas")
+        if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+            raise ApiFailure(422, "Invalid", f'Scale "{key[1]}" is invalid: spec.replicas: must be a count')
+        version = (wanted.get("metadata") or {}).get("resourceVersion") if verb == "update" else (
+            ((body or {}).get("metadata") or {}).get("resourceVersion"))
+        obj = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas}}
+        return _scale_of(self._update(kind, key, current, obj, None, version))
 
     def _list(self, kind: Kind, namespace: str | None, selector: str | None) -> Obj:
         matches = selector_matcher(selector)

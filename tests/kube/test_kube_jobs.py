@@ -327,7 +327,8 @@ async def test_a_pending_job_waiting_on_its_last_flavor_asks_for_its_own_placeme
 
 async def test_sync_job_says_whether_the_job_matches_its_workload(server, backend, controllers) -> None:
     """False while an evicted Job's pods are still stopping (another pass is needed), True once the
-    eviction is finished, and True again (nothing written) for a Job already as wanted."""
+    eviction is finished (the quota is given back by the next cycle's commit, not by the sync),
+    and True again (nothing written) for a Job already as wanted."""
     _setup(server, withinQueue="LowerPriority")
     server.put("batch", "jobs", job("low", "team-a", {"cpu": "2", "nvidia.com/gpu": "4"}, priority_class_name="low"))
     await step(backend, server, controllers)
@@ -344,6 +345,8 @@ async def test_sync_job_says_whether_the_job_matches_its_workload(server, backen
     await settle(backend, server)
     assert await sync_job(backend, *current()) is True
     await settle(backend, server)
+    assert current()[1]["status"]["admission"]
+    await step(backend, server)
     assert "admission" not in current()[1]["status"]
     since = len(server.requests)
     assert await sync_job(backend, *current()) is True

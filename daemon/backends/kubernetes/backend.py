@@ -9,7 +9,9 @@ incremental inventory, the writer, the Event recorder and the owner reconciler
    a worker thread, so that the event loop keeps renewing the Lease, answering
    ``/healthz``, following watches and taking signals while it decides;
 2. **commit** the decisions (``commit``): each Workload's status, with bounded
-   concurrency; then write each Queue's status.
+   concurrency (a stopped victim's release goes with its next status, see
+   ``commit`` point 9 and :meth:`KubernetesBackend._owner_stopped`); then write
+   each Queue's status.
 
 Owners are not synced inside a cycle: the owner reconciler, fed by watch
 events and by the commit, creates the Workloads of new Jobs and Deployments
@@ -142,7 +144,7 @@ class KubernetesBackend:
         self.wake = asyncio.Event()
         self.resync = False  # a write was refused: decide again at once
         self.draining = False  # shutting down: decisions not yet begun are left alone
-        self.inventory = ClusterInventory()
+        self.inventory = ClusterInventory(owner_stopped=self._owner_stopped)
         self.settle_owners = settle_owners
         first_retry, max_retry = owner_retry
         # Owner syncs take at most half the write slots: a burst of new Jobs never leaves the
@@ -295,6 +297,19 @@ class KubernetesBackend:
         namespace = (workload.get("metadata") or {}).get("namespace") or "default"
         return str(kind), f"{namespace}/{name}"
 
+    def _owner_stopped(self, workload_key: str, workload: Obj) -> bool:
+        """An evicted Workload's Job has stopped: suspended, no pod active nor alive (terminating
+        pods still hold their room). Its quota is then free (``inventory``, "Released")."""
+        reference = self._owner_reference(workload)
+        if reference is None or reference[0] != "Job":
+            return False  # a Deployment gives its quota back itself (``deployments``)
+        job = self.informers[JOBS].store.get(reference[1])
+        if job is None or (job.get("spec") or {}).get("suspend") is not True:
+            return False
+        if (job.get("status") or {}).get("active"):
+            return False
+        return not self.live_pods(workload_key)
+
     def _mark_owner(self, workload: Obj) -> None:
         reference = self._owner_reference(workload)
         if reference is not None:
@@ -356,6 +371,7 @@ class KubernetesBackend:
         # A frozen view: the watch events applied while the session runs do not reach it,
         # and the Workloads as they are now are the versions its decisions are about.
         inventory = _frozen(self.inventory.inventory())
+        released = self.inventory.released
         workloads = dict(self.informers[WORKLOADS].store)
         registry = self.plugins.registry()
         now = self.clock()
@@ -368,7 +384,7 @@ class KubernetesBackend:
 
         snapshot, decisions = await self._off_loop(session)
         self.plugin_failures.report(registry, log, time.monotonic())
-        seen = seen_workloads(decisions, workloads)
+        seen = seen_workloads(decisions, workloads, released)
         self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
         report = CycleReport(
             decisions, CommitStats(), 0, timings, actions,
@@ -381,7 +397,7 @@ class KubernetesBackend:
         held = {ref for obj in seen.values() if (ref := self._owner_reference(obj)) is not None}
         try:
             await self.owners.hold(held)
-            report.commit = await self.committer.commit(decisions, seen=seen)
+            report.commit = await self.committer.commit(decisions, seen=seen, released=released)
         finally:
             self.owners.release(held)
         if not self.draining:

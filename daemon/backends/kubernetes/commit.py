@@ -49,6 +49,18 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    Inadmissible; an admission or an ordinary pending reason is in the
    Workload's conditions only. ``events = "all"`` adds those, and the admission
    and preemption Events on the owner too (see ``events``).
+9. **A victim's quota is given back by the next commit, with its next status.**
+   Once an evicted Job has stopped (suspended, no pod left) the inventory reads
+   its Workload as released (``inventory``), so the session that follows queues
+   it again. That session's commit writes the release (``admission`` removed,
+   ``QuotaReserved``/``Admitted`` False with reason ``Evicted``, ``Evicted`` kept
+   as the record) together with what the session decided for it — its pending
+   reason, or its new admission — in one status write, instead of one write for
+   the release and one more for the reason. A released Workload the session
+   says nothing about still gets its release written, alone. Like any status
+   write it carries the resourceVersion the session saw; a refused one is
+   decided again, and the next inventory reads the same release from the same
+   objects (nothing of it is remembered in memory).
 """
 
 from __future__ import annotations
@@ -71,7 +83,14 @@ from preemptd.framework.quantity import format_timestamp
 from .client import PODS, WORKLOADS, ApiError, Kube, Obj, Resource
 from .events import EventRecorder
 from .informers import Informer
-from .workloads import admission_patch, eviction_patch, pending_patch, shrink_patch
+from .workloads import (
+    admission_patch,
+    eviction_finished_patch,
+    eviction_patch,
+    pending_patch,
+    shrink_patch,
+    with_status,
+)
 
 __all__ = ["VICTIM_DELETION_COST", "CommitStats", "Committer", "Writer", "failed_writes", "seen_workloads"]
 
@@ -279,20 +298,30 @@ class Committer:
         self.accepting = accepting
         self._slots = asyncio.Semaphore(concurrency)
 
-    async def commit(self, decisions: Decisions, *, seen: Mapping[str, Obj]) -> CommitStats:
-        """``seen``: each decided Workload as the session saw it (its resourceVersion rules)."""
+    async def commit(
+        self, decisions: Decisions, *, seen: Mapping[str, Obj], released: frozenset[str] = frozenset()
+    ) -> CommitStats:
+        """``seen``: each decided Workload as the session saw it (its resourceVersion rules);
+        ``released``: the evicted ones the session's inventory read as released (point 9)."""
         stats = CommitStats()
         steps: list[Callable[[], Awaitable[bool]]] = []
+        now = decisions.now
         for preempted in decisions.preempted:
-            steps.append(functools.partial(self._preempt, preempted, seen, decisions.now))
+            steps.append(functools.partial(self._preempt, preempted, seen, now))
         for admitted in decisions.admitted:
-            steps.append(functools.partial(self._admit, admitted, seen, decisions.now))
+            steps.append(functools.partial(self._admit, admitted, seen, now, admitted.workload in released))
         for action in decisions.pod_actions:
             steps.append(functools.partial(self._pod_action, action))
+        told: set[str] = {a.workload for a in decisions.admitted}
         for pending in decisions.pending:
             if pending.workload in seen:
+                told.add(pending.workload)
                 scan = decisions.flavor_scans.get(pending.workload)
-                steps.append(functools.partial(self._pending, pending, scan, seen, decisions.now))
+                release = pending.workload in released
+                steps.append(functools.partial(self._pending, pending, scan, seen, now, release))
+        for key in sorted(released - told):
+            if key in seen:
+                steps.append(functools.partial(self._release, key, seen, now))
         stats.decisions = len(decisions.preempted) + len(decisions.admitted) + len(decisions.pod_actions)
         results = await asyncio.gather(*(self._begin(step) for step in steps))
         applied = sum(1 for ok in results[: stats.decisions] if ok)
@@ -316,13 +345,17 @@ class Committer:
         namespace, _, name = key.partition("/")
         return await self.writer.patch(WORKLOADS, name, namespace, patch, subresource="status")
 
-    async def _admit(self, admitted: Admitted, seen: Mapping[str, Obj], now: int) -> bool:
+    async def _admit(self, admitted: Admitted, seen: Mapping[str, Obj], now: int, release: bool = False) -> bool:
         workload = seen.get(admitted.workload)
         if workload is None:
             return False
+        if release:  # its quota given back and taken again in one write (point 9)
+            workload = with_status(workload, eviction_finished_patch(workload, now))
         written = await self._write_status(admitted.workload, admission_patch(workload, admitted, now))
         if written is None:
             return False
+        if release:
+            self._eviction_finished(written)
         flavors = sorted({f for ps in admitted.pod_sets for f in ps.flavors.values()})
         counts = ", ".join(f"{ps.name}={ps.count}" for ps in admitted.pod_sets)
         message = f"Admitted by Queue {admitted.queue} to flavor(s) {', '.join(flavors)} ({counts})"
@@ -382,20 +415,44 @@ class Committer:
         return deleted
 
     async def _pending(
-        self, pending: Pending, scan: Mapping[str, Mapping[str, int]] | None, seen: Mapping[str, Obj], now: int
+        self,
+        pending: Pending,
+        scan: Mapping[str, Mapping[str, int]] | None,
+        seen: Mapping[str, Obj],
+        now: int,
+        release: bool = False,
     ) -> bool:
         workload = seen[pending.workload]
+        base = None
+        if release:  # the release and the reason it waits, in one write (point 9)
+            base = eviction_finished_patch(workload, now)
+            workload = with_status(workload, base)
         patch = pending_patch(workload, pending.reason, _message_of_meaning(workload, pending), scan, now)
+        reason_written = patch is not None and "conditions" in patch["status"]
+        if base is not None:
+            patch = {**base, "status": {**base["status"], **(patch["status"] if patch is not None else {})}}
         if patch is None:
             return True
         written = await self._write_status(pending.workload, patch)
-        if written is not None and "conditions" in patch["status"]:
+        if written is not None and base is not None:
+            self._eviction_finished(written)
+        if written is not None and reason_written:
             # Inadmissible needs the user (the workload cannot run as written); any other
             # reason is the queue's ordinary waiting, told by the condition just written.
             inadmissible = pending.reason == "Inadmissible"
             kind = "Warning" if inadmissible else "Normal"
             self.events.record(written, kind, pending.reason, pending.message, routine=not inadmissible)
         return written is not None
+
+    async def _release(self, key: str, seen: Mapping[str, Obj], now: int) -> bool:
+        """A released Workload the session decided nothing about: its release alone (point 9)."""
+        written = await self._write_status(key, eviction_finished_patch(seen[key], now))
+        if written is not None:
+            self._eviction_finished(written)
+        return written is not None
+
+    def _eviction_finished(self, written: Obj) -> None:
+        self.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
 
 
 def _message_of_meaning(workload: Obj, pending: Pending) -> str:
@@ -427,8 +484,11 @@ def _victims_named(message: str) -> frozenset[str]:
     return frozenset(name.strip() for name in named.split(",") if name.strip())
 
 
-def seen_workloads(decisions: Decisions, store: Mapping[str, Obj]) -> dict[str, Obj]:
-    """The Workload objects a session decided about, as the cache holds them right now.
+def seen_workloads(
+    decisions: Decisions, store: Mapping[str, Obj], released: frozenset[str] = frozenset()
+) -> dict[str, Obj]:
+    """The Workload objects a session decided about (and those it read as ``released``), as the
+    cache holds them right now.
 
     Called right after the session, with no await since the snapshot was taken, so
     these are exactly the versions the session saw.
@@ -436,4 +496,5 @@ def seen_workloads(decisions: Decisions, store: Mapping[str, Obj]) -> dict[str, 
     keys: set[str] = {a.workload for a in decisions.admitted}
     keys.update(p.workload for p in decisions.preempted)
     keys.update(p.workload for p in decisions.pending)
+    keys.update(released)
     return {key: store[key] for key in keys if key in store}

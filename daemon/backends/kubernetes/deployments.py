@@ -7,6 +7,15 @@ copies ``spec.replicas`` there, labels the pod template with the Workload's
 name (so the pods are found) and scales to what is admitted — nothing, until
 the first session admits it.
 
+Every scale is written with ``preemptd.io/scaled-replicas``, the count it set.
+A ``spec.replicas`` that differs from it was written by someone else — an HPA
+through ``/scale``, ``kubectl scale``, a GitOps sync — and is taken as the new
+desired count (written to the annotation in the same patch that scales the
+Deployment back to what is admitted). So an HPA is followed, not fought: when
+it asks for fewer replicas than are admitted, the committed count comes down
+to its count and stays there; when it asks for more, the Workload asks for
+them and the Deployment runs what the quota admits meanwhile.
+
 :func:`sync` makes the Deployment follow its Workload:
 
 * admitted: ``replicas`` = the committed count, template on the flavors' nodes;
@@ -36,6 +45,7 @@ from .owners import (
 from .workloads import (
     DESIRED_REPLICAS_ANNOTATION,
     ORIGINAL_TEMPLATE_ANNOTATION,
+    SCALED_REPLICAS_ANNOTATION,
     WORKLOAD_LABEL,
     Owner,
     condition_true,
@@ -56,6 +66,17 @@ def desired_replicas(deployment: Obj) -> int | None:
     return None
 
 
+def _scaled_elsewhere(deployment: Obj) -> int | None:
+    """``spec.replicas`` when someone other than preemptd wrote it since its last scale, else None."""
+    recorded = annotations_of(deployment).get(SCALED_REPLICAS_ANNOTATION)
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    if not isinstance(recorded, str) or not recorded.strip().isdigit():
+        return None
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+        return None
+    return None if replicas == int(recorded) else replicas
+
+
 async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> bool:
     """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent.
 
@@ -70,6 +91,8 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
             return False
         owner = Owner(DEPLOYMENTS, taken)
     desired = desired_replicas(owner.obj)
+    if (outside := _scaled_elsewhere(owner.obj)) is not None:
+        desired = outside  # the newest word on how many are wanted (an HPA, kubectl scale)
     if desired is None:
         text = annotations_of(owner.obj).get(DESIRED_REPLICAS_ANNOTATION)
         message = f"annotation {DESIRED_REPLICAS_ANNOTATION}={text!r} is not a replica count"
@@ -77,13 +100,13 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         return True  # nothing to do until the annotation changes
     if workload is None:
         created = desired == 0 or await ensure_workload(cluster, owner, count=desired, min_count=None)
-        return await _scale(cluster, owner, None, 0) and created
+        return await _scale(cluster, owner, None, 0, desired) and created
     name = str((workload.get("metadata") or {}).get("name", ""))
     key = f"{owner.namespace}/{name}"
     count = committed(workload)
     if desired == 0:
         # Nothing wanted: no Workload (a podSet needs at least one pod), no replicas.
-        if await _scale(cluster, owner, None, 0):
+        if await _scale(cluster, owner, None, 0, desired):
             return await cluster.writer.delete(WORKLOADS, name, owner.namespace)
         return False
     updated = await update_workload_spec(cluster, owner, workload, count=desired, min_count=None, admitted=count > 0)
@@ -92,7 +115,7 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
     workload = updated
     evicted = condition_true(workload, "Evicted")
     if evicted:
-        if not await _scale(cluster, owner, None, 0):
+        if not await _scale(cluster, owner, None, 0, desired):
             return False
         if not count:
             return True
@@ -109,7 +132,7 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         if lowered is None:
             return False
         workload, count = lowered, desired
-    if await _scale(cluster, owner, workload if count else None, count):
+    if await _scale(cluster, owner, workload if count else None, count, desired):
         return await _clear_stale_marks(cluster, key, count)
     return False
 
@@ -119,38 +142,49 @@ async def _take_over(cluster: Cluster, owner: Owner, workload: Obj | None) -> Ob
     replicas = (deployment.get("spec") or {}).get("replicas")
     if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
         replicas = 1
+    count = committed(workload)
     patch: Obj = {
         "metadata": {
             "resourceVersion": version_of(deployment),
-            "annotations": {DESIRED_REPLICAS_ANNOTATION: str(replicas)},
+            "annotations": {DESIRED_REPLICAS_ANNOTATION: str(replicas), SCALED_REPLICAS_ANNOTATION: str(count)},
         },
         "spec": {
-            "replicas": committed(workload),
+            "replicas": count,
             "template": {"metadata": {"labels": {WORKLOAD_LABEL: workload_name(owner.kind, owner.name)}}},
         },
     }
     return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch)
 
 
-async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas: int) -> bool:
-    """Set ``replicas`` (and, with an admitted ``workload``, the flavors' placement).
+async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas: int, desired: int) -> bool:
+    """Set ``replicas`` (and, with an admitted ``workload``, the flavors' placement), recording
+    the count set and the ``desired`` one in their annotations, all in one write.
 
     True when the Deployment already was, or now is, as wanted.
     """
     deployment = owner.obj
     spec: Obj = {}
     metadata: Obj = {"resourceVersion": version_of(deployment)}
+    annotations: Obj = {}
     if (deployment.get("spec") or {}).get("replicas") != replicas:
         spec["replicas"] = replicas
+    current = annotations_of(deployment)
+    for key, value in ((SCALED_REPLICAS_ANNOTATION, str(replicas)), (DESIRED_REPLICAS_ANNOTATION, str(desired))):
+        if current.get(key) != value:
+            annotations[key] = value
     if workload is not None:
         original = Placement.of(deployment)
         template_spec = placement_patch(deployment, workload, cluster.flavors(), original)
         if template_spec is not None:
             spec["template"] = {"spec": template_spec}
-            metadata["annotations"] = {ORIGINAL_TEMPLATE_ANNOTATION: original.dumps()}
-    if not spec:
+            annotations[ORIGINAL_TEMPLATE_ANNOTATION] = original.dumps()
+    if not spec and not annotations:
         return True
-    patch = {"metadata": metadata, "spec": spec}
+    if annotations:
+        metadata["annotations"] = annotations
+    patch: Obj = {"metadata": metadata}
+    if spec:
+        patch["spec"] = spec
     return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch) is not None
 
 

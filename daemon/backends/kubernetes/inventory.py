@@ -23,6 +23,17 @@ a key, so the duplicate rule never applies.
 
 A Workload whose ``Finished`` condition is True is gone as far as scheduling
 goes: its Job completed and the quota is free.
+
+**Released.** An evicted Workload (``Evicted`` True, ``status.admission``
+still there) whose owner has stopped — ``owner_stopped`` says so; for a Job:
+suspended, no active pod, no live pod labelled for it — no longer uses its
+quota, whatever its status says yet. It is read as if its quota were given
+back (:func:`released_view`: no ``admission``, no ``admittedAt``), so the
+next session queues it again; that session's commit writes the release and
+the workload's new pending reason (or its admission) in one status write
+(``commit``, design note point 9). The rule is read from the cluster each
+time :meth:`ClusterInventory.inventory` is called, never remembered: after a
+restart, or a release write that was refused, the same objects say the same.
 """
 
 from __future__ import annotations
@@ -42,7 +53,7 @@ from preemptd.framework.objects.workloads import parse_priority_class, parse_wor
 
 from .client import Obj
 
-__all__ = ["SOURCE", "ClusterInventory", "entry_of", "is_finished"]
+__all__ = ["SOURCE", "ClusterInventory", "entry_of", "is_evicting", "is_finished", "released_view"]
 
 SOURCE = "cluster"
 """What a problem names as its file: the object came from the API, not from a file."""
@@ -69,10 +80,33 @@ def is_finished(obj: Obj) -> bool:
     )
 
 
+def is_evicting(obj: Obj) -> bool:
+    """Its eviction is issued (``Evicted`` True) and it still holds quota (``status.admission``)."""
+    status = obj.get("status") or {}
+    if not status.get("admission"):
+        return False
+    conditions = status.get("conditions") or []
+    return any(isinstance(c, dict) and c.get("type") == "Evicted" and c.get("status") == "True" for c in conditions)
+
+
+def released_view(obj: Obj) -> Obj:
+    """An evicted Workload as it reads once its quota is given back, before that is written:
+    no ``admission``, no ``admittedAt``; its conditions as they are."""
+    status = {k: v for k, v in (obj.get("status") or {}).items() if k not in ("admission", "admittedAt")}
+    return {**obj, "status": status}
+
+
+OwnerStopped = Callable[[str, Obj], bool]
+"""Whether the owner of the evicted Workload ``(namespace/name, object)`` has stopped all its pods."""
+
+
 class ClusterInventory:
     """Objects in, an up-to-date :class:`Inventory` out (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, owner_stopped: OwnerStopped = lambda key, obj: False) -> None:
+        self.owner_stopped = owner_stopped
+        self._evicting: set[str] = set()  # Workloads evicted that still hold quota
+        self._released: frozenset[str] = frozenset()  # of those, the ones whose owner has stopped
         self._catalog_objects: dict[str, dict[str, Obj]] = {kind: {} for kind in _CATALOG_KINDS}
         self._catalog_stale = True
         self._catalog = Catalog()
@@ -106,8 +140,13 @@ class ClusterInventory:
         elif kind == "Workload":
             if deleted or is_finished(obj):
                 self._workload_objects.pop(key, None)
+                self._evicting.discard(key)
             else:
                 self._workload_objects[key] = obj
+                if is_evicting(obj):
+                    self._evicting.add(key)
+                else:
+                    self._evicting.discard(key)
             self._stale_workloads.add(key)
         elif kind == "Pod":
             self._read_one(entry, deleted, read_pod, self._inventory.pods)
@@ -165,9 +204,20 @@ class ClusterInventory:
             self._stale_workloads = set(self._workload_objects) | set(self._inventory.workloads)
             self._stale_workloads |= set(self._inventory.inadmissible)
 
+    @property
+    def released(self) -> frozenset[str]:
+        """The Workloads read as released (module docstring) by the last :meth:`inventory`."""
+        return self._released
+
     def inventory(self) -> Inventory:
         """The Inventory as of the last event applied; shared, not to be changed by callers."""
         self._ensure_catalog()
+        if self._evicting or self._released:
+            objects = self._workload_objects
+            released = frozenset(key for key in self._evicting if self.owner_stopped(key, objects[key]))
+            if released != self._released:
+                self._stale_workloads |= released ^ self._released
+                self._released = released
         if self._stale_workloads:
             for key in self._stale_workloads:
                 self._read_workload(key)
@@ -186,6 +236,8 @@ class ClusterInventory:
         inventory.workloads.pop(key, None)
         inventory.inadmissible.pop(key, None)
         obj = self._workload_objects.get(key)
+        if obj is not None and key in self._released:
+            obj = released_view(obj)
         entry = entry_of("Workload", obj, namespaced=True) if obj is not None else None
         if entry is None:
             return

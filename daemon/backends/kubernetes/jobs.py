@@ -17,9 +17,10 @@ no quota                       suspended (a Job placed before keeps that flavor'
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
                                the committed count (lowered again when shrunk)
 evicted                        suspended, parallelism restored, in one write (see
-                               :func:`_stop`); once no pod runs any more, the Workload
-                               gives its quota back. The template keeps the last
-                               flavor's directives until the next admission
+                               :func:`_stop`); once no pod runs any more, the next
+                               session's commit gives its quota back (``commit``, point
+                               9). The template keeps the last flavor's directives
+                               until the next admission
 Job complete or failed         Workload ``Finished``: quota free
 =============================  ==========================================================
 
@@ -29,7 +30,8 @@ the write), so a running Job is never suspended and re-placed in one write. A
 preempted Job is only suspended; its directives change when it is admitted
 again, already suspended: ``status.startTime`` cleared (if it ran), then one
 patch with the new flavor's directives and ``suspend: false``. That is three
-writes per preemption (Workload evicted, Job suspended, quota given back) and
+writes per preemption (Workload evicted, Job suspended, quota given back with
+the reason it waits, by the next commit) and
 at most three per admission (Workload admitted, ``startTime`` cleared for a Job
 that ran elsewhere, Job resumed). Each step that is already done is skipped, so
 a pass that stops half-way is finished by the next one.
@@ -55,7 +57,6 @@ from .workloads import (
     WORKLOAD_LABEL,
     Owner,
     condition_true,
-    eviction_finished_patch,
     finished_patch,
     workload_name,
 )
@@ -129,14 +130,9 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         if stopped is None:
             return False
         active = (stopped.get("status") or {}).get("active") or 0
-        if active or cluster.live_pods(f"{owner.namespace}/{name}"):
-            return False  # the Job controller is still stopping its pods
-        patch = eviction_finished_patch(workload, cluster.now_ms())
-        written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
-        if written is None:
-            return False
-        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
-        return True
+        # Not yet while the Job controller is still stopping its pods; once stopped, its quota is
+        # free, and the next commit writes so.
+        return not active and not cluster.live_pods(f"{owner.namespace}/{name}")
     if suspended:
         return await _start(cluster, owner, workload, count)
     if isinstance(spec.get("parallelism"), int) and spec["parallelism"] > count:

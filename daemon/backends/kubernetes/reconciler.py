@@ -15,7 +15,8 @@ decided it. It runs beside the scheduling loop, never inside a cycle:
   a time, while sessions go on deciding about the Workloads already there.
 * **Converged or not.** A sync answers True (or None) when the owner now
   matches its Workload, False when it needs another pass later (a victim's
-  suspend done, its quota released only once its pods have stopped). False, an exception,
+  suspend done, its pods not stopped yet: once they have, the next commit
+  gives its quota back). False, an exception,
   or a write of the sync that failed, was refused (409) or fenced, is "not
   converged": the owner is synced again after a backoff of its own,
   ``first_retry`` doubled at each failure in a row up to ``max_retry``. After a

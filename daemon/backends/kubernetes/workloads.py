@@ -31,6 +31,7 @@ __all__ = [
     "MIN_PARALLELISM_ANNOTATION",
     "ORIGINAL_TEMPLATE_ANNOTATION",
     "QUEUE_LABEL",
+    "SCALED_REPLICAS_ANNOTATION",
     "WORKLOAD_LABEL",
     "Owner",
     "admission_patch",
@@ -44,12 +45,16 @@ __all__ = [
     "pending_patch",
     "pod_set_for",
     "shrink_patch",
+    "with_status",
     "workload_name",
 ]
 
 QUEUE_LABEL = "preemptd.io/queue-name"
 MIN_PARALLELISM_ANNOTATION = "preemptd.io/min-parallelism"
 DESIRED_REPLICAS_ANNOTATION = "preemptd.io/desired-replicas"
+# The replicas preemptd last scaled a Deployment to: a spec.replicas that differs was written by
+# someone else (an HPA through /scale, kubectl scale, a GitOps sync), and says the desired count.
+SCALED_REPLICAS_ANNOTATION = "preemptd.io/scaled-replicas"
 ORIGINAL_TEMPLATE_ANNOTATION = "preemptd.io/original-template"
 POD_SET = "main"
 
@@ -309,6 +314,18 @@ def shrink_patch(workload: Obj, preempted: Preempted, now_ms: int) -> Obj:
     message = _preempted_message(preempted)
     conditions = _with_conditions(workload, [_condition("Preempted", True, preempted.reason, message, now)])
     return _status_patch(workload, {"admission": admission, "conditions": conditions})
+
+
+def with_status(workload: Obj, patch: Obj) -> Obj:
+    """``workload`` as it reads once the status ``patch`` is written (a merge patch: a key set to
+    None is removed); what a write that carries two patches at once computes the second on."""
+    status = dict(workload.get("status") or {})
+    for key, value in (patch.get("status") or {}).items():
+        if value is None:
+            status.pop(key, None)
+        else:
+            status[key] = value
+    return {**workload, "status": status}
 
 
 def eviction_finished_patch(workload: Obj, now_ms: int) -> Obj:
