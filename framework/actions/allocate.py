@@ -107,7 +107,11 @@ def run_rounds(session: Session) -> None:
                 queue.blocked = True
                 for behind in queue.items[queue.pos :]:
                     if _grows(behind):
-                        session.explain(behind.key, f"does not grow: behind {entry.workload.key} in StrictFIFO queue")
+                        session.explain(
+                            behind.key,
+                            f"does not grow: behind {entry.workload.key}, the head of StrictFIFO queue "
+                            f"{queue.leaf.name}, which was not admitted",
+                        )
                         continue
                     _pending(
                         rounds,
