@@ -49,6 +49,10 @@ class Admitted:
     queue: str
     borrowing: bool
     pod_sets: tuple[AdmittedPodSet, ...]
+    # Already running and grown in place (a Deployment's or an elastic workload's count
+    # raised; ``pod_sets`` holds the new totals): a backend raises the owner's count and
+    # keeps ``admittedAt``. Not part of the JSON.
+    grown: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -35,8 +35,9 @@ hand; the simulator commits through the same function. Each change mirrors
 what the Kubernetes backend writes:
 
 * admitted → ``status.admission`` and ``status.admittedAt = now``; a Deployment
-  that was already admitted only has its committed counts raised (its run did not
-  restart, so ``admittedAt`` is kept);
+  that was already admitted, or an elastic workload that grows back (``grown``),
+  only has its committed counts raised (its run did not restart, so ``admittedAt``
+  is kept);
 * a whole victim → the ``Evicted`` condition (its quota stays held until it is gone);
 * a shrunk victim → ``status.admission.podSets[].count`` lowered;
 * a ``ForceDelete`` pod → the force-delete annotation; a pod chosen as a victim →
@@ -401,8 +402,9 @@ def _admit(admitted: Admitted, now: str) -> Edit:
         status = _child(obj, "status")
         owner = _field(obj, "spec", "owner")
         admission = status.get("admission")
-        if owner.get("kind") == DEPLOYMENT and isinstance(admission, dict) and admission.get("podSets"):
-            # A Deployment grown in place: only its committed counts move.
+        grown = admitted.grown or owner.get("kind") == DEPLOYMENT
+        if grown and isinstance(admission, dict) and admission.get("podSets"):
+            # A Deployment or an elastic workload grown in place: only its committed counts move.
             current = {ps.get("name"): ps for ps in admission["podSets"] if isinstance(ps, dict)}
             for pod_set in pod_sets:
                 if pod_set["name"] in current:

@@ -3,9 +3,11 @@
 Commit follows the files backend (CONTRACT §3 ``--apply``): an admitted
 workload gets its admission and ``admittedAt = now``; a whole victim is marked
 ``Evicted`` and keeps its quota until gone; a shrunk elastic victim loses its
-pods and their quota at once; a Deployment grown in place has its committed
-count raised; a Deployment victim's chosen pods start terminating; flavor scans
-are stored. Growth is committed before scale-downs, as the files backend does.
+pods and their quota at once; a Deployment grown in place, or an elastic
+workload grown back (an ``admitted`` entry with ``grown``), has its committed
+count raised and its new pods bound, ``admittedAt`` kept; a Deployment victim's
+chosen pods start terminating; flavor scans are stored. Growth is committed
+before scale-downs, as the files backend does.
 
 :class:`Commits` is the engine's half that changes the cluster and schedules the
 events that follow (a finish, a victim gone, a pod gone); the clock and the
@@ -89,9 +91,9 @@ class Commits:
         now = self.start + t
         self.invariants.before_commit(t, decisions)
         admitted = sorted(decisions.admitted, key=lambda a: a.workload)
-        # A Deployment may grow and then lose replicas to a later preemptor of the same
+        # A workload may grow and then lose pods to a later preemptor of the same
         # session: like the files backend, raise its committed count first, then lower it.
-        grown = [a for a in admitted if self._grows(a.workload)]
+        grown = [a for a in admitted if a.grown]
         for entry in grown:
             self._admit(t, entry, decisions)
         for preempted in sorted(decisions.preempted, key=lambda p: p.workload):
@@ -153,18 +155,12 @@ class Commits:
             reason=preempted.reason, whole=False, lost=0, ran=0,
         )
 
-    def _grows(self, key: str) -> bool:
-        """An admission of ``key`` now would grow a running Deployment in place."""
-        workload = self.cluster.workloads.get(key)
-        return (
-            self.jobs[key].state in (_RUNNING, _EVICTING) and workload is not None
-            and workload.is_deployment and workload.admission is not None
-        )
-
     def _admit(self, t: int, entry: Admitted, decisions: Decisions) -> None:
         job = self.jobs[entry.workload]
         workload = self.cluster.workloads[entry.workload]
-        if self._grows(entry.workload):
+        if entry.grown:
+            if job.state not in (_RUNNING, _EVICTING) or workload.admission is None:
+                raise SimulationError(f"{entry.workload} grew while not running")
             # Grown in place: the committed count is raised, its run goes on.
             before = self.cluster.usage[job.key]
             scan = decisions.flavor_scans.get(entry.workload, workload.flavor_scan)

@@ -20,7 +20,9 @@ Commit follows the files backend (CONTRACT §3 ``--apply``): an admitted
 workload gets its admission and ``admittedAt = now``; a whole victim is marked
 ``Evicted`` and keeps its quota until gone, then goes back to its queue as
 pending (Kueue requeues evicted workloads) having lost its progress; a shrunk
-elastic victim loses its pods and their quota at once; flavor scans are stored.
+elastic victim loses its pods and their quota at once, and grows back in place
+when a later session lists it in ``admitted`` again (docs/elastic.md: its count
+raised, new pods bound at once, ``admittedAt`` kept); flavor scans are stored.
 
 Deployments (SEMANTICS §6). A Deployment grown in place has its committed count
 raised and its new replicas bound at once. A Deployment victim has its committed

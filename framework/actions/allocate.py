@@ -7,6 +7,11 @@ what the earlier ones changed. A head that lost to an earlier entry of the
 same round is offered again in the next round; every other outcome finishes
 it for the session. Every round finishes at least its first entry, so a
 session ends.
+
+An admitted elastic workload below its count is in its queue's order too, as a
+pending workload of its priority and creation time (§4 Growth, docs/elastic.md):
+it grows by what fits, never preempts, and when it does not grow it gets no
+pending entry and does not block a StrictFIFO queue (it is running, not waiting).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from ..pods import NORMAL, TERMINATING
 from ..quota import QuotaNode
 from ..session import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, Candidate, Session, Taken
 from .books import Books, place, reserve
-from .deployments import nominate_deployment
+from .deployments import growth_of, nominate_deployment, nominate_growth
 
 __all__ = ["nominate", "run_rounds"]
 
@@ -63,10 +68,12 @@ def run_rounds(session: Session) -> None:
     started = time.perf_counter()
     snapshot = session.snapshot
     key = session.workload_key
-    queues = [
-        _Queue(snapshot.tree.leaves[name], sorted(items, key=key))
-        for name, items in sorted(snapshot.pending_by_queue.items())
-    ]
+    waiting: dict[str, list[Workload]] = {name: list(items) for name, items in snapshot.pending_by_queue.items()}
+    for name, admitted in snapshot.admitted_by_queue.items():
+        for workload in admitted:
+            if growth_of(workload) is not None:
+                waiting.setdefault(name, []).append(workload)
+    queues = [_Queue(snapshot.tree.leaves[name], sorted(items, key=key)) for name, items in sorted(waiting.items())]
     rounds = _Rounds(Books(session))
     books = rounds.books
     while True:
@@ -87,15 +94,25 @@ def run_rounds(session: Session) -> None:
             outcome = _process(session, rounds, entry, relied_on)
             session.statement.commit()
             books.commit()
+            growing = _grows(entry.workload)
+            if growing:
+                rounds.pending.pop(entry.workload.key, None)  # running: never listed pending
             if outcome == _AGAIN and i > 0:
                 continue
             # The first entry of a round is never offered again, so every round
             # finishes at least one workload and the session ends.
             queue = entry.queue
             queue.pos += 1
-            if queue.leaf.spec.queueing_strategy == "StrictFIFO" and outcome != _ADMITTED:
+            if queue.leaf.spec.queueing_strategy == "StrictFIFO" and outcome != _ADMITTED and not growing:
                 queue.blocked = True
                 for behind in queue.items[queue.pos :]:
+                    if _grows(behind):
+                        session.explain(
+                            behind.key,
+                            f"does not grow: behind {entry.workload.key}, the head of StrictFIFO queue "
+                            f"{queue.leaf.name}, which was not admitted",
+                        )
+                        continue
                     _pending(
                         rounds,
                         behind.key,
@@ -126,6 +143,8 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
     """Flavors (and victims, if needed) for ``workload`` against the current accounting;
     an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
     session.counters.nominations += 1
+    if _grows(workload):
+        return nominate_growth(session, leaf, workload)
     if workload.is_deployment:
         first = None
         if workload.admission is None:
@@ -160,6 +179,11 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
     return best
 
 
+def _grows(workload: Workload) -> bool:
+    """An entry of the rounds that is an admitted elastic workload growing back."""
+    return workload.admission is not None and not workload.is_deployment
+
+
 def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
     found = session.plugin_assignment(workload)
     if found is not None:
@@ -176,6 +200,9 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     for line in assignment.tried:
         session.explain(key, line)
     if assignment.mode == NOFIT:
+        if _grows(workload):
+            session.explain(key, assignment.message)
+            return _DONE
         _pending(rounds, key, "NoFit", assignment.message or "no flavor fits")
         _record_scan(session, workload, assignment)
         return _DONE
@@ -230,15 +257,16 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     books.place(assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
     totals = assignment.committed_total
+    admission = workload.admission
+    # Grown in place: every podSet of the admission with its new total.
+    listed = admission.pod_sets if admission is not None and not workload.is_deployment else assignment.pod_sets
     decisions.admitted.append(
         Admitted(
             key,
             leaf.name,
             borrowing,
-            tuple(
-                AdmittedPodSet(ps.name, totals.get(ps.name, ps.count), dict(ps.flavors))
-                for ps in assignment.pod_sets
-            ),
+            tuple(AdmittedPodSet(ps.name, totals.get(ps.name, ps.count), dict(ps.flavors)) for ps in listed),
+            grown=admission is not None,
         )
     )
     if workload.flavor_scan:

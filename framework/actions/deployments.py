@@ -1,4 +1,5 @@
-"""Nomination of Deployment-owned workloads (SEMANTICS §6).
+"""Nomination of workloads that grow in place: Deployments (SEMANTICS §6) and
+elastic workloads below their count (§4 Growth, docs/elastic.md).
 
 A Deployment's desired replica count is ``spec.podSets[].count``; the
 committed count is its admission's. The difference is pending demand: it is
@@ -8,6 +9,11 @@ placed one replica at a time on the node whose victims are least intrusive,
 stopping at the first replica for which no victims can be found. This phase
 frees room only: the new replicas are admitted in a later session, once the
 room is really free.
+
+An admitted elastic workload (a podSet with ``minCount``) whose committed count is
+below its ``count`` grows the same way by as many pods as fit, on the flavors it
+runs on, but never preempts: when not even one pod fits it does not grow in this
+session, and no decision names it.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from ..quota import QuotaNode
 from ..session import (
     CLASS_SAME_QUEUE,
     NOCANDIDATES,
+    NOFIT,
     PREEMPT,
     RECLAIM,
     Assignment,
@@ -31,7 +38,7 @@ from ..session import (
 )
 from ..snapshot import pod_set_usage
 
-__all__ = ["blocked_reason", "nominate_deployment"]
+__all__ = ["blocked_reason", "growth_of", "nominate_deployment", "nominate_growth"]
 
 
 def blocked_reason(session: Session, workload: Workload) -> str:
@@ -86,6 +93,78 @@ def nominate_deployment(session: Session, leaf: QuotaNode, workload: Workload, f
     if fallback is not None:
         return fallback
     return _fixed(session, leaf, workload, flavors, missing)
+
+
+def growth_of(workload: Workload) -> tuple[PodSet, int] | None:
+    """The elastic podSet of an admitted, not evicted workload and its committed count,
+    when that count is below the podSet's ``count`` (it may grow back); else None."""
+    admission = workload.admission
+    if admission is None or workload.evicted or workload.is_deployment:
+        return None
+    for spec in workload.pod_sets:
+        if spec.min_count is not None:
+            for psa in admission.pod_sets:
+                if psa.name == spec.name:
+                    return (spec, psa.count) if psa.count < spec.count else None
+            return None
+    return None
+
+
+def nominate_growth(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
+    """The most pods, up to its ``count``, that an admitted elastic workload can add on
+    its admitted flavors with the quota (within its queue's nominal) and node room free
+    now; ``NOFIT`` (with why in ``message``) when it may not grow or not even one pod
+    fits. Never a victim search."""
+    found = growth_of(workload)
+    assert found is not None and workload.admission is not None
+    spec, committed = found
+    flavors = next(dict(psa.flavors) for psa in workload.admission.pod_sets if psa.name == spec.name)
+    blocked = ""
+    if workload.key in session.taken:
+        blocked = "it lost pods in this session"
+    else:
+        total = sum(psa.count for psa in workload.admission.pod_sets)
+        if len(session.snapshot.pods_by_workload.get(workload.key, ())) > total:
+            blocked = "it still has pods on their way out"
+    if blocked:
+        return Assignment(workload, leaf, mode=NOFIT, message=f"does not grow while {blocked}")
+    low, high = 1, spec.count - committed
+    fitting = 0
+    while low <= high:
+        middle = (low + high) // 2
+        if _grows_by(session, leaf, spec, flavors, middle):
+            fitting = middle
+            low = middle + 1
+        else:
+            high = middle - 1
+    if not fitting:
+        return Assignment(
+            workload, leaf, mode=NOFIT,
+            message=(
+                f"does not grow: not one more pod of podSet {spec.name} fits the free quota within "
+                f"queue {leaf.name}'s nominal and the free node room"
+            ),
+        )
+    usage = pod_set_usage(spec, fitting, flavors)
+    assignment = Assignment(workload, leaf, usage=dict(usage))
+    assignment.pod_sets.append(PodSetAssignment(spec.name, fitting, flavors, usage, replace(spec, count=fitting)))
+    accounting = session.accounting
+    assignment.level = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
+    assignment.committed_total = {spec.name: committed + fitting}
+    assignment.tried.append(f"grows podSet {spec.name} from {committed} to {committed + fitting} of {spec.count} pods")
+    return assignment
+
+
+def _grows_by(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> bool:
+    """``count`` more pods fit Available without borrowing (the queue stays within its
+    nominal) and, for a podSet on one flavor with nodes, the nodes' free room (where
+    admission will place them, :func:`.books.place`)."""
+    accounting = session.accounting
+    for fr, amount in pod_set_usage(spec, count, flavors).items():
+        if amount > accounting.available(leaf, fr) or accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+            return False
+    on = set(flavors.values())
+    return len(on) != 1 or session.pods_fit([(spec, count, on.pop())])
 
 
 def _fits_now(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> bool:

@@ -192,6 +192,8 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         min_count = _count(doc_set.minCount)
         if name in by_name or (min_count is not None and min_count > count):
             raise _NotPlain
+        if min_count is not None and any(ps.min_count is not None for ps in pod_sets):
+            raise _NotPlain  # a second podSet with minCount: the walker reports it
         tolerations: tuple[Toleration, ...] = ()
         if doc_set.tolerations is not None:
             holder = {"tolerations": doc_set.tolerations}

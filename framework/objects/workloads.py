@@ -165,6 +165,7 @@ def read_owner(
 def _pod_sets(fields: Fields, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:
     pod_sets: list[PodSet] = []
     seen: dict[str, str] = {}
+    elastic_at = ""  # the podSet with minCount: at most one may have it (Kueue's rule)
     for path, pod_set in fields.records(spec, "podSets", "spec", non_empty=True):
         name = fields.text(pod_set, "name", path, required=True)
         if name is not None:
@@ -182,6 +183,14 @@ def _pod_sets(fields: Fields, spec: Mapping[str, Any]) -> tuple[PodSet, ...]:
             fields.report(
                 child(path, "minCount"), f"must not exceed count {count}, got {min_count}"
             )
+        if pod_set.get("minCount") is not None:
+            if elastic_at:
+                fields.report(
+                    child(path, "minCount"),
+                    f"at most one podSet may have minCount ({elastic_at} has it already)",
+                )
+            else:
+                elastic_at = path
         pod_sets.append(
             PodSet(
                 name=name or "",

@@ -992,7 +992,8 @@ def test_missing_queue_name_is_a_problem() -> None:
 
 
 def test_pod_set_counts_and_names_are_checked() -> None:
-    """count ≥ 1, 1 ≤ minCount ≤ count and unique podSet names, each reported at its path."""
+    """count ≥ 1, 1 ≤ minCount ≤ count, unique podSet names and at most one podSet with
+    minCount, each reported at its path."""
     obj = workload(
         "w",
         pod_sets=[
@@ -1009,9 +1010,36 @@ def test_pod_set_counts_and_names_are_checked() -> None:
             "spec.podSets[1].name",
             "duplicate podSet name 'main' (first at spec.podSets[0])",
         ),
+        problem(
+            "Workload/ml/w",
+            "spec.podSets[2].minCount",
+            "at most one podSet may have minCount (spec.podSets[1] has it already)",
+        ),
         problem("Workload/ml/w", "spec.podSets[2].minCount", "must be at least 1, got 0"),
     ]
     assert expected == basic(obj).problems
+
+
+def test_second_pod_set_with_min_count_is_a_problem() -> None:
+    """At most one podSet of a workload may have minCount (Kueue's webhook rule): the
+    second one is reported at its own minCount, naming where the first one is."""
+    obj = workload(
+        "w",
+        pod_sets=[
+            pod_set("driver", count=1),
+            pod_set("workers", count=4, minCount=2),
+            pod_set("ps", count=2, minCount=1),
+        ],
+    )
+    inventory = basic(obj)
+    assert [
+        problem(
+            "Workload/ml/w",
+            "spec.podSets[2].minCount",
+            "at most one podSet may have minCount (spec.podSets[1] has it already)",
+        )
+    ] == inventory.problems
+    assert "ml/w" not in inventory.workloads
 
 
 def test_negative_request_is_a_problem_at_its_resource() -> None:

@@ -225,6 +225,52 @@ def test_shrunk_elastic_victim_keeps_its_run_and_is_not_shrunk_again(
     assert e["status"]["admittedAt"] == "2026-01-01T00:10:00Z"
 
 
+def test_shrunk_elastic_workload_grows_back_in_place_once_room_is_free(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A shrunk elastic workload grows back through --apply: its committed count is raised to
+    what fits, its admittedAt is kept (its run goes on), and a repeated session grows no more."""
+    # Queue q (no parent) cpu nominal 8, withinQueue LowerPriority. e (priority 0, count 4,
+    # minCount 1, cpu 2 per pod, admitted 00:10) was shrunk to 2 pods (cpu 4); p (priority
+    # 10, cpu 3) runs → usage 7, Available 1.
+    e = _workload(
+        "e", 0, "2", created="2026-01-01T00:00:00Z", count=4, min_count=1,
+        admitted_at="2026-01-01T00:10:00Z",
+    )
+    e["status"]["admission"]["podSets"][0]["count"] = 2
+    p = _workload("p", 10, "3", created="2026-01-01T00:40:00Z", admitted_at="2026-01-01T01:00:10Z")
+    objects = [FLAVOR, _queue("q", "8"), e, p]
+
+    # Session 1: one more pod of e is cpu 2 > Available 1 → no growth, and no decision at all.
+    first, applied = _cycle(
+        _write(tmp_path / "s1.yaml", objects), "2026-01-01T02:00:00Z", tmp_path / "o1.yaml", capsys
+    )
+    assert (first["admitted"], first["preempted"], first["pending"]) == ([], [], [])
+    assert _named(applied, "e")["status"]["admission"]["podSets"][0]["count"] == 2
+
+    # p finished: its object is gone. Session 2: usage 4, Available 4 → both missing pods
+    # (cpu 4) fit within nominal → e grows to 4, borrowing false.
+    remaining = [o for o in applied if not (o.get("kind") == "Workload" and o["metadata"]["name"] == "p")]
+    second, applied = _cycle(
+        _write(tmp_path / "s2.yaml", remaining), "2026-01-01T02:00:10Z", tmp_path / "o2.yaml", capsys
+    )
+    assert [
+        (a["workload"], a["queue"], a["borrowing"], a["podSets"]) for a in second["admitted"]
+    ] == [("ml/e", "q", False, [{"name": "main", "count": 4, "flavors": {"cpu": "default"}}])]
+    assert (second["preempted"], second["pending"]) == ([], [])
+    # --apply raises the committed count in place; the run is not restarted.
+    grown = _named(applied, "e")
+    assert grown["status"]["admission"] == {
+        "queue": "q",
+        "podSets": [{"name": "main", "count": 4, "flavors": {"cpu": "default"}}],
+    }
+    assert grown["status"]["admittedAt"] == "2026-01-01T00:10:00Z"
+
+    # Session 3 on the applied objects: e is at its count → nothing to decide.
+    third, _ = _cycle(tmp_path / "o2.yaml", "2026-01-01T02:00:20Z", tmp_path / "o3.yaml", capsys)
+    assert (third["admitted"], third["preempted"], third["pending"]) == ([], [], [])
+
+
 def _node(name: str, cpu: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
