@@ -54,6 +54,7 @@ from ..model import (
     BorrowWithinCohort,
     Flavor,
     FlavorFungibility,
+    LabelSelector,
     PreemptionPolicy,
     Preference,
     QueueingStrategy,
@@ -75,9 +76,9 @@ from .kueue_workloads import (
     QueueRules,
     finished,
     other_version,
-    read_selector,
     read_version,
 )
+from .local_queues import parse_label_selector
 from .nodes import parse_flavor
 from .queues import _resource_groups, _weight
 
@@ -346,9 +347,9 @@ class KueueObjects(Lookups):
             source=entry.file,
             fair_weight=_weight(fields, fields.section(spec, "fairSharing", "spec")),
         )
-        selector = read_selector(fields, spec, "namespaceSelector", "spec")
+        selector = parse_label_selector(fields, spec, "namespaceSelector", "spec")
         stop = fields.choice(spec, "stopPolicy", "spec", STOP_POLICIES) or "None"
-        self.rules[entry.name] = QueueRules(selector, stop)
+        self.rules[entry.name] = QueueRules(selector or LabelSelector(nothing=True), stop)
         self._ignored(entry, spec)
         return queue, _renamed(fields.problems, f"spec.{cohort_field}")
 

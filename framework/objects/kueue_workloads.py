@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..model import Admission, PodSet, PodSetAdmission, Workload
+from ..model import Admission, LabelSelector, PodSet, PodSetAdmission, Workload
 from .fields import Catalog, Entry, Fields, Problem, at_key, child, shown
 from .workloads import read_flavor_scan, read_owner
 
@@ -27,10 +27,8 @@ __all__ = [
     "Lookups",
     "QueueRules",
     "finished",
-    "label_selector_matches",
     "other_version",
     "pod_set_requests",
-    "read_selector",
     "read_version",
 ]
 
@@ -87,7 +85,7 @@ class LocalQueueRef:
 class QueueRules:
     """What a ClusterQueue says about admission that QueueSpec has no field for."""
 
-    selector: Mapping[str, Any] | None
+    selector: LabelSelector  # Kueue: a missing one selects nothing
     stop: StopPolicy
 
 
@@ -203,13 +201,13 @@ class Lookups:
         if rules.stop != "None":
             return f"ClusterQueue {queue!r} is stopped (stopPolicy {rules.stop})", rules.stop == "HoldAndDrain"
         labels = self.namespaces.get(namespace, {NAMESPACE_NAME_LABEL: namespace})
-        if rules.selector is None:
+        if rules.selector.nothing:
             return (
                 f"namespace {namespace!r} does not match the namespaceSelector of ClusterQueue "
                 f"{queue!r} (it has none, which admits no namespace)",
                 False,
             )
-        if not label_selector_matches(rules.selector, labels):
+        if not rules.selector.matches(labels):
             return (
                 f"namespace {namespace!r} does not match the namespaceSelector of ClusterQueue {queue!r}",
                 False,
@@ -247,55 +245,6 @@ class Lookups:
         known = "is invalid" if name in catalog.invalid_priority_classes else "does not exist"
         fields.report(at, f"PriorityClass {name!r} {known}")
         return 0
-
-
-def read_selector(
-    fields: Fields, obj: Mapping[str, Any], key: str, at: str
-) -> Mapping[str, Any] | None:
-    """A label selector, checked; ``None`` when absent. A bad one selects nothing."""
-    if obj.get(key) is None:
-        return None
-    path = child(at, key)
-    selector = fields.section(obj, key, at)
-    before = len(fields.problems)
-    match_labels = fields.string_map(selector, "matchLabels", path)
-    expressions: list[dict[str, Any]] = []
-    for item_path, item in fields.records(selector, "matchExpressions", path):
-        label = fields.text(item, "key", item_path, required=True)
-        operator = fields.choice(item, "operator", item_path, {op: op for op in _SELECTOR_OPERATORS})
-        if operator is None and item.get("operator") is None:
-            fields.report(child(item_path, "operator"), "required field is missing")
-        values = [value for _, value in fields.items(item, "values", item_path)]
-        if any(not isinstance(value, str) for value in values):
-            fields.report(child(item_path, "values"), "expected a list of strings")
-        elif operator in ("In", "NotIn") and not values:
-            fields.report(child(item_path, "values"), f"must not be empty for operator {operator}")
-        elif operator in ("Exists", "DoesNotExist") and values:
-            fields.report(child(item_path, "values"), f"must be empty for operator {operator}")
-        expressions.append({"key": label, "operator": operator, "values": values})
-    if len(fields.problems) != before:
-        return {"matchExpressions": [{"key": NAMESPACE_NAME_LABEL, "operator": "DoesNotExist"}]}
-    return {"matchLabels": match_labels, "matchExpressions": expressions}
-
-
-def label_selector_matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """Kubernetes' label selector over ``labels`` (a selector already checked by
-    :meth:`KueueObjects.selector`): every ``matchLabels`` pair and every expression."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expression in selector.get("matchExpressions") or ():
-        key, operator = expression["key"], expression["operator"]
-        values = expression.get("values") or ()
-        if operator == "In" and labels.get(key) not in values:
-            return False
-        if operator == "NotIn" and key in labels and labels[key] in values:
-            return False
-        if operator == "Exists" and key not in labels:
-            return False
-        if operator == "DoesNotExist" and key in labels:
-            return False
-    return True
 
 
 def _true(condition: tuple[str, str] | None) -> bool:

@@ -236,6 +236,19 @@ def test_a_clusterqueue_without_a_namespace_selector_admits_no_namespace() -> No
     assert "team-b/running-b" in inventory.workloads
 
 
+def test_a_bad_clusterqueue_namespace_selector_is_a_located_error() -> None:
+    items = with_workload_in("team-c")
+    named(items, "ClusterQueue", "team-b")["spec"]["namespaceSelector"] = {
+        "matchExpressions": [{"key": "team", "operator": "In", "values": []}]
+    }
+    inventory = parse_objects([("d.yaml", {"kind": "List", "items": items})])
+    assert [(p.file, p.object, p.path) for p in inventory.problems] == [
+        ("d.yaml", "ClusterQueue/team-b", "spec.namespaceSelector.matchExpressions[0].values")
+    ]
+    # The queue is invalid: nothing is admitted to it, and its workloads wait.
+    assert "team-c/w" in inventory.inadmissible
+
+
 def test_stopped_queues_and_deactivated_workloads_are_held_and_drained() -> None:
     items = with_workload_in("team-c", active=False)
     inventory = parse_objects([("d.yaml", {"kind": "List", "items": items})])
