@@ -11,7 +11,7 @@ quotas, node labels, taints and selectors are copied as written.
 * ResourceFlavor -> ResourceFlavor; WorkloadPriorityClass -> ``preemptd.io/v1alpha1``
   WorkloadPriorityClass; PriorityClass and Namespace are copied (name, value, labels).
 * With ``--workloads``, Workloads too, as a snapshot for ``preemptd cycle`` (not for
-  ``kubectl apply``): on their cluster Queue, with their priority resolved.
+  ``kubectl apply``): through their converted LocalQueue, with their priority resolved.
 
 What has no equivalent is written as a YAML comment above the object it belongs to
 (admission checks, topology, stop policies, ...), never dropped silently. Input with
@@ -202,6 +202,8 @@ def _workload(obj: Mapping[str, Any], inventory: Inventory) -> str:
         why = inventory.inadmissible.get(key, "the workload is Finished")
         return f"---\n{header}# not converted: {why}\n"
     converted = _workload_object(record, meta)
+    if record.local_queue is not None:  # through the converted LocalQueue, as in Kueue
+        converted["spec"]["queueName"] = record.local_queue
     return "---\n" + header + "".join(f"# not converted: {note}\n" for note in notes) + _dump(converted)
 
 

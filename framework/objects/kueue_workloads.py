@@ -170,6 +170,7 @@ class Lookups:
             or (admission is not None and held is not None and held[1]),
             flavor_scan=read_flavor_scan(fields, status),
             source=entry.file,
+            local_queue=local if local_queue is not None else None,
         )
         if held is not None and admission is None:
             self.held[workload.key] = held[0]

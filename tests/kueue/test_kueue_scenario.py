@@ -37,7 +37,7 @@ def test_a_scenario_of_kueue_objects_runs_like_its_preemptd_equivalent(capsys: p
     converted = [d for d in yaml.safe_load_all(capsys.readouterr().out) if d is not None]
     data = yaml.safe_load((EXAMPLE / "scenario.yaml").read_text())
     del data["objectFiles"]
-    data["objects"] = [d for d in converted if d["kind"] not in ("LocalQueue", "WorkloadPriorityClass")]
+    data["objects"] = converted
     # The arrivals in preemptd's shape: on their cluster Queue, priority resolved.
     for arrival, (queue, priority) in zip(data["workloads"], [("team-b", 0), ("team-a", 1000)], strict=True):
         obj = arrival["object"]
