@@ -33,7 +33,7 @@ from .fields import (
 )
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
+from .typed import RawItems, RawObject, decode_json, find_unknown_fields, pod_entry, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import parse_priority_class
 
@@ -59,6 +59,7 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Pod": ("", True),
     "PriorityClass": ("scheduling.k8s.io", False),
 }
+_OWN_KINDS = frozenset(kind for kind, (group, _) in _KINDS.items() if group == "preemptd.io")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +85,7 @@ class Inventory:
     ``inadmissible`` maps workload keys to the message of why they cannot be
     scheduled (invalid themselves, on an excluded or unknown queue, ...); such
     workloads are not in ``workloads`` and are reported pending ``Inadmissible``.
+    ``unknown_fields``: typos in preemptd's own kinds (``known``); ``counts``: objects per kind.
     """
 
     flavors: dict[str, Flavor] = field(default_factory=dict)
@@ -94,6 +96,8 @@ class Inventory:
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    unknown_fields: list[Problem] = field(default_factory=list, compare=False)
+    counts: dict[str, int] = field(default_factory=dict, compare=False)
     inadmissible: dict[str, str] = field(default_factory=dict)
     excluded_queues: set[str] = field(default_factory=set)
 
@@ -106,6 +110,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
+    ours = [entry for entry in intake.entries if entry.kind in _OWN_KINDS]  # checked once read
     intake.entries.clear()
     # A plain Pod is read at intake (see _Intake.plain_pod); one whose key also names
     # a Pod that was not is a copy like any other, and goes with it.
@@ -164,6 +169,9 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
                 everything.extend(version.problems)
     inventory.problems = sorted(everything)
     inventory.warnings = sorted(intake.warnings)
+    inventory.unknown_fields = sorted(p for entry in ours for p in find_unknown_fields(entry))
+    inventory.counts = {kind: sum(map(len, by_kind[kind].values())) for kind in sorted(_KINDS)}
+    inventory.counts["Pod"] += len(plain_pods)
     return inventory
 
 

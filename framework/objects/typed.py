@@ -21,6 +21,7 @@ the memory a Pod record takes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -38,9 +39,19 @@ from ..model import (
 )
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Entry, Problem
+from .known import SCHEMAS, Schema, unknown_fields
 from .nodes import parse_pod
 
-__all__ = ["RawItems", "RawObject", "decode_items", "decode_json", "fast_pod", "pod_entry", "read_pod"]
+__all__ = [
+    "RawItems",
+    "RawObject",
+    "decode_items",
+    "decode_json",
+    "fast_pod",
+    "find_unknown_fields",
+    "pod_entry",
+    "read_pod",
+]
 
 _intern = sys.intern
 
@@ -336,3 +347,56 @@ def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     # Read now, while its typed record is at hand: the record is all that is kept.
     pod = _pod_of(file, namespace, name, item)
     return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
+
+
+# --- unknown fields, from JSON text ----------------------------------------------------
+
+
+def _known_struct(name: str, schema: Schema, *, text: bool) -> type:
+    """A Struct that accepts exactly the fields of ``schema`` and does not look into their
+    values: skipped over in JSON text (``text``), taken as they are from a parsed dict."""
+    fields: list[tuple[str, Any, Any]] = []
+    for key, inner in schema.items():
+        if inner is None:
+            fields.append((key, msgspec.Raw, msgspec.Raw(b"null")) if text else (key, Any, None))
+        else:
+            below = _known_struct(f"{name}_{key}", inner, text=text)
+            fields.append((key, below | list[below] | None, None))  # type: ignore[valid-type]
+    return msgspec.defstruct(name, fields, forbid_unknown_fields=True)
+
+
+_KNOWN_FIELDS: dict[str, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(_known_struct(f"_Known{kind}", schema, text=True))
+    for kind, schema in SCHEMAS.items()
+}
+_KNOWN_MAPPINGS = {kind: _known_struct(f"_Known{kind}", schema, text=False) for kind, schema in SCHEMAS.items()}
+
+
+def find_unknown_fields(entry: Entry) -> list[Problem]:
+    """:func:`~.fields.unknown_fields` of ``entry``; an object kept as its JSON text
+    (:class:`RawObject`) is first checked on its text, which is all the check costs when
+    it has no unknown field (a large cluster's Workloads come that way), and only decoded
+    to say where one is."""
+    body = entry.body
+    if type(body) is dict and entry.kind in _KNOWN_MAPPINGS:
+        try:
+            msgspec.convert(body, _KNOWN_MAPPINGS[entry.kind])
+            return []  # the common case, checked in one step
+        except msgspec.ValidationError:
+            return unknown_fields(entry)  # where, or a value of another type (not ours to say)
+    if type(body) is not RawObject or entry.kind not in _KNOWN_FIELDS:
+        return unknown_fields(entry)
+    if body.raw is None or (entry.kind in _READ_STRICTLY and body._decoded is None):
+        return []  # read typed from its text (see below), never decoded for the walker
+    try:
+        _KNOWN_FIELDS[entry.kind].decode(body.raw)
+        return []
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    return unknown_fields(dataclasses.replace(entry, body=decode_json(bytes(body.raw))))
+
+
+_READ_STRICTLY = frozenset({"Workload"})
+"""Kinds whose typed reader refuses unknown fields (``typed_workloads``): after the objects
+are read, one of them kept as text that nothing decoded was read typed, so it has none.
+Asked after the reading, this costs nothing for a large cluster's Workloads."""
