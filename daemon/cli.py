@@ -232,11 +232,15 @@ def _parser() -> argparse.ArgumentParser:
         examples=(
             "preemptd run --config /etc/preemptd/preemptd.toml",
             "preemptd run --config preemptd.toml --dry-run --log-level debug",
+            "preemptd run --config preemptd.toml --dry-run --kubeconfig ~/.kube/staging",
         ),
     )
     run.add_argument("--dry-run", action="store_true", help="decide and log, write nothing")
     run.add_argument("--http-address", metavar="A", help="host:port for /healthz, /readyz and /metrics")
     run.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"))
+    run.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig file outside a cluster (default: $KUBECONFIG, ~/.kube/config)"
+    )
     run.set_defaults(handler=_daemon)
 
     simulate = command(
@@ -432,14 +436,13 @@ def _check_input(documents: Loaded, inventory: Inventory, empty: list[str]) -> N
         _errors(["warning: no Workload in the snapshot: there is nothing to schedule"])
 
 
-def _holds_something(document: Document) -> bool:
-    if document is None:
-        return False
+def _holds_something(document: object) -> bool:
+    """Whether a document holds anything: an empty YAML document is None, a list may be empty."""
     if isinstance(document, list):
         return bool(document)
     if isinstance(document, RawItems):
         return bool(document.items)
-    return True
+    return document is not None
 
 
 def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = False) -> _Run:
@@ -452,28 +455,31 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     now = _now(args.now)
     hold_collection()
     try:
-        started = time.perf_counter()
-        keep_text = getattr(args, "apply", None) is not None
-        documents, frozen = _load(args, typed=True, keep_text=keep_text)
-        if frozen is not None:  # a dump: its configuration under --config, its moment
-            config, plugins = _setup(args.config, frozen.config)
-            now = _now(args.now, frozen.start)
-        empty = _empty_files(documents)
-        inventory = parse_objects(documents)
-        _check_input(documents, inventory, empty)
-        documents.forget()  # the parsed dicts; --apply reads the kept texts again
-        timings["load"] = time.perf_counter() - started
-        _errors(map(str, inventory.problems))
-        _errors(f"warning: {warning}" for warning in inventory.warnings)
-        if strict:
-            _errors(map(str, inventory.unknown_fields))
-        else:
-            _errors(f"warning: {problem}" for problem in inventory.unknown_fields)
-        if strict and (inventory.problems or inventory.unknown_fields):
-            raise StrictError
-        started = time.perf_counter()
-        snapshot = Snapshot.build(inventory, now=now)
-        timings["snapshot"] = time.perf_counter() - started
+        with _LoadProgress(args.snapshots) as progress:
+            started = time.perf_counter()
+            keep_text = getattr(args, "apply", None) is not None
+            documents, frozen = _load(args, typed=True, keep_text=keep_text)
+            if frozen is not None:  # a dump: its configuration under --config, its moment
+                config, plugins = _setup(args.config, frozen.config)
+                now = _now(args.now, frozen.start)
+            empty = _empty_files(documents)
+            progress.phase = "reading objects"
+            inventory = parse_objects(documents)
+            _check_input(documents, inventory, empty)
+            documents.forget()  # the parsed dicts; --apply reads the kept texts again
+            timings["load"] = time.perf_counter() - started
+            _errors(map(str, inventory.problems))
+            _errors(f"warning: {warning}" for warning in inventory.warnings)
+            if strict:
+                _errors(map(str, inventory.unknown_fields))
+            else:
+                _errors(f"warning: {problem}" for problem in inventory.unknown_fields)
+            if strict and (inventory.problems or inventory.unknown_fields):
+                raise StrictError
+            progress.phase = "building the snapshot"
+            started = time.perf_counter()
+            snapshot = Snapshot.build(inventory, now=now)
+            timings["snapshot"] = time.perf_counter() - started
     finally:
         settle_collection()
     registry = plugins.registry()
@@ -486,6 +492,41 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     _interrupts.check()  # an interrupt swallowed in the session is no plugin's failure
     _errors(describe_failure(error) for error in registry.errors)
     return _Run(config, documents, inventory, decisions, counters)
+
+
+LOAD_PROGRESS_INTERVAL = 5.0
+"""Seconds between the lines :class:`_LoadProgress` prints."""
+
+
+class _LoadProgress:
+    """Off a terminal (a pipe, a CI log), one line on stderr every few seconds while a
+    snapshot loads, so that a large one is not taken for a hung command; on a terminal,
+    and for a load that ends sooner, nothing."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.phase = "reading files"
+        self._paths = list(paths)
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _LoadProgress:
+        if LOAD_PROGRESS_INTERVAL > 0 and not sys.stderr.isatty():
+            self._thread = threading.Thread(target=self._report, name="preemptd-load-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _report(self) -> None:
+        started = time.monotonic()
+        size = sum(Path(path).stat().st_size for path in self._paths if Path(path).is_file())
+        what = ", ".join(self._paths) if len(self._paths) <= 2 else f"{len(self._paths)} paths"
+        shown = f"{escape(what)}{f' ({size / 1e6:.0f} MB)' if size >= 1e6 else ''}"
+        while not self._done.wait(LOAD_PROGRESS_INTERVAL):
+            print(f"loading {shown}: {self.phase}, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 def _print_timings(timings: dict[str, float], actions: Sequence[str]) -> None:
@@ -647,6 +688,8 @@ def _daemon(args: argparse.Namespace) -> int:
     config, plugins, problems = check_configuration(args.config)
     if problems:
         raise ConfigError(problems)
+    if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.http_address is not None:
         try:
             split_address(args.http_address)
@@ -662,7 +705,7 @@ def _daemon(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_daemon(
             config, plugins, dry_run=args.dry_run, config_path=args.config, http_address=args.http_address,
-            log_level=args.log_level,
+            log_level=args.log_level, kubeconfig=args.kubeconfig,
         ))
     except OSError as exc:  # most often the HTTP address is taken
         _errors([f"preemptd: error: {exc}"])

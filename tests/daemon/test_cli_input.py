@@ -194,3 +194,26 @@ def test_now_without_a_zone_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
     code, out, err = run(capsys, "cycle", snapshot, "--now", now)
     assert (2, "") == (code, out)
     assert err.startswith(f"preemptd: error: --now: {now!r} has no time zone")
+
+
+def test_a_slow_load_off_a_terminal_prints_progress(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Off a terminal a load that takes longer than the interval says what it is doing."""
+    import time
+
+    from preemptd.daemon import cli
+
+    snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
+    real = cli.parse_objects
+
+    def slow(documents: Any) -> Any:
+        time.sleep(0.3)
+        return real(documents)
+
+    monkeypatch.setattr(cli, "LOAD_PROGRESS_INTERVAL", 0.05)
+    monkeypatch.setattr(cli, "parse_objects", slow)
+    code, _, err = run(capsys, "cycle", snapshot, "--now", NOW, "-o", "json")
+    lines = err.splitlines()
+    assert (0, True) == (code, len(lines) >= 2)
+    assert all(line.startswith(f"loading {snapshot}: reading objects, ") for line in lines)

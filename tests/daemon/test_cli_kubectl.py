@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from preemptd.daemon.cli import _parser
+from preemptd.daemon.cli import _parser, main
 from test_cli import NOW, preemption_snapshot, run, write_snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,3 +165,28 @@ def test_dump_of_a_dump_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture
     run(capsys, "dump", snapshot, "--now", NOW, "--out", str(dump))
     code, _, err = run(capsys, "dump", str(dump), "--out", str(tmp_path / "e.yaml"))
     assert (2, f"preemptd: error: {dump} is a dump already\n") == (code, err)
+
+
+def test_run_reads_the_cluster_of_kubeconfig(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run --kubeconfig FILE` hands FILE to the daemon; a missing FILE is a usage error."""
+    from preemptd.daemon import service
+
+    config = tmp_path / "preemptd.toml"
+    config.write_text('[backend]\nkind = "kubernetes"\n')
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    seen: list[str | None] = []
+
+    async def daemon(*args: object, kubeconfig: str | None = None, **kwargs: object) -> int:
+        seen.append(kubeconfig)
+        return 0
+
+    monkeypatch.setattr(service, "run_daemon", daemon)
+    monkeypatch.setattr("preemptd.daemon.logging.configure_logging", lambda **kwargs: None)
+    assert 0 == main(["run", "--config", str(config), "--kubeconfig", str(kubeconfig)])
+    assert [str(kubeconfig)] == seen
+    missing = tmp_path / "nowhere"
+    code, _, err = run(capsys, "run", "--config", str(config), "--kubeconfig", str(missing))
+    assert (2, f"preemptd: error: --kubeconfig {missing}: no such file\n") == (code, err)
