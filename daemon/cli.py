@@ -45,7 +45,6 @@ from preemptd import __version__
 
 from . import report
 from .backends.files import (
-    Document,
     Loaded,
     LoadError,
     apply_decisions,
