@@ -5,6 +5,18 @@ snapshot (or, with ``--strict``, an invalid object), 78 (``EX_CONFIG``) bad
 configuration. Everything but the requested output goes to stderr, one line
 per problem.
 
+Nothing is never a silent success: an input holding no object preemptd reads is exit 2
+(``kubectl apply`` refuses a file without objects the same way), while an empty file
+beside others, or a snapshot without a Queue or without a Workload, is a warning and
+exit 0 (``kubectl get`` finding nothing). A scenario is not a snapshot: ``cycle``,
+``explain`` and ``validate`` name ``simulate`` for it, and ``simulate`` names ``cycle``
+for a snapshot; a dump (:mod:`.dump`) is both. Unknown fields of preemptd's own kinds
+are errors in ``validate`` and with ``--strict``, warnings otherwise.
+
+Commands are registered in :func:`_parser`, one ``command(...)`` call each with its
+examples; the read commands print through :mod:`.output` (``-o``), and
+``preemptd completion`` is generated from the same parser (:mod:`.completion`).
+
 Interrupts. SIGINT (Ctrl-C) and SIGTERM end every command but ``run`` (the
 daemon has its own shutdown) with one line and exit 130, never a traceback.
 Both raise ``KeyboardInterrupt``, which the framework lets through every
@@ -302,7 +314,7 @@ def _parser() -> argparse.ArgumentParser:
     dump.add_argument("--cluster", action="store_true", help="read the live cluster; writes nothing to it")
     _cluster_options(dump)
     dump.add_argument("--now", metavar="T", help="the dump's moment, RFC 3339 with a zone (default: the current time)")
-    dump.add_argument("--out", metavar="FILE", default="-", help="where to write it (default: stdout; .json: JSON)")
+    dump.add_argument("--out", metavar="FILE", default="-", help="the YAML file to write (default: stdout)")
     dump.add_argument("--duration", metavar="D", default="1h", help="how long `simulate` runs on from it (default: 1h)")
     dump.add_argument("--as-test", action="store_true", help="write a scenario case (tests/scenarios/cases) instead")
     dump.set_defaults(handler=_dump)
@@ -656,7 +668,19 @@ def _plugins(args: argparse.Namespace) -> int:
     ]
 
     def table(out: Console, wide: bool) -> None:
-        report.print_plugins(plugins.infos, out)
+        if wide:  # why a plugin is off: not asked for, or asked for and not installed
+            from rich import box
+            from rich.table import Table
+
+            rows = Table(box=box.SIMPLE_HEAD, show_edge=False)
+            for column in ("name", "source", "enabled", "requested", "installed"):
+                rows.add_column(column)
+            for info in plugins.infos:
+                flags = (info.enabled, info.requested, info.installed)
+                rows.add_row(info.name, info.source, *("yes" if flag else "no" for flag in flags))
+            out.print(rows)
+        else:
+            report.print_plugins(plugins.infos, out)
         for note in notes:
             out.print(note, soft_wrap=True)
 

@@ -57,6 +57,13 @@ def test_o_wide_never_folds_a_row(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "waiting for" not in row and "ml/low" in row  # message and waiting-for on one line
 
 
+def test_plugins_wide_says_why_a_plugin_is_off(capsys: pytest.CaptureFixture[str]) -> None:
+    """`-o wide` adds whether each plugin was asked for and whether it is installed."""
+    out = run(capsys, "plugins", "-o", "wide")[1].splitlines()
+    assert ["name", "source", "enabled", "requested", "installed"] == out[0].split()
+    assert ["fair-sharing", "built-in", "no", "no", "yes"] in [line.split() for line in out]
+
+
 def test_explain_takes_the_namespace_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
     with_flag = run(capsys, "explain", "high", "-n", "ml", snapshot, "--now", NOW)
