@@ -14,6 +14,10 @@ meaning throughout:
 A command builds its answer once as plain data (:class:`Answer`) and hands it to
 :func:`write_output`; nothing here knows about any one command. A command whose JSON
 is a contract of its own (``cycle``'s decisions, CONTRACT §3) passes its exact text.
+A new read command needs two lines besides its own::
+
+    add_output_option(sub)                      # where the command is registered
+    write_output(Answer(data=..., names=..., table=...), args.output)   # in its handler
 """
 
 from __future__ import annotations
