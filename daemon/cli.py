@@ -365,13 +365,13 @@ def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 
 
-def _setup(path: str | None, table: dict[str, object] | None = None) -> tuple[Config, Plugins]:
+def _setup(path: str | None, dump: Frozen | None = None) -> tuple[Config, Plugins]:
     """The configuration: ``path`` over the built-in defaults, or over a dump's ``config``
-    table when the snapshot is a dump (``table``)."""
-    if table:
+    table when the snapshot is a dump."""
+    if dump is not None and dump.config:
         from .dump import dump_setup
 
-        config, plugins, problems = dump_setup(table, path)
+        config, plugins, problems = dump_setup(dump.config, path, source=dump.source)
         _errors(f"warning: {warning}" for warning in plugins.warnings)
     else:
         config, plugins, problems = _check_setup(path)
@@ -471,7 +471,7 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
             keep_text = getattr(args, "apply", None) is not None
             documents, frozen = _load(args, typed=True, keep_text=keep_text)
             if frozen is not None:  # a dump: its configuration under --config, its moment
-                config, plugins = _setup(args.config, frozen.config)
+                config, plugins = _setup(args.config, frozen)
                 now = _now(args.now, frozen.start)
             empty = _empty_files(documents)
             progress.phase = "reading objects"
@@ -592,7 +592,6 @@ def _decisions_answer(decisions: Decisions) -> Answer:
 
 def _validate(args: argparse.Namespace) -> int:
     _, _, config_problems = _check_setup(args.config)
-    _errors(map(str, config_problems))
     problems: list[str] = []
     warnings: list[str] = []
     documents = Loaded([])
@@ -600,10 +599,17 @@ def _validate(args: argparse.Namespace) -> int:
     names: list[str] = []
     if args.snapshots:
         try:
-            documents, _ = _load(args, typed=False)
+            documents, frozen = _load(args, typed=False)
+            if frozen is not None and frozen.config and not config_problems:
+                from .dump import dump_setup
+
+                # A dump's configuration, as cycle would use it (under --config).
+                config_problems = dump_setup(frozen.config, args.config, source=frozen.source)[2]
         except LoadError as exc:
             problems += exc.messages
             documents = Loaded(exc.documents)
+    _errors(map(str, config_problems))
+    if args.snapshots:
         empty = _empty_files(documents)
         inventory = parse_objects(documents)
         if not problems:

@@ -123,9 +123,11 @@ def _frozen(file: str, document: Mapping[str, Any], errors: list[str]) -> Frozen
     return Frozen(file, start, config)
 
 
-def dump_setup(table: Mapping[str, Any], path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
+def dump_setup(
+    table: Mapping[str, Any], path: str | None, *, source: str = "<dump>"
+) -> tuple[Config, Plugins, list[ConfigProblem]]:
     """The configuration of a dump: its tables, with the file at ``path`` (if any) over
-    them key by key; problems name the dump's ``config`` or the file."""
+    them key by key; problems name the dump's ``config`` (in ``source``) or the file."""
     from .config import read_config
     from .simulation.command import to_toml
 
@@ -139,9 +141,9 @@ def dump_setup(table: Mapping[str, Any], path: str | None) -> tuple[Config, Plug
     try:
         text = to_toml(merged)
     except ValueError as exc:
-        problem = ConfigProblem(path or "<dump>: config", None, "", str(exc))
+        problem = ConfigProblem(path or f"{source}: config", None, "", str(exc))
         return Config(), resolve_plugins(Config())[0], [problem]
-    config, problems = parse_config(text, source=path or "<dump>: config")
+    config, problems = parse_config(text, source=path or f"{source}: config")
     plugins, more = resolve_plugins(config)
     problems = [ConfigProblem(p.file, None, p.key, p.message) for p in problems + more]
     return config, plugins, sorted(problems, key=ConfigProblem.sort_key)

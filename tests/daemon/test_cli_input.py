@@ -217,3 +217,24 @@ def test_a_slow_load_off_a_terminal_prints_progress(
     lines = err.splitlines()
     assert (0, True) == (code, len(lines) >= 2)
     assert all(line.startswith(f"loading {snapshot}: reading objects, ") for line in lines)
+
+
+def test_the_crds_let_the_api_server_prune_unknown_fields() -> None:
+    """No part of the shipped CRDs keeps unknown fields: in a cluster the API server drops
+    (or, with `kubectl apply --validate=strict`, refuses) them before the daemon reads the
+    object, so the daemon needs no check of its own (README, Commands)."""
+
+    def kept(schema: Any, at: str) -> list[str]:
+        if not isinstance(schema, dict):
+            return []
+        found = [at] if schema.get("x-kubernetes-preserve-unknown-fields") else []
+        for key, below in (schema.get("properties") or {}).items():
+            found += kept(below, f"{at}.{key}")
+        return found + kept(schema.get("items"), f"{at}[]") + kept(schema.get("additionalProperties"), f"{at}{{}}")
+
+    found = []
+    for document in yaml.safe_load_all((REPO / "config/kubernetes/10-crds.yaml").read_text()):
+        if document and document.get("kind") == "CustomResourceDefinition":
+            for version in document["spec"]["versions"]:
+                found += kept(version["schema"]["openAPIV3Schema"], document["spec"]["names"]["kind"])
+    assert [] == found

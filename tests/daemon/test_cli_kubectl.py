@@ -197,3 +197,16 @@ def test_run_reads_the_cluster_of_kubeconfig(
     missing = tmp_path / "nowhere"
     code, _, err = run(capsys, "run", "--config", str(config), "--kubeconfig", str(missing))
     assert (2, f"preemptd: error: --kubeconfig {missing}: no such file\n") == (code, err)
+
+
+def test_a_dumps_configuration_is_checked_like_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad key in a dump's `config` is exit 78 naming the dump, for validate and cycle alike."""
+    snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
+    dump = tmp_path / "dump.yaml"
+    run(capsys, "dump", snapshot, "--now", NOW, "--out", str(dump))
+    written = yaml.safe_load(dump.read_text())
+    written["config"] = {"scheduler": {"actoins": ["allocate"]}}
+    dump.write_text(yaml.safe_dump(written))
+    line = f"{dump}: config: scheduler.actoins: unknown key (known: actions, cycle_interval)\n"
+    assert (78, "", line) == run(capsys, "validate", str(dump))
+    assert (78, "", line) == run(capsys, "cycle", str(dump))
