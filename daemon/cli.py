@@ -38,7 +38,6 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.objects import Inventory, escape, parse_objects
@@ -880,12 +879,14 @@ def _dump(args: argparse.Namespace) -> int:
     now = _now(args.now)
     tables = dumps.config_tables(args.config)
     if args.cluster:
+        import asyncio
+
         from kubernetes_asyncio.config import ConfigException
 
         from .backends.kubernetes.client import ApiError
 
         try:
-            objects = asyncio_run(_live_objects(config, plugins, args.kubeconfig, args.context))
+            objects = asyncio.run(_live_objects(config, plugins, args.kubeconfig, args.context))
         except (ApiError, ConfigException, OSError, ValueError, TimeoutError) as exc:
             _errors([f"preemptd: error: cannot read the cluster: {exc}"])
             return EXIT_FAILURE
@@ -931,12 +932,6 @@ def _flattened(documents: Loaded) -> list[object]:
         elif isinstance(document, dict):
             found.append(document)
     return found
-
-
-def asyncio_run(coroutine: Any) -> Any:
-    import asyncio
-
-    return asyncio.run(coroutine)
 
 
 async def _live_objects(
