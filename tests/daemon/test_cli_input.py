@@ -238,3 +238,14 @@ def test_the_crds_let_the_api_server_prune_unknown_fields() -> None:
             for version in document["spec"]["versions"]:
                 found += kept(version["schema"]["openAPIV3Schema"], document["spec"]["names"]["kind"])
     assert [] == found
+
+
+def test_simulate_warns_of_unknown_fields_in_the_scenarios_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(yaml.safe_dump({"duration": "1m", "objects": typo_snapshot()}, sort_keys=False))
+    code, _, err = run(capsys, "simulate", str(scenario))
+    assert 0 == code, err
+    for line in TYPO_LINES:
+        assert f"warning: {scenario}: objects[1]: {line}" in err.splitlines()
