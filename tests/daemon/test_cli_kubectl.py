@@ -49,12 +49,20 @@ def test_o_name_prints_one_type_and_name_per_line(tmp_path: Path, capsys: pytest
     assert "plugin/priority" in names["plugins"]
 
 
-def test_o_wide_never_folds_a_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The pending message (longer than 80 columns) stays on its row's line."""
+def test_o_wide_never_folds_a_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At 80 columns the table folds the pending message; `-o wide` keeps the row on one line."""
+    monkeypatch.setenv("COLUMNS", "80")
     argv = read_commands(write_snapshot(tmp_path / "s.yaml", preemption_snapshot()))["cycle"]
-    out = run(capsys, *argv, "-o", "wide")[1]
-    row = next(line for line in out.splitlines() if line.lstrip().startswith("ml/high"))
-    assert "waiting for" not in row and "ml/low" in row  # message and waiting-for on one line
+    message = "preempting ml/low; admitted once they have released their quota"
+
+    def row(output: str) -> str:
+        out = run(capsys, *argv, "-o", output)[1]
+        return " ".join(next(line for line in out.splitlines() if line.lstrip().startswith("ml/high")).split())
+
+    assert f"ml/high PendingPreemption {message} ml/low" == row("wide")
+    assert message not in row("table")
 
 
 def test_plugins_wide_says_why_a_plugin_is_off(capsys: pytest.CaptureFixture[str]) -> None:
