@@ -373,21 +373,28 @@ _KNOWN_MAPPINGS = {kind: _known_struct(f"_Known{kind}", schema, text=False) for 
 
 
 def find_unknown_fields(entry: Entry) -> list[Problem]:
-    """:func:`~.fields.unknown_fields` of ``entry``; an object kept as its JSON text
-    (:class:`RawObject`) is first checked on its text, which is all the check costs when
-    it has no unknown field (a large cluster's Workloads come that way), and only decoded
-    to say where one is."""
+    """:func:`~.known.unknown_fields` of ``entry``, found the cheapest way its body allows.
+
+    * A parsed mapping: one strict conversion; walked only when that fails, to say where.
+    * A Workload kept as its JSON text that nothing decoded: the typed reader, which
+      refuses unknown fields, read it (``typed_workloads``); there is nothing to check.
+      Hence this is asked once the objects are read (``parse_objects`` does).
+    * Any other object kept as text: one strict pass over the text that skips the values;
+      decoded only to say where.
+    """
     body = entry.body
-    if type(body) is dict and entry.kind in _KNOWN_MAPPINGS:
+    if entry.kind not in SCHEMAS:
+        return []
+    if type(body) is dict:
         try:
             msgspec.convert(body, _KNOWN_MAPPINGS[entry.kind])
-            return []  # the common case, checked in one step
+            return []
         except msgspec.ValidationError:
-            return unknown_fields(entry)  # where, or a value of another type (not ours to say)
-    if type(body) is not RawObject or entry.kind not in _KNOWN_FIELDS:
-        return unknown_fields(entry)
-    if body.raw is None or (entry.kind in _READ_STRICTLY and body._decoded is None):
-        return []  # read typed from its text (see below), never decoded for the walker
+            return unknown_fields(entry)  # where (or a value of another type: not ours to say)
+    if type(body) is not RawObject or body._decoded is not None:
+        return unknown_fields(entry)  # read as a mapping already
+    if body.raw is None or entry.kind in _READ_STRICTLY:
+        return []
     try:
         _KNOWN_FIELDS[entry.kind].decode(body.raw)
         return []
@@ -397,6 +404,4 @@ def find_unknown_fields(entry: Entry) -> list[Problem]:
 
 
 _READ_STRICTLY = frozenset({"Workload"})
-"""Kinds whose typed reader refuses unknown fields (``typed_workloads``): after the objects
-are read, one of them kept as text that nothing decoded was read typed, so it has none.
-Asked after the reading, this costs nothing for a large cluster's Workloads."""
+"""Kinds whose typed reader refuses unknown fields (see :func:`find_unknown_fields`)."""
