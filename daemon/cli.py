@@ -5,6 +5,18 @@ snapshot (or, with ``--strict``, an invalid object), 78 (``EX_CONFIG``) bad
 configuration. Everything but the requested output goes to stderr, one line
 per problem.
 
+Nothing is never a silent success: an input holding no object preemptd reads is exit 2
+(``kubectl apply`` refuses a file without objects the same way), while an empty file
+beside others, or a snapshot without a Queue or without a Workload, is a warning and
+exit 0 (``kubectl get`` finding nothing). A scenario is not a snapshot: ``cycle``,
+``explain`` and ``validate`` name ``simulate`` for it, and ``simulate`` names ``cycle``
+for a snapshot; a dump (:mod:`.dump`) is both. Unknown fields of preemptd's own kinds
+are errors in ``validate`` and with ``--strict``, warnings otherwise.
+
+Commands are registered in :func:`_parser`, one ``command(...)`` call each with its
+examples; the read commands print through :mod:`.output` (``-o``), and
+``preemptd completion`` is generated from the same parser (:mod:`.completion`).
+
 Interrupts. SIGINT (Ctrl-C) and SIGTERM end every command but ``run`` (the
 daemon has its own shutdown) with one line and exit 130, never a traceback.
 Both raise ``KeyboardInterrupt``, which the framework lets through every
@@ -18,16 +30,24 @@ stops more gently (see :mod:`.simulation.command`).
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from preemptd.framework.decisions import Decisions
-from preemptd.framework.objects import Inventory, parse_objects
-from preemptd.framework.quantity import QuantityError, parse_timestamp
+from preemptd.framework.objects import Inventory, escape, parse_objects
+from preemptd.framework.objects.typed import RawItems
+from preemptd.framework.quantity import (
+    QuantityError,
+    format_timestamp,
+    parse_duration,
+    parse_timestamp,
+)
 from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
 from rich.console import Console
@@ -36,7 +56,6 @@ from preemptd import __version__
 
 from . import convert, pending, report
 from .backends.files import (
-    Document,
     Loaded,
     LoadError,
     apply_decisions,
@@ -46,6 +65,8 @@ from .backends.files import (
     write_documents,
 )
 from .config import Config, ConfigError, ConfigProblem, read_config
+from .dump import Frozen
+from .output import Answer, add_output_option, write_output
 from .plugins import Plugins, describe_failure, resolve_plugins
 
 __all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "main"]
@@ -105,7 +126,13 @@ _interrupts = _Interrupts()
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra and isinstance(getattr(args, "snapshots", None), list) and not any(
+            word.startswith("-") and word != "-" for word in extra
+        ):
+            args.snapshots += extra  # files after an option: explain NAME -n NS FILE
+        elif extra:
+            parser.parse_args(argv)  # the usual error for what is left over
     except SystemExit as exc:  # --help, --version, a bad command line
         return exc.code if isinstance(exc.code, int) else EXIT_INPUT
     if args.command is None:
@@ -145,40 +172,96 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="preemptd",
         description="Admission, preemption and reclaim for Kubernetes queues.",
+        epilog=_examples(
+            "preemptd cycle cluster.yaml --now 2026-01-01T00:00:00Z",
+            "preemptd simulate examples/scenarios/gpu-fleet.yaml",
+            "preemptd COMMAND --help",
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"preemptd {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    def command(name: str, help: str) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help, description=help)
+    def command(name: str, help: str, *, examples: Sequence[str]) -> argparse.ArgumentParser:
+        """Register one command: its help, its examples (shown by ``--help``) and ``--config``."""
+        sub = commands.add_parser(
+            name,
+            help=help,
+            description=help,
+            epilog=_examples(*examples),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         sub.add_argument("--config", metavar="FILE", help="TOML configuration (default: built-in defaults)")
         return sub
 
-    cycle = command("cycle", "run one session over snapshot files and print the decisions")
+    cycle = command(
+        "cycle",
+        "run one session over snapshot files and print the decisions",
+        examples=(
+            "preemptd cycle cluster.yaml --now 2026-01-01T00:00:00Z",
+            "preemptd cycle snapshots/ -o json > decisions.json",
+            "preemptd cycle cluster.yaml --apply next.yaml && preemptd cycle next.yaml",
+            "kubectl get queues,workloads,nodes,pods,priorityclasses -A -o yaml | preemptd cycle -",
+            "preemptd cycle dump.yaml          # a `preemptd dump`, at the moment it was taken",
+        ),
+    )
     cycle.add_argument("snapshots", nargs="+", metavar="SNAPSHOT", help="YAML/JSON file, directory or -")
-    cycle.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
-    cycle.add_argument("--output", choices=("table", "json"), default="table")
+    cycle.add_argument("--now", metavar="T", help="session clock, RFC 3339 with a zone (default: the current time)")
+    add_output_option(cycle)
     cycle.add_argument("--apply", metavar="OUT", help="also write the objects with the decisions committed")
-    cycle.add_argument("--strict", action="store_true", help="exit 2 on any invalid object")
+    cycle.add_argument("--strict", action="store_true", help="exit 2 on any invalid object or unknown field")
     cycle.add_argument(
         "--timings", action="store_true", help="print seconds per phase and the session's counters to stderr"
     )
     cycle.set_defaults(handler=_cycle)
 
-    validate = command("validate", "check the configuration and snapshot files, listing every problem")
+    validate = command(
+        "validate",
+        "check the configuration and snapshot files, listing every problem",
+        examples=(
+            "preemptd validate --config /etc/preemptd/preemptd.toml",
+            "preemptd validate queues.yaml workloads/",
+            "preemptd validate cluster.yaml -o json | jq .counts",
+        ),
+    )
     validate.add_argument("snapshots", nargs="*", metavar="SNAPSHOT")
+    add_output_option(validate)
     validate.set_defaults(handler=_validate)
 
-    plugins = command("plugins", "list the installed plugins, their source, and whether enabled")
+    plugins = command(
+        "plugins",
+        "list the installed plugins, their source, and whether enabled",
+        examples=("preemptd plugins", "preemptd plugins --config preemptd.toml -o name"),
+    )
+    add_output_option(plugins)
     plugins.set_defaults(handler=_plugins)
 
-    run = command("run", "the daemon: watch the cluster, decide, commit (kubernetes backend)")
+    run = command(
+        "run",
+        "the daemon: watch the cluster, decide, commit (kubernetes backend)",
+        examples=(
+            "preemptd run --config /etc/preemptd/preemptd.toml",
+            "preemptd run --config preemptd.toml --dry-run --log-level debug",
+            "preemptd run --config preemptd.toml --dry-run --kubeconfig ~/.kube/staging",
+        ),
+    )
     run.add_argument("--dry-run", action="store_true", help="decide and log, write nothing")
     run.add_argument("--http-address", metavar="A", help="host:port for /healthz, /readyz and /metrics")
     run.add_argument("--log-level", choices=("debug", "info", "warning", "error", "critical"))
+    run.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig file outside a cluster (default: $KUBECONFIG, ~/.kube/config)"
+    )
     run.set_defaults(handler=_daemon)
 
-    simulate = command("simulate", "replay a scenario through sessions on a simulated clock and report")
+    simulate = command(
+        "simulate",
+        "replay a scenario through sessions on a simulated clock and report",
+        examples=(
+            "preemptd simulate examples/scenarios/gpu-fleet.yaml --report out/gpu-fleet",
+            "preemptd simulate scenario.yaml --compare other.toml",
+            "preemptd simulate dump.yaml       # a `preemptd dump`, run on from its moment",
+        ),
+    )
     simulate.add_argument("scenario", metavar="SCENARIO", help="scenario file (docs/simulation.md)")
     simulate.add_argument("--report", metavar="DIR", help="also write report.json and report.html to DIR")
     simulate.add_argument("--compare", metavar="OTHER.toml", help="run again under this configuration, side by side")
@@ -192,7 +275,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     simulate.set_defaults(handler=_simulate)
 
-    explain = command("explain", "why a workload is pending, admitted or chosen as a victim")
+    explain = command(
+        "explain",
+        "why a workload is pending, admitted or chosen as a victim",
+        examples=(
+            "preemptd explain ml/train-1 cluster.yaml --now 2026-01-01T00:00:00Z",
+            "preemptd explain train-1 -n ml --cluster --context prod",
+            "preemptd explain ml/train-1 dump.yaml -o json",
+        ),
+    )
     explain.add_argument("workload", metavar="WORKLOAD", help="namespace/name (or a name unique in the snapshot)")
     explain.add_argument("snapshots", nargs="*", metavar="SNAPSHOT")
     explain.add_argument(
@@ -200,15 +291,68 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read the live cluster instead of snapshot files (in-cluster or KUBECONFIG); writes nothing",
     )
-    explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
+    explain.add_argument(
+        "-n", "--namespace", metavar="NS", help="the workload's namespace (WORKLOAD is then its name)"
+    )
+    _cluster_options(explain)
+    explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 with a zone (default: the current time)")
+    add_output_option(explain)
     explain.set_defaults(handler=_explain)
 
-    convert_command = command("convert", convert.HELP)
+    dump = command(
+        "dump",
+        "write what the scheduler sees and its configuration into one file, for a bug report",
+        examples=(
+            "preemptd dump --cluster --config /etc/preemptd/preemptd.toml --out dump.yaml",
+            "preemptd dump --cluster --context prod --as-test --out tests/scenarios/cases/issue_123.yaml",
+            "preemptd dump cluster.yaml --config preemptd.toml --now 2026-01-01T00:00:00Z --out dump.yaml",
+            "preemptd cycle dump.yaml; preemptd explain ml/train-1 dump.yaml; preemptd simulate dump.yaml",
+        ),
+    )
+    dump.add_argument("snapshots", nargs="*", metavar="SNAPSHOT", help="snapshot files to dump (or --cluster)")
+    dump.add_argument("--cluster", action="store_true", help="read the live cluster; writes nothing to it")
+    _cluster_options(dump)
+    dump.add_argument("--now", metavar="T", help="the dump's moment, RFC 3339 with a zone (default: the current time)")
+    dump.add_argument("--out", metavar="FILE", default="-", help="the YAML file to write (default: stdout)")
+    dump.add_argument("--duration", metavar="D", default="1h", help="how long `simulate` runs on from it (default: 1h)")
+    dump.add_argument("--as-test", action="store_true", help="write a scenario case (tests/scenarios/cases) instead")
+    dump.set_defaults(handler=_dump)
+
+    completion = command(
+        "completion",
+        "print a shell completion script",
+        examples=(
+            "source <(preemptd completion bash)",
+            "preemptd completion zsh > \"${fpath[1]}/_preemptd\"",
+        ),
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), metavar="SHELL", help="bash or zsh")
+    completion.set_defaults(handler=lambda args: _completion(args, parser))
+
+    convert_command = command("convert", convert.HELP, examples=convert.EXAMPLES)
     convert.add_arguments(convert_command)
     convert_command.set_defaults(handler=convert.run)
-    pending.add_arguments(waiting := command("pending", pending.HELP))
+    pending.add_arguments(waiting := command("pending", pending.HELP, examples=pending.EXAMPLES))
     waiting.set_defaults(decide=_run)
     return parser
+
+
+def _examples(*lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _check_cluster_options(args: argparse.Namespace) -> None:
+    if not args.cluster and (args.kubeconfig or args.context):
+        raise UsageError("--kubeconfig and --context go with --cluster")
+    if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
+
+
+def _cluster_options(sub: argparse.ArgumentParser) -> None:
+    """``--kubeconfig`` and ``--context``, as kubectl spells them, for a command that reads
+    a cluster."""
+    sub.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    sub.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
 
 
 # --- shared steps ------------------------------------------------------------------------
@@ -226,20 +370,38 @@ def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 
 
-def _setup(path: str | None) -> tuple[Config, Plugins]:
-    config, plugins, problems = _check_setup(path)
+def _setup(path: str | None, dump: Frozen | None = None) -> tuple[Config, Plugins]:
+    """The configuration: ``path`` over the built-in defaults, or over a dump's ``config``
+    table when the snapshot is a dump."""
+    if dump is not None and dump.config:
+        from .dump import dump_setup
+
+        config, plugins, problems = dump_setup(dump.config, path, source=dump.source)
+        _errors(f"warning: {warning}" for warning in plugins.warnings)
+    else:
+        config, plugins, problems = _check_setup(path)
     if problems:
         raise ConfigError(problems)
     return config, plugins
 
 
-def _now(text: str | None) -> int:
+# RFC 3339 requires a zone: a clock read without one would depend on where it runs.
+_ZONED = re.compile(r"(?:[Zz]|[+-]\d\d:\d\d)$")
+
+
+def _now(text: str | None, default: int | None = None) -> int:
     if text is None:
-        return time.time_ns() // 1_000_000
+        return default if default is not None else time.time_ns() // 1_000_000
     try:
-        return parse_timestamp(text)
+        moment = parse_timestamp(text)
     except QuantityError as exc:
         raise UsageError(f"--now: {exc}") from None
+    if not _ZONED.search(text.strip()):
+        raise UsageError(
+            f"--now: {text!r} has no time zone; write it in RFC 3339 with one "
+            "(2026-01-01T00:00:00Z or 2026-01-01T01:00:00+01:00)"
+        )
+    return moment
 
 
 @dataclass(slots=True)
@@ -251,28 +413,89 @@ class _Run:
     counters: dict[str, int | str]
 
 
+def _load(args: argparse.Namespace, *, typed: bool, keep_text: bool = False) -> tuple[Loaded, Frozen | None]:
+    """The snapshot's documents; a dump among them gives its objects, its moment and its
+    configuration (:mod:`.dump`); a scenario is refused (``simulate`` runs those)."""
+    from .dump import read_dumps
+
+    loaded = load_files(args.snapshots, typed=typed, keep_text=keep_text)
+    documents, frozen = read_dumps(loaded)
+    if frozen is not None and keep_text:
+        raise UsageError(f"--apply: {frozen.source} is a dump; --apply writes snapshot files of objects")
+    return documents, frozen
+
+
+def _empty_files(documents: Loaded) -> list[str]:
+    """The files that hold no document (asked before the documents are parsed: a JSON
+    list's items are handed over once)."""
+    used = {file.partition(": objects[")[0] for file, document in documents if _holds_something(document)}
+    return [file for file in documents.files if file not in used]
+
+
+def _check_input(documents: Loaded, inventory: Inventory, empty: list[str]) -> None:
+    """Nothing is never a silent success: an input without objects is an error (exit 2,
+    as ``kubectl apply`` refuses a file with no objects), one without queues or
+    workloads a warning (exit 0, as ``kubectl get`` finds no resources)."""
+    if not sum(inventory.counts.values()):
+        known = ", ".join(sorted(inventory.counts))
+        if inventory.warnings:
+            message = f"no objects of the kinds preemptd reads ({known}) in the snapshot"
+        elif len(documents.files) == 1:
+            message = f"{escape(documents.files[0])}: no objects: the file is empty"
+        else:
+            message = "no objects: every snapshot file is empty"
+        raise LoadError([f"preemptd: error: {message}"])
+    _errors(f"warning: {escape(file)}: no objects: the file is empty" for file in empty)
+    if not inventory.counts.get("Queue"):
+        _errors(["warning: no Queue in the snapshot: no workload can be admitted"])
+    if not inventory.counts.get("Workload"):
+        _errors(["warning: no Workload in the snapshot: there is nothing to schedule"])
+
+
+def _holds_something(document: object) -> bool:
+    """Whether a document holds anything: an empty YAML document is None, a list may be empty."""
+    if isinstance(document, list):
+        return bool(document)
+    if isinstance(document, RawItems):
+        return bool(document.items)
+    return document is not None
+
+
 def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = False) -> _Run:
     """Load, report object problems, build the snapshot and run one session.
 
-    Invalid objects are isolated (CONTRACT §2); with ``strict`` they stop the run.
+    Invalid objects are isolated (CONTRACT §2); with ``strict`` they stop the run, and so
+    do unknown fields (otherwise warnings).
     """
     config, plugins = _setup(args.config)
     now = _now(args.now)
     hold_collection()
     try:
-        started = time.perf_counter()
-        keep_text = getattr(args, "apply", None) is not None
-        documents = load_files(args.snapshots, typed=True, keep_text=keep_text)
-        inventory = parse_objects(documents)
-        documents.forget()  # the parsed dicts; --apply reads the kept texts again
-        timings["load"] = time.perf_counter() - started
-        _errors(map(str, inventory.problems))
-        _errors(f"warning: {warning}" for warning in inventory.warnings)
-        if strict and inventory.problems:
-            raise StrictError
-        started = time.perf_counter()
-        snapshot = Snapshot.build(inventory, now=now)
-        timings["snapshot"] = time.perf_counter() - started
+        with _LoadProgress(args.snapshots) as progress:
+            started = time.perf_counter()
+            keep_text = getattr(args, "apply", None) is not None
+            documents, frozen = _load(args, typed=True, keep_text=keep_text)
+            if frozen is not None:  # a dump: its configuration under --config, its moment
+                config, plugins = _setup(args.config, frozen)
+                now = _now(args.now, frozen.start)
+            empty = _empty_files(documents)
+            progress.phase = "reading objects"
+            inventory = parse_objects(documents)
+            _check_input(documents, inventory, empty)
+            documents.forget()  # the parsed dicts; --apply reads the kept texts again
+            timings["load"] = time.perf_counter() - started
+            _errors(map(str, inventory.problems))
+            _errors(f"warning: {warning}" for warning in inventory.warnings)
+            if strict:
+                _errors(map(str, inventory.unknown_fields))
+            else:
+                _errors(f"warning: {problem}" for problem in inventory.unknown_fields)
+            if strict and (inventory.problems or inventory.unknown_fields):
+                raise StrictError
+            progress.phase = "building the snapshot"
+            started = time.perf_counter()
+            snapshot = Snapshot.build(inventory, now=now)
+            timings["snapshot"] = time.perf_counter() - started
     finally:
         settle_collection()
     registry = plugins.registry()
@@ -285,6 +508,41 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     _interrupts.check()  # an interrupt swallowed in the session is no plugin's failure
     _errors(describe_failure(error) for error in registry.errors)
     return _Run(config, documents, inventory, decisions, counters)
+
+
+LOAD_PROGRESS_INTERVAL = 5.0
+"""Seconds between the lines :class:`_LoadProgress` prints."""
+
+
+class _LoadProgress:
+    """Off a terminal (a pipe, a CI log), one line on stderr every few seconds while a
+    snapshot loads, so that a large one is not taken for a hung command; on a terminal,
+    and for a load that ends sooner, nothing."""
+
+    def __init__(self, paths: Sequence[str]) -> None:
+        self.phase = "reading files"
+        self._paths = list(paths)
+        self._done = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _LoadProgress:
+        if LOAD_PROGRESS_INTERVAL > 0 and not sys.stderr.isatty():
+            self._thread = threading.Thread(target=self._report, name="preemptd-load-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _report(self) -> None:
+        started = time.monotonic()
+        size = sum(Path(path).stat().st_size for path in self._paths if Path(path).is_file())
+        what = ", ".join(self._paths) if len(self._paths) <= 2 else f"{len(self._paths)} paths"
+        shown = f"{escape(what)}{f' ({size / 1e6:.0f} MB)' if size >= 1e6 else ''}"
+        while not self._done.wait(LOAD_PROGRESS_INTERVAL):
+            print(f"loading {shown}: {self.phase}, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
 
 def _print_timings(timings: dict[str, float], actions: Sequence[str]) -> None:
@@ -315,51 +573,138 @@ def _cycle(args: argparse.Namespace) -> int:
         except OSError as exc:
             _errors([f"preemptd: error: --apply {args.apply}: {exc.strerror or exc}"])
             return EXIT_FAILURE
-    if args.output == "json":
-        sys.stdout.write(run.decisions.to_json())
-    else:
-        report.print_decisions(run.decisions, _stdout())
+    write_output(_decisions_answer(run.decisions), args.output)
     if args.timings:
         _print_timings(timings, run.config.scheduler.actions)
         _print_counters(run.counters)
     return EXIT_OK
 
 
+def _decisions_answer(decisions: Decisions) -> Answer:
+    def names() -> list[str]:
+        data = decisions.to_dict()
+        found = [f"{section}/{entry['workload']}" for section in ("admitted", "preempted", "pending")
+                 for entry in data[section]]
+        return found + [f"podAction/{entry['pod']}" for entry in data["podActions"]]
+
+    return Answer(
+        data=decisions.to_dict,
+        names=names,
+        table=lambda out, wide: report.print_decisions(decisions, out),
+        text=decisions.to_json,  # CONTRACT §3's bytes
+    )
+
+
 def _validate(args: argparse.Namespace) -> int:
     _, _, config_problems = _check_setup(args.config)
-    _errors(map(str, config_problems))
-    object_problems = 0
-    documents: list[tuple[str, Document]] = []
+    problems: list[str] = []
+    warnings: list[str] = []
+    documents = Loaded([])
+    counts: dict[str, int] = {}
+    names: list[str] = []
     if args.snapshots:
         try:
-            documents = load_files(args.snapshots)
+            documents, frozen = _load(args, typed=False)
+            if frozen is not None and frozen.config and not config_problems:
+                from .dump import dump_setup
+
+                # A dump's configuration, as cycle would use it (under --config).
+                config_problems = dump_setup(frozen.config, args.config, source=frozen.source)[2]
         except LoadError as exc:
-            _errors(exc.messages)
-            object_problems += len(exc.messages)
-            documents = exc.documents
+            problems += exc.messages
+            documents = Loaded(exc.documents)
+    _errors(map(str, config_problems))
+    if args.snapshots:
+        empty = _empty_files(documents)
         inventory = parse_objects(documents)
-        _errors(map(str, inventory.problems))
-        _errors(f"warning: {warning}" for warning in inventory.warnings)
-        object_problems += len(inventory.problems)
+        if not problems:
+            try:
+                _check_input(documents, inventory, empty)
+            except LoadError as exc:
+                problems += exc.messages
+        problems += map(str, inventory.problems)
+        problems += map(str, inventory.unknown_fields)  # typos are errors here
+        warnings += map(str, inventory.warnings)
+        counts = {kind: count for kind, count in inventory.counts.items() if count}
+        names = _object_names(inventory)
+    _errors(problems)
+    _errors(f"warning: {warning}" for warning in warnings)
+    files = len(documents.files)
+    valid = not config_problems and not problems
+    checked = ", ".join(f"{count} {kind}" for kind, count in counts.items()) or "no objects"
+
+    def table(out: Console, wide: bool) -> None:
+        if not valid:
+            return
+        what = f" and {files} snapshot file{'s' if files != 1 else ''} ({checked})" if args.snapshots else ""
+        out.print(f"valid: configuration{what}", soft_wrap=True)
+
+    answer = Answer(
+        data=lambda: {
+            "valid": valid,
+            "configuration": [str(problem) for problem in config_problems],
+            "files": files,
+            "counts": counts,
+            "problems": problems,
+            "warnings": warnings,
+        },
+        names=lambda: names,
+        table=table,
+    )
+    write_output(answer, args.output)
     if config_problems:
         return EXIT_CONFIG
-    if object_problems:
+    if problems:
         return EXIT_INPUT
-    files = len({file for file, _ in documents})
-    print(f"valid: configuration{f' and {files} snapshot files' if args.snapshots else ''}")
     return EXIT_OK
+
+
+def _object_names(inventory: Inventory) -> list[str]:
+    """``Kind/key`` of every valid object, kind by kind in name order."""
+    found = [f"ResourceFlavor/{key}" for key in inventory.flavors]
+    found += [f"Queue/{key}" for key in inventory.queues]
+    found += [f"Workload/{key}" for key in inventory.workloads]
+    found += [f"Node/{key}" for key in inventory.nodes]
+    found += [f"Pod/{key}" for key in inventory.pods]
+    found += [f"PriorityClass/{key}" for key in inventory.priority_classes]
+    return found
 
 
 def _plugins(args: argparse.Namespace) -> int:
     _, plugins = _setup(args.config)
-    out = _stdout()
-    report.print_plugins(plugins.infos, out)
-    for name in plugins.shadowed:
-        out.print(
-            f"note: {name} implements assign_flavors, but flavor-fungibility answers it first "
-            "for every workload, so it is never called (disable flavor-fungibility to use it)",
-            soft_wrap=True,
-        )
+    notes = [
+        f"note: {name} implements assign_flavors, but flavor-fungibility answers it first "
+        "for every workload, so it is never called (disable flavor-fungibility to use it)"
+        for name in plugins.shadowed
+    ]
+
+    def table(out: Console, wide: bool) -> None:
+        if wide:  # why a plugin is off: not asked for, or asked for and not installed
+            from rich import box
+            from rich.table import Table
+
+            rows = Table(box=box.SIMPLE_HEAD, show_edge=False)
+            for column in ("name", "source", "enabled", "requested", "installed"):
+                rows.add_column(column)
+            for info in plugins.infos:
+                flags = (info.enabled, info.requested, info.installed)
+                rows.add_row(info.name, info.source, *("yes" if flag else "no" for flag in flags))
+            out.print(rows)
+        else:
+            report.print_plugins(plugins.infos, out)
+        for note in notes:
+            out.print(note, soft_wrap=True)
+
+    answer = Answer(
+        data=lambda: [
+            {"name": info.name, "source": info.source, "enabled": info.enabled,
+             "requested": info.requested, "installed": info.installed}
+            for info in plugins.infos
+        ],
+        names=lambda: [f"plugin/{info.name}" for info in plugins.infos],
+        table=table,
+    )
+    write_output(answer, args.output)
     _errors(
         f"warning: plugin {info.name} is enabled but not installed"
         for info in plugins.infos
@@ -377,6 +722,8 @@ def _daemon(args: argparse.Namespace) -> int:
     config, plugins, problems = check_configuration(args.config)
     if problems:
         raise ConfigError(problems)
+    if args.kubeconfig is not None and not Path(args.kubeconfig).is_file():
+        raise UsageError(f"--kubeconfig {args.kubeconfig}: no such file")
     if args.http_address is not None:
         try:
             split_address(args.http_address)
@@ -392,7 +739,7 @@ def _daemon(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_daemon(
             config, plugins, dry_run=args.dry_run, config_path=args.config, http_address=args.http_address,
-            log_level=args.log_level,
+            log_level=args.log_level, kubeconfig=args.kubeconfig,
         ))
     except OSError as exc:  # most often the HTTP address is taken
         _errors([f"preemptd: error: {exc}"])
@@ -406,20 +753,46 @@ def _simulate(args: argparse.Namespace) -> int:
     # The simulator's modules load only for this command.
     from .simulation.command import run_command
 
-    return run_command(
-        args.scenario,
-        config_path=args.config,
-        report_dir=args.report,
-        compare_path=args.compare,
-        timings=args.timings,
-        stdout=_stdout(),
-        progress_interval=args.progress_interval,
+    try:
+        return run_command(
+            args.scenario,
+            config_path=args.config,
+            report_dir=args.report,
+            compare_path=args.compare,
+            timings=args.timings,
+            stdout=_stdout(),
+            progress_interval=args.progress_interval,
+        )
+    except LoadError as exc:
+        if _is_snapshot(args.scenario):
+            exc.messages.append(
+                f"{escape(args.scenario)}: a snapshot of objects, not a scenario: "
+                f"run one session on it with `preemptd cycle {escape(args.scenario)}`"
+            )
+        raise
+
+
+def _is_snapshot(path: str) -> bool:
+    """Whether ``path`` holds Kubernetes objects (what ``cycle`` reads) rather than a scenario."""
+    try:
+        documents = load_files([path])
+    except LoadError:
+        return False
+    return any(
+        isinstance(document, (list, RawItems)) or (isinstance(document, dict) and "kind" in document)
+        for _, document in documents
     )
 
 
 def _explain(args: argparse.Namespace) -> int:
     if args.cluster == bool(args.snapshots):
         raise UsageError("explain takes snapshot files or --cluster (one of the two)")
+    _check_cluster_options(args)
+    name = args.workload
+    if args.namespace is not None:
+        if "/" in name:
+            raise UsageError(f"give WORKLOAD as a name with -n/--namespace, not {name!r}")
+        name = f"{args.namespace}/{name}"
     if args.cluster:
         from kubernetes_asyncio.config import ConfigException
 
@@ -432,13 +805,38 @@ def _explain(args: argparse.Namespace) -> int:
             return EXIT_FAILURE
     else:
         run = _run(args, {})
-    key = _find_workload(args.workload, run.inventory)
+    key = _find_workload(name, run.inventory)
     if key is None:
-        _errors([f"preemptd: workload {args.workload} not found in the snapshot"])
+        _errors([f"preemptd: workload {name} not found in the snapshot"])
         return EXIT_INPUT
     workload = run.inventory.workloads.get(key)
-    print("\n".join(report.explain_workload(key, run.decisions, workload)))
+    lines = report.explain_workload(key, run.decisions, workload)
+    write_output(_explain_answer(key, run, lines), args.output)
     return EXIT_OK
+
+
+def _explain_answer(key: str, run: _Run, lines: list[str]) -> Answer:
+    data = run.decisions.to_dict()
+
+    def answer() -> dict[str, object]:
+        found: dict[str, object] = {"workload": key, "now": data["now"]}
+        for section in ("admitted", "preempted", "pending"):
+            entry = next((e for e in data[section] if e["workload"] == key), None)
+            if entry is not None:
+                found[section] = entry
+        found["victims"] = [entry for entry in data["preempted"] if entry["preemptor"] == key]
+        found["podActions"] = [entry for entry in data["podActions"] if entry["preemptor"] == key]
+        if key in run.inventory.inadmissible:
+            found["inadmissible"] = run.inventory.inadmissible[key]
+        found["explanation"] = list(run.decisions.explain(key))
+        found["lines"] = lines
+        return found
+
+    return Answer(
+        data=answer,
+        names=lambda: [f"Workload/{key}"],
+        table=lambda out, wide: out.print("\n".join(lines), soft_wrap=True, markup=False),
+    )
 
 
 def _live_run(args: argparse.Namespace) -> _Run:
@@ -446,8 +844,9 @@ def _live_run(args: argparse.Namespace) -> _Run:
     import asyncio
 
     config, plugins = _setup(args.config)
-    inventory = asyncio.run(_live_inventory(config, plugins))
+    inventory = asyncio.run(_live_inventory(config, plugins, args.kubeconfig, args.context))
     _errors(map(str, inventory.problems))
+    _errors(f"warning: {problem}" for problem in inventory.unknown_fields)
     snapshot = Snapshot.build(inventory, now=_now(args.now))
     registry = plugins.registry()
     decisions = run_session(snapshot, registry, actions=config.scheduler.actions)
@@ -455,11 +854,13 @@ def _live_run(args: argparse.Namespace) -> _Run:
     return _Run(config, Loaded([]), inventory, decisions, {})
 
 
-async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:
+async def _live_inventory(
+    config: Config, plugins: Plugins, kubeconfig: str | None = None, context: str | None = None
+) -> Inventory:
     from .backends.kubernetes.backend import KubernetesBackend
     from .backends.kubernetes.client import Kube, load_configuration
 
-    kube = Kube.from_configuration(await load_configuration())
+    kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig, context=context))
     backend = KubernetesBackend(kube, config=config, plugins=plugins, dry_run=True)
     try:
         await backend.start(timeout=60)
@@ -467,6 +868,118 @@ async def _live_inventory(config: Config, plugins: Plugins) -> Inventory:
     finally:
         await backend.stop()
         await kube.close()
+
+
+def _dump(args: argparse.Namespace) -> int:
+    from . import dump as dumps
+    from .backends.files import dump_documents
+
+    if args.cluster == bool(args.snapshots):
+        raise UsageError("dump takes snapshot files or --cluster (one of the two)")
+    _check_cluster_options(args)
+    try:
+        parse_duration(args.duration)
+    except QuantityError as exc:
+        raise UsageError(f"--duration: {exc}") from None
+    config, plugins = _setup(args.config)
+    now = _now(args.now)
+    tables = dumps.config_tables(args.config)
+    if args.cluster:
+        import asyncio
+
+        from kubernetes_asyncio.config import ConfigException
+
+        from .backends.kubernetes.client import ApiError
+
+        try:
+            objects = asyncio.run(_live_objects(config, plugins, args.kubeconfig, args.context))
+        except (ApiError, ConfigException, OSError, ValueError, TimeoutError) as exc:
+            _errors([f"preemptd: error: cannot read the cluster: {exc}"])
+            return EXIT_FAILURE
+        source = f"the cluster{f' (context {args.context})' if args.context else ''}"
+    else:
+        documents, frozen = _load(args, typed=False)
+        if frozen is not None:
+            raise UsageError(f"{frozen.source} is a dump already")
+        objects = _flattened(documents)
+        source = ", ".join(escape(path) for path in documents.files)
+    moment = format_timestamp(now)
+    if args.as_test:
+        inventory = parse_objects((source, obj) for obj in objects)
+        _errors(map(str, inventory.problems))
+        decisions = run_session(
+            Snapshot.build(inventory, now=now), plugins.registry(), actions=config.scheduler.actions
+        )
+        document = dumps.scenario_case(
+            objects, now=moment, config=tables, decisions=decisions.to_dict(), source=source
+        )
+    else:
+        document = dumps.dump_document(objects, start=moment, config=tables, duration=args.duration)
+    if args.out == "-":
+        sys.stdout.write(dump_documents([document]))
+        return EXIT_OK
+    try:
+        write_documents(args.out, [document])
+    except OSError as exc:
+        _errors([f"preemptd: error: --out {args.out}: {exc.strerror or exc}"])
+        return EXIT_FAILURE
+    _errors([f"wrote {len(objects)} objects to {escape(args.out)}"])
+    return EXIT_OK
+
+
+def _flattened(documents: Loaded) -> list[object]:
+    """Every object of the documents, lists opened, in file and document order."""
+    found: list[object] = []
+    for _, document in documents:
+        if isinstance(document, list):
+            found += document
+        elif isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
+            found += document.get("items") or []
+        elif isinstance(document, dict):
+            found.append(document)
+    return found
+
+
+async def _live_objects(
+    config: Config, plugins: Plugins, kubeconfig: str | None, context: str | None
+) -> list[object]:
+    """Every object the daemon's informers hold, as it holds them, in a stable order."""
+    from .backends.kubernetes.backend import KubernetesBackend
+    from .backends.kubernetes.client import (
+        FLAVORS,
+        NODES,
+        PODS,
+        PRIORITY_CLASSES,
+        QUEUES,
+        WORKLOADS,
+        Kube,
+        load_configuration,
+    )
+
+    kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig, context=context))
+    backend = KubernetesBackend(kube, config=config, plugins=plugins, dry_run=True)
+    try:
+        await backend.start(timeout=60)
+        found: list[object] = []
+        for resource in (FLAVORS, PRIORITY_CLASSES, QUEUES, NODES, WORKLOADS, PODS):
+            store = backend.informers[resource].store
+            version = f"{resource.group}/{resource.version}" if resource.group else resource.version
+            for key in sorted(store):
+                obj = dict(store[key])
+                obj.setdefault("apiVersion", version)
+                obj.setdefault("kind", resource.kind)
+                found.append(obj)
+        return found
+    finally:
+        await backend.stop()
+        await kube.close()
+
+
+def _completion(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from .completion import completion_script
+
+    sys.stdout.write(completion_script(parser, args.shell))
+    return EXIT_OK
 
 
 def _find_workload(name: str, inventory: Inventory) -> str | None:

@@ -40,6 +40,12 @@ from .backends.files import load_files
 __all__ = ["HELP", "add_arguments", "run"]
 
 HELP = "write the preemptd.io objects equivalent to a Kueue dump (kubectl get ... -o yaml)"
+EXAMPLES = (
+    "kubectl get clusterqueues,cohorts,localqueues,resourceflavors,workloadpriorityclasses,"
+    "priorityclasses,namespaces -A -o yaml > kueue.yaml",
+    "preemptd convert kueue.yaml > preemptd-queues.yaml",
+    "preemptd convert kueue.yaml --workloads > snapshot.yaml   # for preemptd cycle",
+)
 API = "preemptd.io/v1alpha1"
 EXIT_OK = 0
 EXIT_INPUT = 2

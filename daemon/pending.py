@@ -12,7 +12,6 @@ position; it is counted apart. :func:`pending_view` is the one shape of the answ
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,10 +20,18 @@ from typing import Any
 from preemptd.framework.decisions import Decisions, Pending, QueuePosition
 from preemptd.framework.objects import escape
 from preemptd.framework.quantity import format_timestamp
+from rich.console import Console
+
+from .output import Answer, add_output_option, write_output
 
 __all__ = ["HELP", "add_arguments", "pending_view", "render_table", "run"]
 
 HELP = "list the workloads waiting in each queue, in the order the next session takes them"
+EXAMPLES = (
+    "preemptd pending cluster.yaml",
+    "preemptd pending team-a cluster.yaml -o json",
+    "preemptd pending cluster.yaml -o name",
+)
 
 _COLUMNS = ("QUEUE", "POSITION", "LOCALQUEUE", "LOCAL POSITION", "WORKLOAD", "PRIORITY", "REASON")
 
@@ -37,11 +44,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a leaf queue to list alone (optional), then YAML/JSON files, directories or -",
     )
     parser.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
-    parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
-    parser.epilog = (
-        "examples:\n  preemptd pending cluster.yaml\n  preemptd pending team-a cluster.yaml -o json"
-    )
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    add_output_option(parser)
     parser.set_defaults(handler=run)
 
 
@@ -53,10 +56,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"preemptd: error: no queue {queue!r} in the snapshot", file=sys.stderr)
         return 2
     view = pending_view(decided.decisions, queue)
-    if args.output == "json":
-        sys.stdout.write(json.dumps(view, indent=2, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(render_table(view["items"]))
+    write_output(
+        Answer(
+            data=lambda: view,
+            names=lambda: (f"workload/{item['workload']}" for item in view["items"]),
+            table=lambda out, wide: _write(out, render_table(view["items"])),
+        ),
+        args.output,
+    )
     count = view["inadmissible"]
     if count:
         plural = count != 1
@@ -66,6 +73,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _write(out: Console, text: str) -> None:
+    """The plain table, as it is: kubectl's layout is not rich's (no folding, no styles)."""
+    out.file.write(text)
 
 
 def _split(arguments: Sequence[str]) -> tuple[str | None, list[str]]:

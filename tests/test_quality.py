@@ -182,9 +182,9 @@ SESSION_TYPE_ONLY = (("framework/session/hooks.py", "preemptd.framework.session.
 PREEMPTION_ORDER = ("units", "nodeindex", "nodechoice", "replicas", "search", "victims")
 # daemon/, from the top down (LAYOUT.md §1): cli > service, simulation/ > loop, backends/ > the rest.
 DAEMON_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("config", "plugins", "logging", "metrics", "clock", "http", "notify", "report", "pending"),
+    ("config", "plugins", "logging", "metrics", "clock", "http", "notify", "report", "pending", "output", "completion"),
     ("loop", "backends"),
-    ("service", "simulation", "convert"),
+    ("service", "simulation", "convert", "dump"),
     ("cli",),
 )
 

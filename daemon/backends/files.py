@@ -163,10 +163,14 @@ class Loaded(list[tuple[str, Document]]):
     """
 
     def __init__(
-        self, documents: Iterable[tuple[str, Document]], texts: Sequence[tuple[str, str]] = ()
+        self,
+        documents: Iterable[tuple[str, Document]],
+        texts: Sequence[tuple[str, str]] = (),
+        files: Sequence[str] = (),
     ) -> None:
         super().__init__(documents)
         self.texts = list(texts)
+        self.files = list(files)  # every file read, in order, those that held nothing too
 
     def forget(self) -> Loaded:
         """Drop the parsed documents (the texts stay); returns itself."""
@@ -195,7 +199,8 @@ def load_files(
     documents: list[tuple[str, Document]] = []
     texts: list[tuple[str, str]] = []
     errors: list[str] = []
-    for path in _expand(paths, errors):
+    files = _expand(paths, errors)
+    for path in files:
         shown = escape(path)  # messages are one line each, whatever the file is called
         try:
             if path == STDIN:
@@ -218,7 +223,7 @@ def load_files(
             texts.append((path, text))
     if errors:
         raise LoadError(errors, documents)
-    return Loaded(documents, texts)
+    return Loaded(documents, texts, files)
 
 
 def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:

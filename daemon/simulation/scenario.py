@@ -205,7 +205,7 @@ def scenario_from_data(data: Mapping[str, Any], *, source: str, base: Path | Non
         arrivals=tuple(expanded),
         replica_changes=tuple(sorted(changes, key=lambda c: (c.at, c.index))),
         problems=tuple(map(str, inventory.problems)),
-        warnings=tuple(map(str, inventory.warnings)),
+        warnings=tuple(map(str, [*inventory.warnings, *inventory.unknown_fields])),
     )
 
 

@@ -38,7 +38,7 @@ from .kueue import scope as kueue_scope
 from .local_queues import namespace_refusal, parse_local_queue, parse_namespace, queue_problem
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, RawObject, decode_json, pod_entry, read_pod
+from .typed import RawItems, RawObject, decode_json, find_unknown_fields, pod_entry, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
@@ -69,6 +69,7 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "LocalQueue": ("preemptd.io", True),
     "Namespace": ("", False),
 }
+_OWN_KINDS = frozenset(kind for kind, (group, _) in _KINDS.items() if group == "preemptd.io")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +95,7 @@ class Inventory:
     ``inadmissible`` maps workload keys to the message of why they cannot be
     scheduled (invalid themselves, on an excluded or unknown queue, ...); such
     workloads are not in ``workloads`` and are reported pending ``Inadmissible``.
+    ``unknown_fields``: typos in preemptd's own kinds (``known``); ``counts``: objects per kind.
     """
 
     flavors: dict[str, Flavor] = field(default_factory=dict)
@@ -104,6 +106,8 @@ class Inventory:
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
+    unknown_fields: list[Problem] = field(default_factory=list, compare=False)
+    counts: dict[str, int] = field(default_factory=dict, compare=False)
     inadmissible: dict[str, str] = field(default_factory=dict)
     excluded_queues: set[str] = field(default_factory=set)
     local_queues: dict[str, LocalQueue] = field(default_factory=dict)  # by namespace/name
@@ -119,6 +123,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
+    ours = [entry for entry in intake.entries if entry.kind in _OWN_KINDS]  # checked once read
     intake.entries.clear()
     kueue = KueueObjects.build(intake.kueue)  # Kueue's kinds, read as ours (see .kueue)
     for kind, key, entry in kueue.entries():
@@ -193,6 +198,9 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
                 everything.extend(version.problems)
     inventory.problems = sorted(everything)
     inventory.warnings = sorted([*intake.warnings, *kueue.warnings])
+    inventory.unknown_fields = sorted(p for entry in ours for p in find_unknown_fields(entry))
+    inventory.counts = {kind: sum(map(len, by_kind[kind].values())) for kind in sorted(_KINDS)}
+    inventory.counts["Pod"] += len(plain_pods)
     return inventory
 
 

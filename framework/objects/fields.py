@@ -429,3 +429,4 @@ class Fields:
             if len(self.problems) == before:
                 found.append(Toleration(toleration_key, operator, value, effect))
         return tuple(sorted(found, key=lambda t: (t.key, t.operator, t.value, t.effect)))
+

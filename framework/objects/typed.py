@@ -21,6 +21,7 @@ the memory a Pod record takes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator, Mapping
@@ -38,9 +39,19 @@ from ..model import (
 )
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Entry, Problem
+from .known import SCHEMAS, Schema, unknown_fields
 from .nodes import parse_pod
 
-__all__ = ["RawItems", "RawObject", "decode_items", "decode_json", "fast_pod", "pod_entry", "read_pod"]
+__all__ = [
+    "RawItems",
+    "RawObject",
+    "decode_items",
+    "decode_json",
+    "fast_pod",
+    "find_unknown_fields",
+    "pod_entry",
+    "read_pod",
+]
 
 _intern = sys.intern
 
@@ -336,3 +347,61 @@ def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     # Read now, while its typed record is at hand: the record is all that is kept.
     pod = _pod_of(file, namespace, name, item)
     return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
+
+
+# --- unknown fields, from JSON text ----------------------------------------------------
+
+
+def _known_struct(name: str, schema: Schema, *, text: bool) -> type:
+    """A Struct that accepts exactly the fields of ``schema`` and does not look into their
+    values: skipped over in JSON text (``text``), taken as they are from a parsed dict."""
+    fields: list[tuple[str, Any, Any]] = []
+    for key, inner in schema.items():
+        if inner is None:
+            fields.append((key, msgspec.Raw, msgspec.Raw(b"null")) if text else (key, Any, None))
+        else:
+            below = _known_struct(f"{name}_{key}", inner, text=text)
+            fields.append((key, below | list[below] | None, None))  # type: ignore[valid-type]
+    return msgspec.defstruct(name, fields, forbid_unknown_fields=True)
+
+
+_KNOWN_FIELDS: dict[str, msgspec.json.Decoder[Any]] = {
+    kind: msgspec.json.Decoder(_known_struct(f"_Known{kind}", schema, text=True))
+    for kind, schema in SCHEMAS.items()
+}
+_KNOWN_MAPPINGS = {kind: _known_struct(f"_Known{kind}", schema, text=False) for kind, schema in SCHEMAS.items()}
+
+
+def find_unknown_fields(entry: Entry) -> list[Problem]:
+    """:func:`~.known.unknown_fields` of ``entry``, found the cheapest way its body allows.
+
+    * A parsed mapping: one strict conversion; walked only when that fails, to say where.
+    * A Workload kept as its JSON text that nothing decoded: the typed reader, which
+      refuses unknown fields, read it (``typed_workloads``); there is nothing to check.
+      Hence this is asked once the objects are read (``parse_objects`` does).
+    * Any other object kept as text: one strict pass over the text that skips the values;
+      decoded only to say where.
+    """
+    body = entry.body
+    if entry.kind not in SCHEMAS:
+        return []
+    if type(body) is dict:
+        try:
+            msgspec.convert(body, _KNOWN_MAPPINGS[entry.kind])
+            return []
+        except msgspec.ValidationError:
+            return unknown_fields(entry)  # where (or a value of another type: not ours to say)
+    if type(body) is not RawObject or body._decoded is not None:
+        return unknown_fields(entry)  # read as a mapping already
+    if body.raw is None or entry.kind in _READ_STRICTLY:
+        return []
+    try:
+        _KNOWN_FIELDS[entry.kind].decode(body.raw)
+        return []
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    return unknown_fields(dataclasses.replace(entry, body=decode_json(bytes(body.raw))))
+
+
+_READ_STRICTLY = frozenset({"Workload"})
+"""Kinds whose typed reader refuses unknown fields (see :func:`find_unknown_fields`)."""

@@ -34,6 +34,7 @@ from ..model import (
 )
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Catalog, Entry, Fields, Problem
+from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
 from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings, intake_key
@@ -48,20 +49,38 @@ T = TypeVar("T")
 _intern = sys.intern
 
 
-class _Owner(msgspec.Struct):
+# Every Struct of a Workload forbids unknown fields and declares all known ones (``known``):
+# a Workload read here has none, so its text is not checked again (``find_unknown_fields``),
+# and one that has any goes to the walker and is checked there.
+
+
+class _Owner(msgspec.Struct, forbid_unknown_fields=True):
+    apiVersion: Any = None
     kind: str | None = None
     name: str | None = None
+    uid: Any = None
 
 
-class _WorkloadMeta(msgspec.Struct):
+class _WorkloadMeta(msgspec.Struct, forbid_unknown_fields=True):
     creationTimestamp: Any = None
     uid: str | None = None
     ownerReferences: Any = None
     labels: dict[str, str] | None = None
     annotations: dict[str, str] | None = None
+    # The rest of ObjectMeta: not read, declared so that they are not unknown.
+    name: Any = None
+    generateName: Any = None
+    namespace: Any = None
+    selfLink: Any = None
+    resourceVersion: Any = None
+    generation: Any = None
+    deletionTimestamp: Any = None
+    deletionGracePeriodSeconds: Any = None
+    finalizers: Any = None
+    managedFields: Any = None
 
 
-class _PodSetDoc(msgspec.Struct):
+class _PodSetDoc(msgspec.Struct, forbid_unknown_fields=True):
     name: str | None = None
     count: int | None = None
     minCount: int | None = None
@@ -70,7 +89,7 @@ class _PodSetDoc(msgspec.Struct):
     tolerations: Any = None
 
 
-class _WorkloadSpec(msgspec.Struct):
+class _WorkloadSpec(msgspec.Struct, forbid_unknown_fields=True):
     queueName: str | None = None
     owner: _Owner | None = None
     podSets: list[_PodSetDoc] | None = None
@@ -79,25 +98,29 @@ class _WorkloadSpec(msgspec.Struct):
     priorityClassSource: str | None = None
 
 
-class _AdmittedPodSet(msgspec.Struct):
+class _AdmittedPodSet(msgspec.Struct, forbid_unknown_fields=True):
     name: str | None = None
     count: int | None = None
     flavors: dict[str, str] | None = None
 
 
-class _AdmissionDoc(msgspec.Struct):
+class _AdmissionDoc(msgspec.Struct, forbid_unknown_fields=True):
     queue: str | None = None
     podSets: list[_AdmittedPodSet] | None = None
 
 
-class _WorkloadStatus(msgspec.Struct):
+class _WorkloadStatus(msgspec.Struct, forbid_unknown_fields=True):
     admission: _AdmissionDoc | None = None
     admittedAt: Any = None
     conditions: list[dict[str, Any]] | None = None
     flavorScan: Any = None
+    admittedFlavors: Any = None
+    state: Any = None
 
 
-class _WorkloadDoc(msgspec.Struct):
+class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
+    apiVersion: Any = None
+    kind: Any = None
     metadata: _WorkloadMeta | None = None
     spec: _WorkloadSpec | None = None
     status: _WorkloadStatus | None = None
@@ -127,6 +150,12 @@ def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[s
         if amount or not drop_zero:
             items.append((_intern(resource), amount))
     return _shared(items)
+
+
+def _known_keys(items: Any, known: Mapping[str, Any]) -> None:
+    """Mappings of a list with no key ``known`` lacks (the Structs above cannot see into them)."""
+    if isinstance(items, list) and any(isinstance(item, dict) and item.keys() - known for item in items):
+        raise _NotPlain
 
 
 def _walked(entry: Entry, read: Callable[..., T], *args: Any) -> T:
@@ -196,6 +225,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
             raise _NotPlain  # a second podSet with minCount: the walker reports it
         tolerations: tuple[Toleration, ...] = ()
         if doc_set.tolerations is not None:
+            _known_keys(doc_set.tolerations, TOLERATION)
             holder = {"tolerations": doc_set.tolerations}
             tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
         pod_set = by_name[name] = PodSet(

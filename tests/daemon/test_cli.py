@@ -306,7 +306,7 @@ def test_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """validate exits 0 for valid input and 2 for an invalid object."""
     good = write_snapshot(tmp_path / "good.yaml", preemption_snapshot())
     bad = write_snapshot(tmp_path / "bad.yaml", broken_snapshot())
-    expected = [(0, "valid: configuration and 1 snapshot files\n", ""), 2]
+    expected = [(0, "valid: configuration and 1 snapshot file (2 Queue, 1 ResourceFlavor, 3 Workload)\n", ""), 2]
     assert expected == [run(capsys, "validate", good), run(capsys, "validate", bad)[0]]
 
 

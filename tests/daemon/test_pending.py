@@ -70,6 +70,15 @@ def test_pending_prints_each_queues_waiting_workloads_in_order(snapshot: str, ca
     assert "note: 1 Inadmissible workload waits in no queue (`preemptd cycle` says why)\n" == err
 
 
+
+def test_pending_speaks_kubectls_other_output_formats(snapshot: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``-o name`` lists the waiting workloads in queue order; ``-o yaml`` holds the JSON's data."""
+    code, out, _ = run(capsys, "pending", "gpu", snapshot, "--now", NOW, "-o", "name")
+    assert (0, "workload/ml/b\nworkload/ml/big\nworkload/ml/a\n") == (code, out)
+    _, as_json, _ = run(capsys, "pending", snapshot, "--now", NOW, "-o", "json")
+    _, as_yaml, _ = run(capsys, "pending", snapshot, "--now", NOW, "-o", "yaml")
+    assert json.loads(as_json) == yaml.safe_load(as_yaml)
+
 def test_pending_json_lists_one_queue_with_both_positions(snapshot: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "pending", "gpu", snapshot, "--now", NOW, "-o", "json")
     assert 0 == code
@@ -94,7 +103,8 @@ def test_pending_of_an_unknown_queue_is_an_error(snapshot: str, capsys: pytest.C
 def test_pending_of_a_queue_with_nothing_waiting_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "idle.yaml"
     path.write_text(yaml.safe_dump_all(SNAPSHOT[:2]))
-    assert (0, "No pending workloads.\n", "") == run(capsys, "pending", "gpu", str(path), "--now", NOW)
+    warning = "warning: no Workload in the snapshot: there is nothing to schedule\n"
+    assert (0, "No pending workloads.\n", warning) == run(capsys, "pending", "gpu", str(path), "--now", NOW)
 
 
 def test_several_snapshot_files_are_not_taken_for_a_queue(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
