@@ -6,6 +6,8 @@
   this replica either leads or stands by in contact with the API server. A
   standby is ready: it is what takes over.
 * ``/metrics`` — the Prometheus text format of the daemon's own registry.
+* ``/divergence`` — in shadow mode only: where preemptd's decisions differ from
+  Kueue's, as JSON (``backends.kubernetes.divergence``).
 
 Each probe answers ``ok`` or a one-line reason, so ``curl`` shows why.
 The server runs on the daemon's event loop: if the loop is blocked, no probe
@@ -33,11 +35,15 @@ Check = Callable[[], tuple[bool, str]]
 class HttpServer:
     """Serves the three endpoints until :meth:`stop`; ``port`` is the bound port (``:0`` picks one)."""
 
-    def __init__(self, address: str, *, live: Check, ready: Check, metrics: Callable[[], bytes]) -> None:
+    def __init__(
+        self, address: str, *, live: Check, ready: Check, metrics: Callable[[], bytes],
+        divergence: Callable[[], bytes] | None = None,
+    ) -> None:
         self.host, self.port = split_address(address)
         self.live = live
         self.ready = ready
         self.metrics = metrics
+        self.divergence = divergence  # shadow mode's report (JSON), else no /divergence
         self._runner: web.AppRunner | None = None
 
     @property
@@ -51,6 +57,8 @@ class HttpServer:
         app.router.add_get("/livez", self._probe(self.live))
         app.router.add_get("/readyz", self._probe(self.ready))
         app.router.add_get("/metrics", self._metrics)
+        if self.divergence is not None:
+            app.router.add_get("/divergence", self._divergence)
         app.router.add_get("/", self._index)
         self._runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"), shutdown_timeout=1.0)
         await self._runner.setup()
@@ -81,6 +89,10 @@ class HttpServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def _divergence(self, request: web.Request) -> web.Response:
+        assert self.divergence is not None
+        return web.Response(body=self.divergence(), content_type="application/json")
 
     async def _index(self, request: web.Request) -> web.Response:
         return web.Response(text="preemptd: /healthz /readyz /metrics\n")

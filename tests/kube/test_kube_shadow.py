@@ -1,0 +1,517 @@
+"""Shadow mode (issue 18, point 5): preemptd reads a Kueue cluster, writes nothing, and reports
+where its decisions differ from the state Kueue produced.
+
+Each fixture is one ClusterQueue "default"-flavored with 4 cpu, its own namespace and a
+LocalQueue ``main`` to it; the expected decisions are worked out from SEMANTICS.md:
+
+* agree: a, b (2 cpu each) admitted, c (2 cpu) pending; ``withinClusterQueue: Never``. c
+  needs 2 cpu, none is free, and no victim may be taken (§3: within nominal, so the victim
+  search runs, §4: no candidate) -> pending ``PreemptionNoCandidates``, as in Kueue.
+* admit: a (2 cpu) admitted, c (2 cpu) pending: 2 cpu are free -> preemptd admits c on
+  ``default`` (§2.4 Fits), Kueue holds it pending: ``would-admit``.
+* preempt: low (4 cpu, priority 0) admitted, high (4 cpu, priority 100) pending;
+  ``withinClusterQueue: LowerPriority``: low is a same-queue candidate of strictly lower
+  priority (§4), the only one, so it is the victim (reason ``InQueue``) and high waits
+  (``PendingPreemption``): ``would-preempt`` on low; high is pending on both sides.
+* judge: first (4 cpu) admitted; old (4 cpu, priority 0, older) and urgent (4 cpu,
+  priority 100) pending; ``Never``. Then first finishes and Kueue admits old. preemptd,
+  with both pending and 4 cpu free, takes urgent first (§2.1: higher priority heads its
+  queue) and admits it; old then finds no room and no candidate -> pending
+  ``PreemptionNoCandidates``: ``would-not-admit`` on old.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+import structlog
+from kubernetes_asyncio.client import Configuration
+from preemptd.daemon.backends.kubernetes.client import Kube
+from preemptd.daemon.backends.kubernetes.shadow import KueueShadow, ShadowError
+from preemptd.daemon.config import BackendConfig, Config, DaemonConfig, SchedulerConfig
+from preemptd.daemon.logging import configure_logging
+from preemptd.daemon.notify import Notifier
+from preemptd.daemon.plugins import resolve_plugins
+from preemptd.daemon.service import Daemon
+from prometheus_client import CollectorRegistry
+
+from .apiserver import ApiServer, validate
+from .cluster import until
+from .kueue_crds import GROUP, install_kueue, kueue_crds
+
+pytestmark = pytest.mark.asyncio
+
+NOW_MS = 1_767_225_600_000 + 3_600_000  # 2026-01-01T01:00:00Z
+PLURALS = {
+    "ResourceFlavor": "resourceflavors", "ClusterQueue": "clusterqueues", "LocalQueue": "localqueues",
+    "Workload": "workloads", "Cohort": "cohorts", "WorkloadPriorityClass": "workloadpriorityclasses",
+}
+
+
+# --- Kueue-shaped objects ------------------------------------------------------------------
+
+
+def kueue(kind: str, name: str, spec: dict[str, Any], *, namespace: str | None = None, version: str = "v1beta2",
+          **extra: Any) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": name}
+    if namespace is not None:
+        metadata["namespace"] = namespace
+    return {"apiVersion": f"{GROUP}/{version}", "kind": kind, "metadata": metadata, "spec": spec, **extra}
+
+
+def cluster_queue(name: str, *, within: str = "Never", version: str = "v1beta2", cohort: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "namespaceSelector": {},
+        "preemption": {"withinClusterQueue": within, "reclaimWithinCohort": "Never"},
+        "resourceGroups": [{
+            "coveredResources": ["cpu"],
+            "flavors": [{"name": "default", "resources": [{"name": "cpu", "nominalQuota": "4"}]}],
+        }],
+    }
+    if cohort is not None:
+        spec["cohort" if version == "v1beta1" else "cohortName"] = cohort
+    return kueue("ClusterQueue", name, spec, version=version)
+
+
+def workload(
+    namespace: str, name: str, cpu: int, *, priority: int = 0, minute: int = 0, admitted_in: str | None = None,
+    version: str = "v1beta2",
+) -> dict[str, Any]:
+    obj = kueue(
+        "Workload", name,
+        {
+            "queueName": "main",
+            "priority": priority,
+            "podSets": [{"name": "main", "count": 1, "template": {"spec": {"containers": [
+                {"name": "c", "image": "job:1", "resources": {"requests": {"cpu": str(cpu)}}},
+            ]}}}],
+        },
+        namespace=namespace, version=version,
+    )
+    obj["metadata"].update(uid=f"uid-{namespace}-{name}", creationTimestamp=f"2026-01-01T00:{minute:02d}:00Z")
+    since = f"2026-01-01T00:{minute + 1:02d}:00Z"
+    if admitted_in is None:
+        obj["status"] = {"conditions": [{
+            "type": "QuotaReserved", "status": "False", "reason": "Pending",
+            "message": f"couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, "
+                       f"request > maximum capacity ({name})",
+            "lastTransitionTime": since,
+        }]}
+    else:
+        obj["status"] = admitted(admitted_in, cpu, since)
+    return obj
+
+
+def admitted(cluster_queue: str, cpu: int, since: str) -> dict[str, Any]:
+    return {
+        "admission": {"clusterQueue": cluster_queue, "podSetAssignments": [
+            {"name": "main", "count": 1, "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": str(cpu)}},
+        ]},
+        "conditions": [
+            {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+             "message": f"Quota reserved in ClusterQueue {cluster_queue}", "lastTransitionTime": since},
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted",
+             "lastTransitionTime": since},
+        ],
+    }
+
+
+def case(name: str, *, within: str = "Never") -> list[dict[str, Any]]:
+    """A namespace, its LocalQueue ``main`` and a ClusterQueue of the same name."""
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}},
+        kueue("LocalQueue", "main", {"clusterQueue": name}, namespace=name),
+        cluster_queue(name, within=within),
+    ]
+
+
+FLAVOR = kueue("ResourceFlavor", "default", {})
+
+AGREE = [
+    *case("agree"),
+    workload("agree", "a", 2, minute=1, admitted_in="agree"),
+    workload("agree", "b", 2, minute=2, admitted_in="agree"),
+    workload("agree", "c", 2, minute=3),
+]
+ADMIT = [*case("admit"), workload("admit", "a", 2, minute=1, admitted_in="admit"), workload("admit", "c", 2, minute=3)]
+PREEMPT = [
+    *case("preempt", within="LowerPriority"),
+    workload("preempt", "low", 4, minute=1, admitted_in="preempt"),
+    workload("preempt", "high", 4, priority=100, minute=5),
+]
+JUDGE = [
+    *case("judge"),
+    workload("judge", "first", 4, minute=1, admitted_in="judge"),
+    workload("judge", "old", 4, minute=10),
+    workload("judge", "urgent", 4, priority=100, minute=20),
+]
+
+
+def put(server: ApiServer, objects: list[dict[str, Any]]) -> None:
+    for obj in objects:
+        if obj["kind"] == "Namespace":
+            server.put("", "namespaces", obj)
+        else:
+            server.put(GROUP, PLURALS[obj["kind"]], obj)
+
+
+def finish(server: ApiServer, namespace: str, name: str) -> None:
+    obj = server.get(GROUP, "workloads", name, namespace)
+    assert obj is not None
+    obj["status"]["conditions"].append({
+        "type": "Finished", "status": "True", "reason": "Succeeded", "message": "Job finished successfully",
+        "lastTransitionTime": "2026-01-01T00:50:00Z",
+    })
+    server.put(GROUP, "workloads", obj)
+
+
+def admit(server: ApiServer, namespace: str, name: str, cpu: int) -> None:
+    obj = server.get(GROUP, "workloads", name, namespace)
+    assert obj is not None
+    obj["status"] = admitted(namespace, cpu, "2026-01-01T00:51:00Z")
+    server.put(GROUP, "workloads", obj)
+
+
+def writes(server: ApiServer) -> list[Any]:
+    return [r for r in server.requests if r.verb not in ("get", "list", "watch")]
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+
+
+@pytest_asyncio.fixture
+async def cluster() -> AsyncIterator[ApiServer]:
+    """A cluster with Kueue's CRDs (v1beta2 stored) and none of preemptd's."""
+    async with ApiServer(bookmark_interval=0.2) as api:
+        install_kueue(api)
+        api.put(GROUP, "resourceflavors", FLAVOR)
+        yield api
+
+
+@pytest_asyncio.fixture
+async def shadows(cluster: ApiServer) -> AsyncIterator[list[tuple[KueueShadow, CollectorRegistry]]]:
+    made: list[tuple[KueueShadow, CollectorRegistry]] = []
+    yield made  # filled by start_shadow
+    for shadow, _ in made:
+        await shadow.stop()
+        await shadow.kube.close()
+
+
+async def start_shadow(
+    server: ApiServer, made: list[tuple[KueueShadow, CollectorRegistry]], *, grace: float = 0.0,
+    clock: Any = lambda: NOW_MS,
+) -> tuple[KueueShadow, CollectorRegistry]:
+    config = dataclasses.replace(Config(), backend=BackendConfig(kind="kubernetes"))
+    plugins, problems = resolve_plugins(config)
+    assert not problems
+    registry = CollectorRegistry()
+    kube = Kube.from_configuration(Configuration(host=server.url))
+    shadow = KueueShadow(kube, config=config, plugins=plugins, registry=registry, grace=grace, clock=clock)
+    made.append((shadow, registry))
+    await shadow.start(timeout=5)
+    return shadow, registry
+
+
+async def cycle(shadow: KueueShadow, server: ApiServer) -> dict[str, Any]:
+    version = server.version
+    await until(lambda: all(_latest(i.store) >= _kind_version(server, i.resource.group, i.resource.plural)
+                            for i in shadow.informers.values()), what=f"caches at version {version}")
+    await shadow.cycle()
+    return shadow.divergences.to_dict()
+
+
+def _latest(store: dict[str, Any]) -> int:
+    return max((int(o["metadata"].get("resourceVersion") or 0) for o in store.values()), default=0)
+
+
+def _kind_version(server: ApiServer, group: str, plural: str) -> int:
+    return max((int(o["metadata"]["resourceVersion"]) for o in server.list(group, plural)), default=0)
+
+
+def gauge(registry: CollectorRegistry, kind: str) -> float | None:
+    return registry.get_sample_value("preemptd_shadow_divergences", {"kind": kind})
+
+
+def new_count(registry: CollectorRegistry, kind: str) -> float | None:
+    return registry.get_sample_value("preemptd_shadow_new_divergences_total", {"kind": kind})
+
+
+def shapes(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(d["kind"], d["workload"], d["queue"]) for d in report["divergences"]]
+
+
+# --- the three divergences, and none -----------------------------------------------------------
+
+
+async def test_a_shadow_that_decides_as_kueue_did_reports_no_divergence(cluster: ApiServer, shadows: Any) -> None:
+    put(cluster, AGREE)
+    shadow, registry = await start_shadow(cluster, shadows)
+    for _ in range(2):
+        report = await cycle(shadow, cluster)
+        assert [] == report["divergences"]
+        assert {"would-admit": 0, "would-not-admit": 0, "would-preempt": 0} == report["counts"]
+    assert [0, 0, 0] == [gauge(registry, kind) for kind in ("would-admit", "would-not-admit", "would-preempt")]
+    assert [] == writes(cluster)
+
+
+async def test_a_workload_kueue_holds_pending_that_preemptd_would_admit_is_would_admit(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    put(cluster, ADMIT)
+    shadow, registry = await start_shadow(cluster, shadows)
+    report = await cycle(shadow, cluster)
+    assert [{
+        "workload": "admit/c",
+        "queue": "admit",
+        "kind": "would-admit",
+        "since": "2026-01-01T01:00:00Z",
+        "preemptd": {"action": "admit", "flavors": ["default"], "borrowing": False},
+        "kueue": {
+            "state": "pending", "reason": "Pending",
+            "message": "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, "
+                       "request > maximum capacity (c)",
+        },
+    }] == report["divergences"]
+    assert "2026-01-01T01:00:00Z" == report["cycle"]
+    assert 1 == gauge(registry, "would-admit")
+    assert 1 == new_count(registry, "would-admit")
+    # Nothing was written, so the next cycle finds the same divergence: still one, counted once.
+    await cycle(shadow, cluster)
+    assert 1 == gauge(registry, "would-admit")
+    assert 1 == new_count(registry, "would-admit")
+    assert [] == writes(cluster)
+
+
+async def test_a_victim_preemptd_would_choose_that_kueue_keeps_running_is_would_preempt(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    put(cluster, PREEMPT)
+    shadow, registry = await start_shadow(cluster, shadows)
+    report = await cycle(shadow, cluster)
+    assert [("would-preempt", "preempt/low", "preempt")] == shapes(report)
+    (divergence,) = report["divergences"]
+    assert {"action": "preempt", "preemptor": "preempt/high", "reason": "InQueue", "count": None} == divergence["preemptd"]
+    assert {"state": "admitted", "clusterQueue": "preempt", "flavors": ["default"]} == divergence["kueue"]
+    assert [0, 1] == [gauge(registry, "would-admit"), gauge(registry, "would-preempt")]
+    assert [] == writes(cluster)
+
+
+async def test_a_workload_kueue_admitted_that_preemptd_would_keep_pending_is_would_not_admit(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    put(cluster, JUDGE)
+    shadow, registry = await start_shadow(cluster, shadows)
+    assert [] == (await cycle(shadow, cluster))["divergences"]  # both pending, on both sides
+    finish(cluster, "judge", "first")
+    admit(cluster, "judge", "old", 4)
+    report = await cycle(shadow, cluster)
+    assert [("would-not-admit", "judge/old", "judge")] == shapes(report)
+    (divergence,) = report["divergences"]
+    assert "keep-pending" == divergence["preemptd"]["action"]
+    assert "PreemptionNoCandidates" == divergence["preemptd"]["reason"]
+    assert {"state": "admitted", "clusterQueue": "judge", "flavors": ["default"]} == divergence["kueue"]
+    assert 1 == gauge(registry, "would-not-admit")
+    # It lasts while Kueue keeps old admitted (the judgement is not made again)...
+    assert [("would-not-admit", "judge/old", "judge")] == shapes(await cycle(shadow, cluster))
+    assert 1 == new_count(registry, "would-not-admit")
+    # ...and ends when old does; urgent, admitted by Kueue next, is what preemptd would admit.
+    finish(cluster, "judge", "old")
+    admit(cluster, "judge", "urgent", 4)
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert 0 == gauge(registry, "would-not-admit")
+    assert [] == writes(cluster)
+
+
+async def test_a_workload_kueue_admitted_as_preemptd_would_have_is_no_divergence(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    put(cluster, JUDGE)
+    shadow, _ = await start_shadow(cluster, shadows)
+    await cycle(shadow, cluster)
+    finish(cluster, "judge", "first")
+    admit(cluster, "judge", "urgent", 4)  # the higher priority first, as preemptd takes it
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+
+
+# --- grace, versions, and a cluster without Kueue ----------------------------------------------
+
+
+async def test_a_divergence_is_reported_only_once_it_outlasts_the_grace(cluster: ApiServer, shadows: Any) -> None:
+    put(cluster, ADMIT)
+    now = [NOW_MS]
+    shadow, registry = await start_shadow(cluster, shadows, grace=5.0, clock=lambda: now[0])
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    now[0] += 4_999
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert 0 == new_count(registry, "would-admit")
+    now[0] += 1
+    report = await cycle(shadow, cluster)
+    assert [("would-admit", "admit/c", "admit")] == shapes(report)
+    assert "2026-01-01T01:00:00Z" == report["divergences"][0]["since"]  # since it was first seen
+    # Kueue admits c before the grace is over: a divergence that never lasted is never reported.
+    admit(cluster, "admit", "c", 2)
+    put(cluster, [workload("admit", "d", 1, minute=30)])
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    admit(cluster, "admit", "d", 1)
+    now[0] += 10_000
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert 1 == new_count(registry, "would-admit")
+
+
+async def test_a_cluster_serving_kueue_v1beta1_is_read_in_v1beta1() -> None:
+    async with ApiServer(bookmark_interval=0.2) as server:
+        install_kueue(server, "v1beta1")
+        server.put(GROUP, "resourceflavors", {**FLAVOR, "apiVersion": f"{GROUP}/v1beta1"})
+        objects = [
+            *(o for o in case("old") if o["kind"] != "ClusterQueue"),
+            {**kueue("LocalQueue", "main", {"clusterQueue": "old"}, namespace="old", version="v1beta1")},
+            cluster_queue("old", version="v1beta1", cohort="all"),
+            kueue("Cohort", "all", {}, version="v1beta1"),
+            workload("old", "a", 2, minute=1, admitted_in="old", version="v1beta1"),
+            workload("old", "c", 2, minute=3, version="v1beta1"),
+        ]
+        put(server, objects)
+        made: list[tuple[KueueShadow, CollectorRegistry]] = []
+        try:
+            shadow, _ = await start_shadow(server, made)
+            assert {r.kind: r.version for r in shadow.resources if r.group == GROUP} == {
+                "ResourceFlavor": "v1beta1", "ClusterQueue": "v1beta1", "Cohort": "v1beta1",
+                "LocalQueue": "v1beta1", "Workload": "v1beta1", "WorkloadPriorityClass": "v1beta1",
+            }
+            assert [("would-admit", "old/c", "old")] == shapes(await cycle(shadow, server))
+        finally:
+            for shadow, _ in made:
+                await shadow.stop()
+                await shadow.kube.close()
+
+
+async def test_a_cluster_without_kueue_is_refused_with_a_clear_error() -> None:
+    async with ApiServer(bookmark_interval=0.2) as server:
+        install_kueue(server, kinds=("ResourceFlavor", "Cohort"))
+        config = dataclasses.replace(Config(), backend=BackendConfig(kind="kubernetes"))
+        plugins, _ = resolve_plugins(config)
+        kube = Kube.from_configuration(Configuration(host=server.url))
+        try:
+            shadow = KueueShadow(kube, config=config, plugins=plugins, registry=CollectorRegistry())
+            with pytest.raises(ShadowError, match=r"no ClusterQueue of kueue.x-k8s.io \(tried v1beta2, v1beta1\)"):
+                await shadow.start(timeout=5)
+        finally:
+            await kube.close()
+        assert [] == writes(server)
+
+
+async def test_the_fixtures_are_valid_kueue_objects_by_the_crds() -> None:
+    schemas = {
+        (crd["spec"]["names"]["kind"], version["name"]): version["schema"]["openAPIV3Schema"]
+        for crd in [*kueue_crds("v1beta2"), *kueue_crds("v1beta1")]
+        for version in crd["spec"]["versions"]
+    }
+    objects = [FLAVOR, *AGREE, *ADMIT, *PREEMPT, *JUDGE, workload("x", "y", 1, version="v1beta1"),
+               cluster_queue("z", version="v1beta1", cohort="all")]
+    for obj in objects:
+        if obj["kind"] == "Namespace":
+            continue
+        errors: list[str] = []
+        pruned = validate(schemas[(obj["kind"], obj["apiVersion"].rpartition("/")[2])], obj, "", errors)
+        assert ([], obj["spec"]) == (errors, pruned["spec"]), obj["metadata"]
+
+
+# --- the daemon: logs, metrics, /divergence, no writes -------------------------------------------
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
+    structlog.reset_defaults()
+
+
+async def test_the_daemon_in_shadow_mode_logs_counts_and_serves_each_divergence_and_writes_nothing(
+    cluster: ApiServer, restore_logging: None
+) -> None:
+    put(cluster, [*AGREE, *ADMIT, *PREEMPT, *JUDGE])
+    settings = dataclasses.replace(
+        Config(),
+        backend=BackendConfig(kind="kubernetes"),
+        scheduler=SchedulerConfig(cycle_interval=50),
+        daemon=DaemonConfig(http_address="127.0.0.1:0"),
+    )
+    plugins, problems = resolve_plugins(settings)
+    assert not problems
+    stream = io.StringIO()
+    configure_logging(log_format="json", level="info", stream=stream)
+    kube = Kube.from_configuration(Configuration(host=cluster.url))
+    daemon = Daemon(kube, settings, plugins, shadow="kueue", notifier=Notifier(), holder_identity="a")
+    assert isinstance(daemon.backend, KueueShadow)
+    task = asyncio.create_task(daemon.run(), name="daemon-shadow")
+
+    def cycles() -> float:
+        return daemon.metrics.registry.get_sample_value("preemptd_cycles_total", {"outcome": "ok"}) or 0.0
+
+    try:
+        await until(lambda: cycles() >= 3, timeout=20, what="three shadow cycles")
+        finish(cluster, "judge", "first")
+        admit(cluster, "judge", "old", 4)
+        await until(lambda: (daemon.metrics.registry.get_sample_value(
+            "preemptd_shadow_divergences", {"kind": "would-not-admit"}) or 0) == 1, timeout=20,
+            what="the would-not-admit divergence")
+        seen = cycles()
+        await until(lambda: cycles() >= seen + 3, timeout=20, what="three more cycles")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(f"{daemon.http.url}/divergence") as response:
+                assert 200 == response.status
+                assert "application/json" == response.content_type
+                report = await response.json()
+            async with session.get(f"{daemon.http.url}/metrics") as response:
+                metrics = await response.text()
+    finally:
+        daemon.stop.set()
+        try:
+            assert 0 == await asyncio.wait_for(task, 10)
+        finally:
+            await kube.close()
+    assert [
+        ("would-admit", "admit/c", "admit"),
+        ("would-not-admit", "judge/old", "judge"),
+        ("would-preempt", "preempt/low", "preempt"),
+    ] == shapes(report)
+    assert {"would-admit": 1, "would-not-admit": 1, "would-preempt": 1} == report["counts"]
+    assert report["cycle"].endswith("Z")
+    for kind in ("would-admit", "would-not-admit", "would-preempt"):
+        assert f'preemptd_shadow_divergences{{kind="{kind}"}} 1.0' in metrics
+        assert f'preemptd_shadow_new_divergences_total{{kind="{kind}"}} 1.0' in metrics
+    assert "preemptd_dry_run 1.0" in metrics
+    assert "preemptd_leader 0.0" in metrics
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    divergences = [line for line in lines if line["event"] == "divergence"]
+    # One line per divergence, when it appeared, however many cycles saw it.
+    assert [
+        ("new", "would-admit", "admit/c", "admit on default", "pending (Pending: couldn't assign flavors to pod "
+         "set main: insufficient quota for cpu in flavor default, request > maximum capacity (c))"),
+        ("new", "would-preempt", "preempt/low", "preempt for preempt/high (InQueue)", "admitted in preempt on default"),
+        ("new", "would-not-admit", "judge/old", "keep-pending (PreemptionNoCandidates: " + _message(report) + ")",
+         "admitted in judge on default"),
+    ] == [(d["change"], d["kind"], d["workload"], d["preemptd"], d["kueue"]) for d in divergences]
+    assert [] == writes(cluster)
+    assert not any(r.group == "coordination.k8s.io" for r in cluster.requests)  # no Lease, not even read
+    assert not any(r.group == "preemptd.io" for r in cluster.requests)
+
+
+def _message(report: dict[str, Any]) -> str:
+    (judged,) = [d for d in report["divergences"] if d["kind"] == "would-not-admit"]
+    message = judged["preemptd"]["message"]
+    assert message  # preemptd says why it would keep old waiting
+    return str(message)
