@@ -28,12 +28,14 @@ import io
 import json
 import logging
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 import pytest_asyncio
 import structlog
+import yaml
 from kubernetes_asyncio.client import Configuration
 from preemptd.daemon.backends.kubernetes.client import Kube
 from preemptd.daemon.backends.kubernetes.shadow import KueueShadow, ShadowError
@@ -41,11 +43,11 @@ from preemptd.daemon.config import BackendConfig, Config, DaemonConfig, Schedule
 from preemptd.daemon.logging import configure_logging
 from preemptd.daemon.notify import Notifier
 from preemptd.daemon.plugins import resolve_plugins
-from preemptd.daemon.service import Daemon
+from preemptd.daemon.service import Daemon, check_configuration
 from prometheus_client import CollectorRegistry
 
 from .apiserver import ApiServer, validate
-from .cluster import until
+from .cluster import REPO, until
 from .kueue_crds import GROUP, install_kueue, kueue_crds
 
 pytestmark = pytest.mark.asyncio
@@ -310,6 +312,8 @@ async def test_a_workload_kueue_admitted_that_preemptd_would_keep_pending_is_wou
 ) -> None:
     put(cluster, JUDGE)
     shadow, registry = await start_shadow(cluster, shadows)
+    lines: list[tuple[str, str, str]] = []
+    shadow.divergences._line = lambda change, d: lines.append((change, d.kind, d.workload))  # type: ignore[method-assign]
     assert [] == (await cycle(shadow, cluster))["divergences"]  # both pending, on both sides
     finish(cluster, "judge", "first")
     admit(cluster, "judge", "old", 4)
@@ -328,6 +332,7 @@ async def test_a_workload_kueue_admitted_that_preemptd_would_keep_pending_is_wou
     admit(cluster, "judge", "urgent", 4)
     assert [] == (await cycle(shadow, cluster))["divergences"]
     assert 0 == gauge(registry, "would-not-admit")
+    assert [("new", "would-not-admit", "judge/old"), ("ended", "would-not-admit", "judge/old")] == lines
     assert [] == writes(cluster)
 
 
@@ -340,6 +345,42 @@ async def test_a_workload_kueue_admitted_as_preemptd_would_have_is_no_divergence
     finish(cluster, "judge", "first")
     admit(cluster, "judge", "urgent", 4)  # the higher priority first, as preemptd takes it
     assert [] == (await cycle(shadow, cluster))["divergences"]
+
+
+async def test_a_workload_kueue_admitted_while_its_victim_still_leaves_is_no_divergence(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    """preemptd would preempt low for high; Kueue did, and admitted high while low, evicted,
+    still holds its quota. With high pending again, preemptd relies on low's room (§2: already
+    evicted victims are re-used) and waits for it (PendingPreemption): it would admit high."""
+    put(cluster, PREEMPT)
+    shadow, registry = await start_shadow(cluster, shadows)
+    assert [("would-preempt", "preempt/low", "preempt")] == shapes(await cycle(shadow, cluster))
+    low = cluster.get(GROUP, "workloads", "low", "preempt")
+    assert low is not None
+    low["status"]["conditions"].append({
+        "type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a workload",
+        "lastTransitionTime": "2026-01-01T00:52:00Z",
+    })
+    cluster.put(GROUP, "workloads", low)
+    admit(cluster, "preempt", "high", 4)
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert [0, 0] == [gauge(registry, "would-preempt"), gauge(registry, "would-not-admit")]
+
+
+async def test_an_invalid_kueue_object_is_logged_once_and_left_out_while_the_rest_is_compared(
+    cluster: ApiServer, shadows: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    bad = workload("admit", "bad", 1, minute=4)
+    bad["spec"]["podSets"][0]["count"] = "two"
+    put(cluster, [*ADMIT, bad])
+    shadow, _ = await start_shadow(cluster, shadows)
+    with caplog.at_level(logging.WARNING, logger="preemptd.shadow"):
+        assert [("would-admit", "admit/c", "admit")] == shapes(await cycle(shadow, cluster))
+        assert [("would-admit", "admit/c", "admit")] == shapes(await cycle(shadow, cluster))
+    problems = [r.getMessage() for r in caplog.records if r.name == "preemptd.shadow"]
+    assert 1 == len(problems), problems
+    assert "Workload/admit/bad: spec.podSets[0].count" in problems[0]
 
 
 # --- grace, versions, and a cluster without Kueue ----------------------------------------------
@@ -508,6 +549,42 @@ async def test_the_daemon_in_shadow_mode_logs_counts_and_serves_each_divergence_
     assert [] == writes(cluster)
     assert not any(r.group == "coordination.k8s.io" for r in cluster.requests)  # no Lease, not even read
     assert not any(r.group == "preemptd.io" for r in cluster.requests)
+    granted = shadow_role_rules()
+    assert [] == sorted((g, r, v) for g, r, v in cluster.verbs() if v not in granted.get((g, r), set()))
+
+
+SHADOW_DEPLOY = REPO / "deploy" / "shadow"
+
+
+def shadow_documents() -> list[dict[str, Any]]:
+    kustomization = yaml.safe_load((SHADOW_DEPLOY / "kustomization.yaml").read_text())
+    return [d for name in kustomization["resources"] for d in yaml.safe_load_all((SHADOW_DEPLOY / name).read_text()) if d]
+
+
+def shadow_role_rules() -> dict[tuple[str, str], set[str]]:
+    (role,) = [d for d in shadow_documents() if d["kind"] == "ClusterRole"]
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in role["rules"]:
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    return granted
+
+
+async def test_the_shadow_deployment_reads_only_and_runs_the_shadow(tmp_path: Path) -> None:
+    """deploy/shadow: list and watch on what the shadow reads and nothing else (no write verb,
+    no Lease), one replica running `run --shadow kueue` on a configuration that checks."""
+    expected = {(GROUP, plural): {"list", "watch"} for plural in PLURALS.values()}
+    expected |= {("scheduling.k8s.io", "priorityclasses"): {"list", "watch"}, ("", "namespaces"): {"list", "watch"}}
+    assert expected == shadow_role_rules()
+    (deployment,) = [d for d in shadow_documents() if d["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert (1, ["run", "--shadow", "kueue"]) == (deployment["spec"]["replicas"], container["args"][:3])
+    (configmap,) = [d for d in shadow_documents() if d["kind"] == "ConfigMap"]
+    path = tmp_path / "preemptd.toml"
+    path.write_text(configmap["data"]["preemptd.toml"])
+    config, _, problems = check_configuration(path)
+    assert ([], False) == (problems, config.leader_election.enabled)
 
 
 def _message(report: dict[str, Any]) -> str:
