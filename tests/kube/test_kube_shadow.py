@@ -336,6 +336,31 @@ async def test_a_workload_kueue_admitted_that_preemptd_would_keep_pending_is_wou
     assert [] == writes(cluster)
 
 
+async def test_a_workload_kueue_admits_before_any_cycle_saw_it_pending_is_judged_too(
+    cluster: ApiServer, shadows: Any
+) -> None:
+    """sneak (4 cpu, priority 0) appears already admitted once first is done: preemptd, with sneak,
+    old and urgent pending, admits urgent (the highest priority) and would keep sneak waiting."""
+    put(cluster, JUDGE)
+    shadow, _ = await start_shadow(cluster, shadows)
+    await cycle(shadow, cluster)
+    finish(cluster, "judge", "first")
+    put(cluster, [workload("judge", "sneak", 4, minute=30, admitted_in="judge")])
+    report = await cycle(shadow, cluster)
+    assert [("would-not-admit", "judge/sneak", "judge")] == shapes(report)
+    assert "PreemptionNoCandidates" == report["divergences"][0]["preemptd"]["reason"]
+
+
+async def test_workloads_already_running_at_the_first_cycle_are_not_judged(cluster: ApiServer, shadows: Any) -> None:
+    """old runs and urgent waits (preemptd would have run urgent first), but nothing before the
+    first cycle says when Kueue admitted old: no divergence."""
+    put(cluster, [*case("judge"), workload("judge", "old", 4, minute=10, admitted_in="judge"),
+                  workload("judge", "urgent", 4, priority=100, minute=20)])
+    shadow, _ = await start_shadow(cluster, shadows)
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+
+
 async def test_a_workload_kueue_admitted_as_preemptd_would_have_is_no_divergence(
     cluster: ApiServer, shadows: Any
 ) -> None:

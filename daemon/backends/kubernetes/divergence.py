@@ -11,13 +11,15 @@ Three kinds of divergence come out of it:
     chose anew; one Kueue is already evicting is not chosen again).
 ``would-not-admit``
     Kueue admitted a workload that preemptd would have kept pending. Judged once,
-    when the workload is first seen admitted after it was seen pending: a second
-    session runs over the same state with the workloads Kueue has just admitted
-    put back to pending; one it neither admits nor preempts for
-    (``PendingPreemption``: it waits for victims already on their way out) would
+    at the first cycle that sees it admitted (and not being evicted) when the
+    cycle before did not — whether that cycle saw it pending, being evicted, or
+    not at all (Kueue admits a new workload within moments): a second session
+    runs over the same state with the workloads Kueue has just admitted put back
+    to pending; one it neither admits nor preempts for, nor holds
+    ``PendingPreemption`` (waiting for victims already on their way out), would
     not have been admitted by preemptd. The divergence then stays while Kueue
-    keeps it admitted. A workload already running when the shadow starts is
-    never judged: nobody saw it pending.
+    keeps it admitted. A workload already running at the shadow's first cycle is
+    never judged: there is no state before it to judge it on.
 
 A divergence is keyed by (kind, workload). :class:`DivergenceLog` keeps the
 current ones: one is *reported* (logged, counted, served) once it has lasted

@@ -150,7 +150,7 @@ class KueueShadow:
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = True  # a watch event since the stores were last read
         self._read: tuple[Inventory, dict[str, Obj]] | None = None
-        self._pending: set[str] = set()  # workloads Kueue held pending at the last cycle
+        self._admitted: set[str] | None = None  # workloads Kueue ran at the last cycle (None: before the first)
         self._judged: dict[str, Divergence] = {}  # would-not-admit, kept while Kueue keeps it admitted
         self._problems: set[str] = set()
         self._session_ended: asyncio.Future[None] | None = None
@@ -204,7 +204,7 @@ class KueueShadow:
             stores = [dict(informer.store) for informer in self.informers.values()]
             self._changed = False
         previous = self._read
-        pending = set(self._pending)
+        running = self._admitted
         registry, again = self.plugins.registry(), self.plugins.registry()
         now = self.clock()
 
@@ -217,12 +217,9 @@ class KueueShadow:
             snapshot = Snapshot.build(inventory, now=now)
             timings["snapshot"] = time.perf_counter() - began
             decisions = run_session(snapshot, registry, actions=actions, timings=timings)
-            # Admitted by Kueue since the last cycle, which saw them pending: what would preemptd
-            # have done with them? The same state, with them pending again.
-            judged = {
-                key for key, w in inventory.workloads.items()
-                if key in pending and w.admission is not None and not w.evicted
-            }
+            # Admitted by Kueue since the last cycle: what would preemptd have done with them?
+            # The same state, with them pending again.
+            judged = set() if running is None else _running(inventory) - running
             counterfactual = None
             if judged:
                 workloads = dict(inventory.workloads)
@@ -247,8 +244,7 @@ class KueueShadow:
                 del self._judged[key]
         found.extend(self._judged.values())
         self.divergences.update(found, now)
-        self._pending = {key for key, w in inventory.workloads.items() if w.admission is None}
-        self._pending |= inventory.inadmissible.keys()
+        self._admitted = _running(inventory)
         timings["compare"] = time.perf_counter() - started
         return CycleReport(
             decisions, CommitStats(), 0, timings, actions,
@@ -309,6 +305,11 @@ class KueueShadow:
 
         threading.Thread(target=target, name="preemptd-shadow-session", daemon=True).start()
         return result
+
+
+def _running(inventory: Inventory) -> set[str]:
+    """The workloads Kueue runs: admitted, and not being evicted."""
+    return {key for key, w in inventory.workloads.items() if w.admission is not None and not w.evicted}
 
 
 def _read(stores: Sequence[Mapping[str, Obj]]) -> tuple[Inventory, dict[str, Obj]]:
