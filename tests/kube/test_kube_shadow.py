@@ -38,6 +38,7 @@ import structlog
 import yaml
 from kubernetes_asyncio.client import Configuration
 from preemptd.daemon.backends.kubernetes.client import Kube
+from preemptd.daemon.backends.kubernetes.divergence import Divergence, DivergenceLog, summary
 from preemptd.daemon.backends.kubernetes.shadow import KueueShadow, ShadowError
 from preemptd.daemon.config import BackendConfig, Config, DaemonConfig, SchedulerConfig
 from preemptd.daemon.logging import configure_logging
@@ -403,7 +404,7 @@ async def test_an_invalid_kueue_object_is_logged_once_and_left_out_while_the_res
     with caplog.at_level(logging.WARNING, logger="preemptd.shadow"):
         assert [("would-admit", "admit/c", "admit")] == shapes(await cycle(shadow, cluster))
         assert [("would-admit", "admit/c", "admit")] == shapes(await cycle(shadow, cluster))
-    problems = [r.getMessage() for r in caplog.records if r.name == "preemptd.shadow"]
+    problems = [r.getMessage() for r in caplog.records if r.name == "preemptd.shadow" and r.levelno >= logging.WARNING]
     assert 1 == len(problems), problems
     assert "Workload/admit/bad: spec.podSets[0].count" in problems[0]
 
@@ -415,6 +416,8 @@ async def test_a_divergence_is_reported_only_once_it_outlasts_the_grace(cluster:
     put(cluster, ADMIT)
     now = [NOW_MS]
     shadow, registry = await start_shadow(cluster, shadows, grace=5.0, clock=lambda: now[0])
+    lines: list[tuple[str, str, str]] = []
+    shadow.divergences._line = lambda change, d: lines.append((change, d.kind, d.workload))  # type: ignore[method-assign]
     assert [] == (await cycle(shadow, cluster))["divergences"]
     now[0] += 4_999
     assert [] == (await cycle(shadow, cluster))["divergences"]
@@ -423,14 +426,21 @@ async def test_a_divergence_is_reported_only_once_it_outlasts_the_grace(cluster:
     report = await cycle(shadow, cluster)
     assert [("would-admit", "admit/c", "admit")] == shapes(report)
     assert "2026-01-01T01:00:00Z" == report["divergences"][0]["since"]  # since it was first seen
-    # Kueue admits c before the grace is over: a divergence that never lasted is never reported.
+    # Kueue admits c: it ends. Then a leaves and d arrives, which preemptd would admit at once;
+    # Kueue admits d within the grace: a divergence that never lasted is never reported.
     admit(cluster, "admit", "c", 2)
-    put(cluster, [workload("admit", "d", 1, minute=30)])
     assert [] == (await cycle(shadow, cluster))["divergences"]
-    admit(cluster, "admit", "d", 1)
+    finish(cluster, "admit", "a")
+    put(cluster, [workload("admit", "d", 2, minute=30)])
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    assert {("would-admit", "admit/d")} == set(shadow.divergences.current)  # seen, not yet reported
+    now[0] += 1_000
+    admit(cluster, "admit", "d", 2)
+    assert [] == (await cycle(shadow, cluster))["divergences"]
     now[0] += 10_000
     assert [] == (await cycle(shadow, cluster))["divergences"]
     assert 1 == new_count(registry, "would-admit")
+    assert [("new", "would-admit", "admit/c"), ("ended", "would-admit", "admit/c")] == lines
 
 
 async def test_a_cluster_serving_kueue_v1beta1_is_read_in_v1beta1() -> None:
@@ -617,3 +627,34 @@ def _message(report: dict[str, Any]) -> str:
     message = judged["preemptd"]["message"]
     assert message  # preemptd says why it would keep old waiting
     return str(message)
+
+
+async def test_a_divergence_is_logged_when_it_appears_changes_and_ends_and_not_in_between() -> None:
+    registry = CollectorRegistry()
+    divergences = DivergenceLog(registry)
+    lines: list[tuple[str, str, str, str]] = []
+    divergences._line = lambda change, d: lines.append((change, d.kind, d.workload, summary(d.kueue)))  # type: ignore[method-assign]
+    waiting = {"state": "pending", "reason": "Pending", "message": "no quota"}
+    admit_c = Divergence("would-admit", "ns/c", "q", {"action": "admit", "flavors": ["f"], "borrowing": False}, waiting)
+    victim = Divergence("would-preempt", "ns/a", "q", {"action": "preempt", "preemptor": "ns/c", "reason": "InQueue",
+                                                       "count": 2}, {"state": "admitted", "clusterQueue": "q", "flavors": ["f"]})
+    divergences.update([admit_c, victim], NOW_MS)
+    divergences.update([victim, admit_c], NOW_MS + 1)
+    checking = dataclasses.replace(admit_c, kueue={**waiting, "reason": "AdmissionCheck", "message": "checking"})
+    divergences.update([checking, victim], NOW_MS + 2)
+    divergences.update([checking], NOW_MS + 3)
+    assert [
+        ("new", "would-preempt", "ns/a", "admitted in q on f"),
+        ("new", "would-admit", "ns/c", "pending (Pending: no quota)"),
+        ("changed", "would-admit", "ns/c", "pending (AdmissionCheck: checking)"),
+        ("ended", "would-preempt", "ns/a", "admitted in q on f"),
+    ] == lines
+    report = divergences.to_dict()
+    assert ("2026-01-01T01:00:00.003Z", {"would-admit": 1, "would-not-admit": 0, "would-preempt": 0}) == (
+        report["cycle"], report["counts"])
+    assert [("ns/c", "2026-01-01T01:00:00Z")] == [(d["workload"], d["since"]) for d in report["divergences"]]
+    assert [1, 0, 1, 1] == [registry.get_sample_value(name, {"kind": kind}) for name, kind in (
+        ("preemptd_shadow_divergences", "would-admit"), ("preemptd_shadow_divergences", "would-preempt"),
+        ("preemptd_shadow_new_divergences_total", "would-admit"),
+        ("preemptd_shadow_new_divergences_total", "would-preempt"))]
+    assert "preempt 2 pod(s) for ns/c (InQueue)" == summary(victim.preemptd)
