@@ -409,6 +409,27 @@ async def test_an_invalid_kueue_object_is_logged_once_and_left_out_while_the_res
     assert "Workload/admit/bad: spec.podSets[0].count" in problems[0]
 
 
+async def test_a_change_read_by_a_failed_cycle_is_read_again_by_the_next(
+    cluster: ApiServer, shadows: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from preemptd.daemon.backends.kubernetes import shadow as module
+
+    put(cluster, ADMIT[:-1])  # without c
+    shadow, _ = await start_shadow(cluster, shadows)
+    assert [] == (await cycle(shadow, cluster))["divergences"]
+    put(cluster, ADMIT[-1:])
+    real = module.run_session
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(module, "run_session", real)
+        raise RuntimeError("a session that fails")
+
+    monkeypatch.setattr(module, "run_session", failing)
+    with pytest.raises(RuntimeError, match="a session that fails"):
+        await cycle(shadow, cluster)
+    assert [("would-admit", "admit/c", "admit")] == shapes(await cycle(shadow, cluster))
+
+
 # --- grace, versions, and a cluster without Kueue ----------------------------------------------
 
 

@@ -202,7 +202,7 @@ class KueueShadow:
         stores = None
         if self._changed or self._read is None:
             stores = [dict(informer.store) for informer in self.informers.values()]
-            self._changed = False
+        self._changed = False
         previous = self._read
         running = self._admitted
         registry, again = self.plugins.registry(), self.plugins.registry()
@@ -229,7 +229,11 @@ class KueueShadow:
                 counterfactual = run_session(Snapshot.build(reverted, now=now), again, actions=actions)
             return inventory, objects, snapshot, decisions, judged, counterfactual
 
-        inventory, objects, snapshot, decisions, judged, counterfactual = await self._off_loop(session)
+        try:
+            inventory, objects, snapshot, decisions, judged, counterfactual = await self._off_loop(session)
+        except BaseException:  # failed or abandoned: what it read is read again next time
+            self._changed = self._changed or stores is not None
+            raise
         self._read = (inventory, objects)
         self.plugin_failures.report(registry, log, time.monotonic())
         self._log_problems(inventory)
