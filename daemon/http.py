@@ -95,4 +95,5 @@ class HttpServer:
         return web.Response(body=self.divergence(), content_type="application/json")
 
     async def _index(self, request: web.Request) -> web.Response:
-        return web.Response(text="preemptd: /healthz /readyz /metrics\n")
+        shadow = " /divergence" if self.divergence is not None else ""
+        return web.Response(text=f"preemptd: /healthz /readyz /metrics{shadow}\n")

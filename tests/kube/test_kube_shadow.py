@@ -603,6 +603,7 @@ async def test_the_daemon_in_shadow_mode_logs_counts_and_serves_each_divergence_
          "admitted in judge on default"),
     ] == [(d["change"], d["kind"], d["workload"], d["preemptd"], d["kueue"]) for d in divergences]
     assert [] == writes(cluster)
+    assert 0 == kube.writes  # the client sent none either
     assert not any(r.group == "coordination.k8s.io" for r in cluster.requests)  # no Lease, not even read
     assert not any(r.group == "preemptd.io" for r in cluster.requests)
     granted = shadow_role_rules()
