@@ -251,6 +251,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig file outside a cluster (default: $KUBECONFIG, ~/.kube/config)"
     )
+    run.add_argument("--shadow", choices=("kueue",), help="read Kueue's objects, write nothing, report where "
+                     "preemptd would decide otherwise (implies --dry-run)")
+    run.add_argument("--shadow-grace", metavar="S", type=float, default=5.0,
+                     help="seconds a divergence lasts before it is reported (default 5)")
     run.set_defaults(handler=_daemon)
 
     simulate = command(
@@ -729,9 +733,12 @@ def _daemon(args: argparse.Namespace) -> int:
             split_address(args.http_address)
         except ValueError as exc:
             raise UsageError(f"--http-address: {exc}") from None
+    if not args.shadow_grace >= 0:
+        raise UsageError(f"--shadow-grace: expected seconds (0 or more), got {args.shadow_grace}")
     from kubernetes_asyncio.config import ConfigException
 
     from .backends.kubernetes.client import ApiError
+    from .backends.kubernetes.shadow import ShadowError
     from .logging import configure_logging
     from .service import run_daemon
 
@@ -739,9 +746,12 @@ def _daemon(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_daemon(
             config, plugins, dry_run=args.dry_run, config_path=args.config, http_address=args.http_address,
-            log_level=args.log_level, kubeconfig=args.kubeconfig,
+            log_level=args.log_level, kubeconfig=args.kubeconfig, shadow=args.shadow, shadow_grace=args.shadow_grace,
         ))
     except OSError as exc:  # most often the HTTP address is taken
+        _errors([f"preemptd: error: {exc}"])
+        return EXIT_FAILURE
+    except ShadowError as exc:  # --shadow kueue on a cluster without Kueue
         _errors([f"preemptd: error: {exc}"])
         return EXIT_FAILURE
     except (ApiError, ConfigException, ValueError) as exc:  # no cluster: no kubeconfig, unreachable

@@ -9,6 +9,8 @@
 * ``/pending``, ``/pending/<queue>`` — the waiting workloads with their queue
   positions as of the last cycle (JSON, as ``preemptd pending -o json``); 503
   before the first cycle has finished.
+* ``/divergence`` — in shadow mode only: where preemptd's decisions differ from
+  Kueue's, as JSON (``backends.kubernetes.divergence``).
 
 Each probe answers ``ok`` or a one-line reason, so ``curl`` shows why.
 The server runs on the daemon's event loop: if the loop is blocked, no probe
@@ -75,12 +77,14 @@ class HttpServer:
         key_file: str = "",
         token_file: str = "",
         reload_interval: float = 10.0,
+        divergence: Callable[[], bytes] | None = None,
     ) -> None:
         self.host, self.port = split_address(address)
         self.live = live
         self.ready = ready
         self.metrics = metrics
         self.pending = pending
+        self.divergence = divergence  # shadow mode's report (JSON), else no /divergence
         self._runner: web.AppRunner | None = None
         self.tls = _Watched(cert_file, key_file) if cert_file else None
         self.token = _Watched(token_file) if token_file else None
@@ -102,6 +106,8 @@ class HttpServer:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/pending", self._pending)
         app.router.add_get("/pending/{queue}", self._pending)
+        if self.divergence is not None:
+            app.router.add_get("/divergence", self._divergence)
         app.router.add_get("/", self._index)
         # Unreadable TLS or token files are an error at start, like a taken address.
         if self.tls is not None:
@@ -190,8 +196,15 @@ class HttpServer:
             else:
                 log.info("read the bearer token again from %s", self.token.paths[0])
 
+    async def _divergence(self, request: web.Request) -> web.Response:
+        if self.token is not None and not self._authorized(request):
+            return web.Response(status=401, text="unauthorized\n", headers={"WWW-Authenticate": "Bearer"})
+        assert self.divergence is not None
+        return web.Response(body=self.divergence(), content_type="application/json")
+
     async def _index(self, request: web.Request) -> web.Response:
-        return web.Response(text="preemptd: /healthz /readyz /metrics /pending\n")
+        shadow = " /divergence" if self.divergence is not None else ""
+        return web.Response(text=f"preemptd: /healthz /readyz /metrics /pending{shadow}\n")
 
 
 class _Watched:

@@ -44,6 +44,7 @@ from preemptd.framework.snapshot import Snapshot
 from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
 from .backends.kubernetes.lease import Elector, identity
+from .backends.kubernetes.shadow import KueueShadow
 from .clock import Clock, SystemClock, first_of
 from .config import Config, ConfigProblem, read_config
 from .http import HttpServer
@@ -106,7 +107,10 @@ class Daemon:
         notifier: Notifier | None = None,
         holder_identity: str | None = None,
         stop: asyncio.Event | None = None,
+        shadow: str | None = None,
+        shadow_grace: float = 0.0,
     ) -> None:
+        dry_run = dry_run or shadow is not None  # a shadow never writes (backends.kubernetes.shadow)
         self.kube = kube
         self.config = config
         self.config_path = config_path
@@ -140,10 +144,15 @@ class Daemon:
         # Leader means "commits": a lone replica without election does, a dry run never.
         self.metrics.leader.set(1 if self.elector is None and not dry_run else 0)
         self._counted: set[tuple[str, str, str]] = set()  # a dry run's decisions of the last cycle
-        self.backend = KubernetesBackend(
-            kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
-            settle_owners=config.daemon.owner_settle / 1000,
-        )
+        self.backend: KubernetesBackend | KueueShadow
+        if shadow is not None:
+            self.backend = KueueShadow(kube, config=config, plugins=plugins, registry=self.metrics.registry,
+                                       grace=shadow_grace)
+        else:
+            self.backend = KubernetesBackend(
+                kube, config=config, plugins=plugins, dry_run=dry_run, gate=lambda: self.leadership.leading,
+                settle_owners=config.daemon.owner_settle / 1000,
+            )
         self.backend.on_discard = self.metrics.sessions_discarded.inc
         self.backend.owners.on_retry = self.metrics.owner_retries.inc
         daemon = config.daemon
@@ -164,6 +173,7 @@ class Daemon:
             http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition,
             pending=self.pending,
             cert_file=daemon.metrics_cert_file, key_file=daemon.metrics_key_file, token_file=daemon.metrics_token_file,
+            divergence=self.backend.divergences.to_json if isinstance(self.backend, KueueShadow) else None,
         )
         self.synced = False
         self.exit_code = 0
@@ -436,6 +446,8 @@ async def run_daemon(
     http_address: str | None = None,
     log_level: str | None = None,
     notifier: Notifier | None = None,
+    shadow: str | None = None,
+    shadow_grace: float = 0.0,
 ) -> int:
     """Connect to the cluster and run a :class:`Daemon` until SIGTERM/SIGINT (or ``stop``); 0."""
     kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig))
@@ -443,6 +455,7 @@ async def run_daemon(
         daemon = Daemon(
             kube, config, plugins, config_path=config_path, dry_run=dry_run, http_address=http_address,
             log_level=log_level, notifier=notifier if notifier is not None else Notifier.from_environ(), stop=stop,
+            shadow=shadow, shadow_grace=shadow_grace,
         )
         return await daemon.run()
     finally:
