@@ -52,6 +52,7 @@ from .metrics import Metrics
 from .notify import Notifier, feed_watchdog
 from .pending import pending_view
 from .plugins import Plugins, resolve_plugins
+from .webhook import WebhookServer
 
 __all__ = ["Daemon", "check_configuration", "run_daemon"]
 
@@ -67,6 +68,11 @@ _RESTART_ONLY = (
     ("leader_election", "lease_duration"),
     ("leader_election", "renew_deadline"),
     ("leader_election", "retry_period"),
+    ("webhook", "enabled"),
+    ("webhook", "address"),
+    ("webhook", "cert_file"),
+    ("webhook", "key_file"),
+    ("webhook", "reload_interval"),
 )
 
 
@@ -160,6 +166,8 @@ class Daemon:
             http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition,
             pending=self.pending,
         )
+        # The admission webhook (daemon/webhook.py), when enabled: every replica serves it.
+        self.webhook = WebhookServer(config.webhook) if config.webhook.enabled else None
         self.synced = False
         self.exit_code = 0
 
@@ -263,6 +271,7 @@ class Daemon:
             config,
             backend=self.config.backend,
             leader_election=self.config.leader_election,
+            webhook=self.config.webhook,
             daemon=dataclasses.replace(config.daemon, http_address=self.config.daemon.http_address),
         )
         self.config = config
@@ -306,6 +315,8 @@ class Daemon:
             await self.http.start()
             tasks: list[asyncio.Task[None]] = []
             try:
+                if self.webhook is not None:
+                    await self.webhook.start()
                 if not await self._sync():
                     return 0
                 if self.elector is not None:
@@ -334,6 +345,8 @@ class Daemon:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await self.backend.stop()
+                if self.webhook is not None:
+                    await self.webhook.stop()
                 await self.http.stop()
                 self.notifier.close()
 
