@@ -101,11 +101,21 @@ class WebhookConfig:
 
     enabled: bool = False
     address: str = "0.0.0.0:9443"
-    # A certificate and its key, PEM (a mounted Secret's tls.crt and tls.key).
+    # "files": the certificate is read from cert_file/key_file (a mounted Secret);
+    # "self-managed": preemptd makes it, keeps it in `secret`, writes it to those files
+    # and sets the caBundle of the MutatingWebhookConfiguration `configuration`.
+    certificate: Literal["files", "self-managed"] = "files"
+    # A certificate and its key, PEM.
     cert_file: str = "/etc/preemptd/webhook-tls/tls.crt"
     key_file: str = "/etc/preemptd/webhook-tls/tls.key"
     # How often the two files are checked for a rotation.
     reload_interval: int = _duration(10_000)
+    # Self-managed: the Service the API server calls (the certificate's names), the
+    # namespace of the Service and the Secret, and the two objects' names.
+    service: str = "preemptd-webhook"
+    namespace: str = "preemptd-system"
+    secret: str = "preemptd-webhook-tls"
+    configuration: str = "preemptd"
 
 
 _SECTIONS: dict[str, type] = {
@@ -272,6 +282,10 @@ def _check_webhook(config: Config) -> list[ConfigProblem]:
     for key in ("cert_file", "key_file"):
         if webhook.enabled and not getattr(webhook, key):
             problems.append(config.problem(("webhook", key), "must name a file when the webhook is enabled"))
+    if webhook.certificate == "self-managed":
+        for key in ("service", "namespace", "secret", "configuration"):
+            if not getattr(webhook, key):
+                problems.append(config.problem(("webhook", key), "must name an object when certificate is self-managed"))
     return problems
 
 

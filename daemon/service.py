@@ -53,6 +53,7 @@ from .notify import Notifier, feed_watchdog
 from .pending import pending_view
 from .plugins import Plugins, resolve_plugins
 from .webhook import WebhookServer
+from .webhook_certs import CertificateKeeper
 
 __all__ = ["Daemon", "check_configuration", "run_daemon"]
 
@@ -73,6 +74,11 @@ _RESTART_ONLY = (
     ("webhook", "cert_file"),
     ("webhook", "key_file"),
     ("webhook", "reload_interval"),
+    ("webhook", "certificate"),
+    ("webhook", "service"),
+    ("webhook", "namespace"),
+    ("webhook", "secret"),
+    ("webhook", "configuration"),
 )
 
 
@@ -167,7 +173,17 @@ class Daemon:
             pending=self.pending,
         )
         # The admission webhook (daemon/webhook.py), when enabled: every replica serves it.
-        self.webhook = WebhookServer(config.webhook) if config.webhook.enabled else None
+        self.webhook: WebhookServer | None = None
+        if config.webhook.enabled:
+            hook = config.webhook
+            keeper = None
+            if hook.certificate == "self-managed":
+                keeper = CertificateKeeper(
+                    kube, namespace=hook.namespace, secret=hook.secret, configuration=hook.configuration,
+                    service=hook.service, cert_file=hook.cert_file, key_file=hook.key_file,
+                    leading=lambda: self.leadership.leading, dry_run=dry_run,
+                )
+            self.webhook = WebhookServer(hook, keeper=keeper)
         self.synced = False
         self.exit_code = 0
 

@@ -60,10 +60,13 @@ from typing import Any
 
 from aiohttp import web
 
+from .backends.kubernetes.client import ApiError
 from .backends.kubernetes.workloads import QUEUE_LABEL
 from .config import WebhookConfig, split_address
+from .webhook_certs import CertificateKeeper, OpensslError
 
 __all__ = [
+    "KEEP_INTERVAL",
     "MANAGED_KINDS",
     "PATH",
     "SUSPEND_FIELDS",
@@ -250,7 +253,8 @@ class ReloadingCertificate:
 
     :attr:`context` is the listening context; each new connection is handed the
     context of the pair last loaded (its SNI callback), so a server built on it
-    serves a rotated certificate without a restart.
+    serves a rotated certificate without a restart. Before any pair is loaded, a
+    handshake fails.
     """
 
     def __init__(self, cert_file: str, key_file: str) -> None:
@@ -259,17 +263,18 @@ class ReloadingCertificate:
         self.reloads = 0  # pairs loaded after the first
         self._stamp: Stamp = ()
         self._current: ssl.SSLContext | None = None
-        self._listening: ssl.SSLContext | None = None
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.context.sni_callback = self._hand_over
 
     @property
-    def context(self) -> ssl.SSLContext:
-        if self._listening is None:
-            self._stamp = self._files()
-            self._current = server_context(self.cert_file, self.key_file)
-            listening = server_context(self.cert_file, self.key_file)
-            listening.sni_callback = self._hand_over
-            self._listening = listening
-        return self._listening
+    def loaded(self) -> bool:
+        return self._current is not None
+
+    def load(self) -> None:
+        """Load the files now; :class:`CertificateError` if they cannot be served."""
+        self._stamp = self._files()
+        self._current = server_context(self.cert_file, self.key_file)
 
     def _files(self) -> Stamp:
         stamps: list[tuple[int, int, int] | None] = []
@@ -282,10 +287,12 @@ class ReloadingCertificate:
                 stamps.append((found.st_ino, found.st_mtime_ns, found.st_size))
         return tuple(stamps)
 
-    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> None:
+    def _hand_over(self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext) -> int | None:
         current = self._current
-        if current is not None and current is not context:
-            connection.context = current
+        if current is None:
+            return ssl.ALERT_DESCRIPTION_HANDSHAKE_FAILURE
+        connection.context = current
+        return None
 
     def refresh(self) -> bool:
         """Load the files again if they changed; True when a new pair is now served."""
@@ -298,17 +305,26 @@ class ReloadingCertificate:
         except CertificateError as exc:
             log.warning("webhook certificate changed but cannot be loaded; the previous one is still served: %s", exc)
             return False
+        if self._current is not None:
+            self.reloads += 1
         self._current = fresh
-        self.reloads += 1
-        log.info("webhook certificate reloaded from %s", self.cert_file)
+        log.info("webhook certificate loaded from %s", self.cert_file)
         return True
 
 
 # --- the server --------------------------------------------------------------------------
 
 
+KEEP_INTERVAL = 300.0
+"""Seconds between two passes of the self-managed certificate's keeper (once it serves)."""
+
+
 class WebhookServer:
-    """Serves :data:`PATH` over HTTPS on ``[webhook] address`` until :meth:`stop`."""
+    """Serves :data:`PATH` over HTTPS on ``[webhook] address`` until :meth:`stop`.
+
+    With a ``keeper`` (``certificate = "self-managed"``) the keeper makes the
+    files; the server listens at once and serves once they are there.
+    """
 
     def __init__(
         self,
@@ -316,11 +332,15 @@ class WebhookServer:
         *,
         kinds: Sequence[GroupKind] = MANAGED_KINDS,
         address: str | None = None,
+        keeper: CertificateKeeper | None = None,
+        keep_interval: float = KEEP_INTERVAL,
     ) -> None:
         self.host, self.port = split_address(address or config.address)
         self.kinds: dict[GroupKind, str] = {kind: SUSPEND_FIELDS[kind] for kind in kinds}
         self.certificate = ReloadingCertificate(config.cert_file, config.key_file)
         self.reload_interval = config.reload_interval / 1000
+        self.keeper = keeper
+        self.keep_interval = keep_interval
         self.outcomes: Counter[str] = Counter()  # reviews answered, by Verdict.outcome
         self._runner: web.AppRunner | None = None
         self._watch: asyncio.Task[None] | None = None
@@ -331,13 +351,14 @@ class WebhookServer:
         return f"https://{host}:{self.port}{PATH}"
 
     async def start(self) -> None:
-        """Listen; :class:`CertificateError` if the certificate cannot be served."""
-        context = self.certificate.context
+        """Listen; with files of its own, :class:`CertificateError` if they cannot be served."""
+        if self.keeper is None:
+            self.certificate.load()
         app = web.Application(client_max_size=_MAX_BODY)
         app.router.add_post(PATH, self._review)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=context, reuse_address=True)
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.certificate.context, reuse_address=True)
         try:
             await site.start()
         except OSError:
@@ -347,7 +368,8 @@ class WebhookServer:
         sockets = getattr(site._server, "sockets", None) or []
         if sockets:
             self.port = int(sockets[0].getsockname()[1])
-        self._watch = asyncio.create_task(self._watch_certificate(), name="webhook-certificate")
+        watch = self._watch_certificate() if self.keeper is None else self._keep_certificate(self.keeper)
+        self._watch = asyncio.create_task(watch, name="webhook-certificate")
         served = ", ".join(f"{group or 'core'}/{kind}" for group, kind in self.kinds)
         log.info("admission webhook on %s (suspends %s at creation)", self.url, served)
 
@@ -368,6 +390,19 @@ class WebhookServer:
                 self.certificate.refresh()
             except Exception:  # never let the watch die: the next tick tries again
                 log.exception("checking the webhook certificate failed")
+
+    async def _keep_certificate(self, keeper: CertificateKeeper) -> None:
+        while True:
+            ready = False
+            try:
+                ready = await keeper.ensure()
+            except (ApiError, OpensslError, OSError) as exc:
+                log.warning("webhook: the certificate pass failed; retrying: %s", exc)
+            except Exception:  # never let the keeper die: the next pass tries again
+                log.exception("webhook: the certificate pass failed")
+            if ready:
+                self.certificate.refresh()
+            await asyncio.sleep(self.keep_interval if ready and self.certificate.loaded else self.reload_interval)
 
     async def _review(self, request: web.Request) -> web.Response:
         try:
