@@ -30,7 +30,8 @@ runs a :class:`CertificateKeeper`; one pass (:meth:`CertificateKeeper.ensure`):
    * CAs that have expired leave the bundle;
 
    each a replace with the Secret's resourceVersion (a conflict: next pass);
-3. the leader sets every webhook's ``caBundle`` to the bundle when it differs;
+3. the leader sets every webhook's ``caBundle`` to the bundle when it differs
+   (a standby only when none is set yet: a first install);
 4. every replica writes ``tls.crt`` and ``tls.key`` to ``cert_file`` and
    ``key_file`` (a writable, memory-backed volume) when they differ, and the
    server takes them up (``daemon/webhook.py``) at once.
@@ -278,8 +279,8 @@ class CertificateKeeper:
         if issued is None:
             return self._files_ready()
         self.issued = issued
-        if self.leading() and not self.dry_run:
-            await self._set_ca_bundle(issued.ca_bundle)
+        if not self.dry_run:
+            await self._set_ca_bundle(issued.ca_bundle, only_if_unset=not self.leading())
         self._write_files(issued)
         return True
 
@@ -365,13 +366,16 @@ class CertificateKeeper:
         self._missing_configuration = False
         return found
 
-    async def _set_ca_bundle(self, bundle: bytes) -> None:
+    async def _set_ca_bundle(self, bundle: bytes, *, only_if_unset: bool) -> None:
+        """Give every webhook of the configuration ``bundle``; a standby only where none is set
+        (a first install, before any leader), never replacing what the leader wrote."""
         configuration = await self._read_configuration()
         if configuration is None:
             return
         encoded = base64.b64encode(bundle).decode("ascii")
         webhooks = configuration.get("webhooks") or []
-        if all(((w or {}).get("clientConfig") or {}).get("caBundle") == encoded for w in webhooks):
+        bundles = [((w or {}).get("clientConfig") or {}).get("caBundle") for w in webhooks]
+        if all(found == encoded for found in bundles) or (only_if_unset and any(bundles)):
             return
         for webhook in webhooks:
             webhook.setdefault("clientConfig", {})["caBundle"] = encoded

@@ -15,6 +15,7 @@ import base64
 import copy
 import dataclasses
 import json
+import ssl
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -30,9 +31,13 @@ from kubernetes_asyncio.client import Configuration
 from preemptd.daemon.backends.kubernetes.client import JOBS, Kube
 from preemptd.daemon.config import WebhookConfig
 from running import cluster, config, start
-from webhook_tls import client_context, make_pair, needs_openssl
+from webhook_tls import make_pair, needs_openssl
 
 pytestmark = [pytest.mark.asyncio, needs_openssl]
+
+SECRETS = Kind("", "v1", "secrets", "Secret", namespaced=True, status=False)
+CONFIGURATIONS = Kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                      "MutatingWebhookConfiguration", namespaced=False, status=False)
 
 
 class AdmittingApiServer(ApiServer):
@@ -40,7 +45,8 @@ class AdmittingApiServer(ApiServer):
 
     def __init__(self, ca_file: Path) -> None:
         super().__init__(bookmark_interval=0.2)
-        self.ca_file = ca_file
+        self.ca_bundle = ca_file.read_bytes()  # clientConfig.caBundle
+        self.server_hostname: str | None = None  # the Service's name, when the URL is an address
         self.webhook_url = ""  # none yet: creates are stored as sent
         self.reviews: list[tuple[dict[str, Any], dict[str, Any]]] = []
         self._admitted: dict[int, Any] = {}
@@ -78,7 +84,8 @@ class AdmittingApiServer(ApiServer):
         }
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,
-            session.post(self.webhook_url, json=review, ssl=client_context(self.ca_file)) as response,
+            session.post(self.webhook_url, json=review, ssl=ssl.create_default_context(cadata=self.ca_bundle.decode()),
+                         server_hostname=self.server_hostname) as response,
         ):
             response.raise_for_status()
             answer = await response.json()
@@ -161,3 +168,43 @@ async def test_without_the_webhook_the_same_job_is_stored_running_and_suspended_
         assert 0 == await running.stop()
         await user.close()
 
+
+
+async def test_a_daemon_with_self_managed_certificates_is_trusted_through_the_ca_bundle_it_sets(
+    setup: Setup, tmp_path: Path
+) -> None:
+    """No certificate given: the daemon makes one, keeps it in a Secret, writes the configuration's
+    caBundle; an API server trusting that bundle and calling the Service's name gets the patch."""
+    server = setup.server
+    for kind in (SECRETS, CONFIGURATIONS):  # the test server knows neither kind by itself
+        server.kinds[kind.ref] = kind
+        server.objects.setdefault(kind.ref, {})
+    server.put("admissionregistration.k8s.io", "mutatingwebhookconfigurations", {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "preemptd"},
+        "webhooks": [{"name": "jobs.preemptd.io", "clientConfig": {"service": {
+            "name": "preemptd-webhook", "namespace": "preemptd-system", "path": "/mutate"}}}]})
+    cluster(server, 0)
+    webhook = WebhookConfig(enabled=True, address="127.0.0.1:0", certificate="self-managed",
+                            cert_file=str(tmp_path / "run" / "tls.crt"), key_file=str(tmp_path / "run" / "tls.key"))
+    running = start(server, "a", dataclasses.replace(config(), webhook=webhook))
+    user = Kube.from_configuration(Configuration(host=server.url))
+    try:
+        daemon = running.daemon
+        def trusted() -> bool:
+            stored = server.get("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "preemptd")
+            return "caBundle" in stored["webhooks"][0]["clientConfig"]
+
+        await until(lambda: daemon.webhook is not None and daemon.webhook.certificate.loaded, what="a certificate")
+        await until(trusted, what="the caBundle")
+        assert daemon.webhook is not None
+        (hook,) = server.get("admissionregistration.k8s.io", "mutatingwebhookconfigurations", "preemptd")["webhooks"]
+        server.ca_bundle = base64.b64decode(hook["clientConfig"]["caBundle"])
+        server.server_hostname = "preemptd-webhook.preemptd-system.svc"
+        server.webhook_url = daemon.webhook.url
+        await user.create(JOBS, job("train", "team-a", {"cpu": "1"}, suspend=False), "default")
+        assert [True] == _suspends(server, "train")[:1]
+        assert server.get("", "secrets", "preemptd-webhook-tls", "preemptd-system") is not None
+    finally:
+        assert 0 == await running.stop()
+        await user.close()

@@ -131,6 +131,18 @@ async def test_another_replica_serves_the_same_certificate_and_writes_nothing(
     assert (tmp_path / "leader" / "tls.crt").read_bytes() == (tmp_path / "standby" / "tls.crt").read_bytes()
 
 
+async def test_a_standby_gives_its_bundle_only_to_a_configuration_that_has_none(
+    server: ApiServer, kube: Kube, tmp_path: Path
+) -> None:
+    assert await keeper(kube, tmp_path, leading=False).ensure()  # a first install, no leader yet
+    assert stored(server).ca_bundle == ca_bundle(server)
+    mine = configuration()
+    mine["webhooks"][0]["clientConfig"]["caBundle"] = base64.b64encode(b"the leader's").decode()
+    server.put("admissionregistration.k8s.io", "mutatingwebhookconfigurations", mine)
+    assert await keeper(kube, tmp_path, leading=False).ensure()
+    assert b"the leader's" == ca_bundle(server)
+
+
 async def test_two_replicas_starting_together_create_one_secret(server: ApiServer, kube: Kube, tmp_path: Path) -> None:
     one, two = keeper(kube, tmp_path / "one"), keeper(kube, tmp_path / "two", leading=False)
     results = await asyncio.gather(one.ensure(), two.ensure())
