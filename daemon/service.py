@@ -11,7 +11,8 @@ Design note. A :class:`Daemon` is a handful of named tasks around one
 ``watchdog``        feeds systemd's watchdog from the scheduler's heartbeat
 ==================  ====================================================================
 
-plus the HTTP server's. Start: HTTP up (``/healthz`` answers at once,
+plus the HTTP server's, and with ``[webhook] enabled`` the admission webhook's
+(:mod:`.webhook`; every replica serves it, from before the caches sync). Start: HTTP up (``/healthz`` answers at once,
 ``/readyz`` says "syncing"), caches synced, ``READY=1``, then the campaign and
 the scheduler. A replica that stands by keeps its caches warm and takes over
 within a lease duration.

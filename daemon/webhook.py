@@ -41,7 +41,14 @@ by a symlink swap. A changed pair is loaded into a new TLS context, which new
 connections get through the listening context's SNI callback; a pair that does
 not load (the two files caught mid-update, a key that does not match) is
 logged and the previous certificate kept. A rotation needs no restart and
-never leaves the server without a certificate.
+never leaves the server without a certificate. With ``certificate =
+"self-managed"`` the files are made, shared through a Secret and renewed by a
+:class:`~.webhook_certs.CertificateKeeper` (its module says how); the server
+listens at once and completes handshakes once the first pair is written.
+
+Not served: ``apps/v1`` Deployments. They have no suspend field; the backend
+takes a new one's replicas into an annotation and scales it to what is
+admitted, a mutation of another shape than this table's.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import ssl
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -354,6 +362,8 @@ class WebhookServer:
         """Listen; with files of its own, :class:`CertificateError` if they cannot be served."""
         if self.keeper is None:
             self.certificate.load()
+        elif shutil.which("openssl") is None:
+            raise CertificateError('certificate = "self-managed" needs the openssl binary on PATH')
         app = web.Application(client_max_size=_MAX_BODY)
         app.router.add_post(PATH, self._review)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
@@ -392,17 +402,23 @@ class WebhookServer:
                 log.exception("checking the webhook certificate failed")
 
     async def _keep_certificate(self, keeper: CertificateKeeper) -> None:
+        retry = self.reload_interval  # doubled after each failed pass, up to keep_interval
         while True:
             ready = False
             try:
                 ready = await keeper.ensure()
             except (ApiError, OpensslError, OSError) as exc:
-                log.warning("webhook: the certificate pass failed; retrying: %s", exc)
+                log.warning("webhook: the certificate pass failed; again in %.0fs: %s", retry, exc)
             except Exception:  # never let the keeper die: the next pass tries again
-                log.exception("webhook: the certificate pass failed")
+                log.exception("webhook: the certificate pass failed; again in %.0fs", retry)
             if ready:
                 self.certificate.refresh()
-            await asyncio.sleep(self.keep_interval if ready and self.certificate.loaded else self.reload_interval)
+            if ready and self.certificate.loaded:
+                retry = self.reload_interval
+                await asyncio.sleep(self.keep_interval)
+            else:
+                await asyncio.sleep(retry)
+                retry = min(retry * 2, max(self.keep_interval, self.reload_interval))
 
     async def _review(self, request: web.Request) -> web.Response:
         try:

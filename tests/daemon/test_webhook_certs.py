@@ -17,7 +17,7 @@ from kube.apiserver import ApiServer, Kind
 from kubernetes_asyncio.client import Configuration
 from preemptd.daemon.backends.kubernetes.client import ApiError, Kube
 from preemptd.daemon.config import WebhookConfig
-from preemptd.daemon.webhook import WebhookServer
+from preemptd.daemon.webhook import CertificateError, WebhookServer
 from preemptd.daemon.webhook_certs import CertificateKeeper, Issued, split_pems
 from webhook_tls import needs_openssl
 
@@ -242,3 +242,32 @@ async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.02)
+
+
+def _server(where: Path, keeper: CertificateKeeper) -> WebhookServer:
+    config = WebhookConfig(enabled=True, address="127.0.0.1:0", certificate="self-managed",
+                           cert_file=str(where / "tls.crt"), key_file=str(where / "tls.key"), reload_interval=20)
+    return WebhookServer(config, keeper=keeper)
+
+
+async def test_a_pass_that_fails_is_retried_until_the_server_has_a_certificate(
+    server: ApiServer, kube: Kube, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server.fail(2, code=503, reason="ServiceUnavailable", when=lambda r: r.plural == "secrets")
+    webhook = _server(tmp_path, keeper(kube, tmp_path))
+    await webhook.start()
+    try:
+        await _until(lambda: webhook.certificate.loaded)
+    finally:
+        await webhook.stop()
+    failed = [r.getMessage() for r in caplog.records if "certificate pass failed" in r.getMessage()]
+    assert 2 == len(failed), failed
+    assert stored(server).cert == (tmp_path / "tls.crt").read_bytes()
+
+
+async def test_self_managed_certificates_without_openssl_stop_the_start(
+    kube: Kube, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(CertificateError, match="openssl"):
+        await _server(tmp_path, keeper(kube, tmp_path)).start()
