@@ -29,10 +29,11 @@ less than the API server's timeout.
 
 The table. A kind is one entry, ``(API group, kind) -> JSON pointer of its
 suspend field``; the pointers of the kinds the backend does not drive yet are
-listed so that enabling one is a line in :data:`MANAGED_KINDS` (or the
-integration that owns the kind saying which pointer it suspends). A kind must
-not be served before something resumes it: a suspended object nobody resumes
-waits for ever.
+listed so that enabling one is a line in :data:`MANAGED_KINDS`. The server
+takes the served entries as one mapping (``suspend_fields``), so an owner of
+the kinds (an integration that knows its own suspend field as a key path,
+:func:`pointer`) can hand over its own instead. A kind must not be served
+before something resumes it: a suspended object nobody resumes waits for ever.
 
 The certificate. The server reads a certificate and key from files (a Secret
 mounted into the pod, issued by cert-manager or by hand) and checks every
@@ -82,6 +83,7 @@ __all__ = [
     "ReloadingCertificate",
     "Verdict",
     "WebhookServer",
+    "pointer",
     "review_admission",
     "server_context",
     "suspend_patch",
@@ -163,6 +165,11 @@ def suspend_patch(obj: Mapping[str, Any], pointer: str) -> tuple[dict[str, Any],
     if node.get(parts[-1]) is True:
         return ()
     return ({"op": "add", "path": "/" + "/".join(_escape(p) for p in parts), "value": True},)
+
+
+def pointer(path: Sequence[str]) -> str:
+    """The JSON pointer of a field given as its keys, e.g. ``("spec", "runPolicy", "suspend")``."""
+    return "".join("/" + _escape(key) for key in path)
 
 
 def _group_kind(request: Mapping[str, Any], obj: Mapping[str, Any]) -> GroupKind | None:
@@ -338,13 +345,15 @@ class WebhookServer:
         self,
         config: WebhookConfig,
         *,
-        kinds: Sequence[GroupKind] = MANAGED_KINDS,
+        suspend_fields: Mapping[GroupKind, str] | None = None,
         address: str | None = None,
         keeper: CertificateKeeper | None = None,
         keep_interval: float = KEEP_INTERVAL,
     ) -> None:
         self.host, self.port = split_address(address or config.address)
-        self.kinds: dict[GroupKind, str] = {kind: SUSPEND_FIELDS[kind] for kind in kinds}
+        if suspend_fields is None:
+            suspend_fields = {kind: SUSPEND_FIELDS[kind] for kind in MANAGED_KINDS}
+        self.kinds: dict[GroupKind, str] = dict(suspend_fields)  # the served kinds and their pointers
         self.certificate = ReloadingCertificate(config.cert_file, config.key_file)
         self.reload_interval = config.reload_interval / 1000
         self.keeper = keeper

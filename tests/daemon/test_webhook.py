@@ -21,6 +21,7 @@ from preemptd.daemon.webhook import (
     SUSPEND_FIELDS,
     CertificateError,
     WebhookServer,
+    pointer,
     review_admission,
 )
 from webhook_tls import SecretVolume, decoded_patch, make_pair, needs_openssl, post, review
@@ -126,6 +127,26 @@ async def test_a_job_controlled_by_a_served_kind_is_left_to_its_owner(served: Se
     assert decoded_patch(await served.ask(review(child))) is not None
 
 
+@https
+async def test_a_kind_enabled_in_the_table_is_suspended_where_it_keeps_its_switch(served: Served) -> None:
+    """Served with a PyTorchJob entry, a PyTorchJob without runPolicy is given one holding suspend."""
+    config = WebhookConfig(enabled=True, address="127.0.0.1:0", cert_file=str(served.volume.cert_file),
+                           key_file=str(served.volume.key_file))
+    wider = WebhookServer(config, suspend_fields={("kubeflow.org", "PyTorchJob"): pointer(("spec", "runPolicy", "suspend"))})
+    await wider.start()
+    try:
+        obj = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+               "metadata": {"name": "pt", "namespace": "default", "labels": {"preemptd.io/queue-name": "team-a"}},
+               "spec": {"pytorchReplicaSpecs": {}}}
+        answer = await post(wider.url, served.ca_file, json.dumps(review(obj, group="kubeflow.org", kind="PyTorchJob")).encode())
+        assert [{"op": "add", "path": "/spec/runPolicy", "value": {"suspend": True}}] == decoded_patch(answer)
+        job_answer = await post(wider.url, served.ca_file,
+                                json.dumps(review(job("t", "team-a", {"cpu": "1"}, suspend=False))).encode())
+        assert decoded_patch(job_answer) is None  # only what it is given is served
+    finally:
+        await wider.stop()
+
+
 MALFORMED: list[tuple[str, Any]] = [
     ("not JSON", b"{not json"),
     ("a list", [1, 2]),
@@ -217,13 +238,13 @@ async def test_a_missing_certificate_stops_the_start_naming_the_file(tmp_path: P
 def test_the_suspend_field_of_each_kind_in_the_table_is_set_where_that_kind_keeps_it() -> None:
     """Table-driven: a PyTorchJob without runPolicy gets one holding suspend; the others /spec/suspend."""
     labels = {"preemptd.io/queue-name": "team-a"}
-    for (group, kind), pointer in SUSPEND_FIELDS.items():
+    for (group, kind), field in SUSPEND_FIELDS.items():
         obj = {"apiVersion": f"{group}/v1", "kind": kind, "metadata": {"name": "x", "labels": labels}, "spec": {}}
         verdict = review_admission(review(obj, group=group, kind=kind), SUSPEND_FIELDS)
         assert "suspended" == verdict.outcome, (kind, verdict.reason)
         patched = json_patch(copy.deepcopy(obj), list(verdict.patch))
         node: Any = patched
-        for part in pointer.strip("/").split("/"):
+        for part in field.strip("/").split("/"):
             node = node[part]
         assert node is True, kind
     pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"labels": labels},
@@ -241,3 +262,8 @@ def test_the_webhook_table_is_checked_with_file_and_line() -> None:
         "p.toml:5: webhook.reload_interval: must be longer than 0s",
     ] == [str(p) for p in problems]
     assert config.webhook.enabled is True
+
+
+def test_a_key_path_becomes_the_pointer_the_table_holds() -> None:
+    assert SUSPEND_FIELDS[("kubeflow.org", "PyTorchJob")] == pointer(("spec", "runPolicy", "suspend"))
+    assert "/metadata/annotations/a~1b~0c" == pointer(("metadata", "annotations", "a/b~c"))
