@@ -37,6 +37,7 @@ __all__ = [
     "DaemonConfig",
     "LeaderElectionConfig",
     "SchedulerConfig",
+    "WebhookConfig",
     "check_table",
     "describe",
     "load_config",
@@ -101,11 +102,35 @@ class LeaderElectionConfig:
     retry_period: int = _duration(2_000)
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    """The mutating admission webhook (daemon/webhook.py); off unless enabled."""
+
+    enabled: bool = False
+    address: str = "0.0.0.0:9443"
+    # "files": the certificate is read from cert_file/key_file (a mounted Secret);
+    # "self-managed": preemptd makes it, keeps it in `secret`, writes it to those files
+    # and sets the caBundle of the MutatingWebhookConfiguration `configuration`.
+    certificate: Literal["files", "self-managed"] = "files"
+    # A certificate and its key, PEM.
+    cert_file: str = "/etc/preemptd/webhook-tls/tls.crt"
+    key_file: str = "/etc/preemptd/webhook-tls/tls.key"
+    # How often the two files are checked for a rotation.
+    reload_interval: int = _duration(10_000)
+    # Self-managed: the Service the API server calls (the certificate's names), the
+    # namespace of the Service and the Secret, and the two objects' names.
+    service: str = "preemptd-webhook"
+    namespace: str = "preemptd-system"
+    secret: str = "preemptd-webhook-tls"
+    configuration: str = "preemptd"
+
+
 _SECTIONS: dict[str, type] = {
     "scheduler": SchedulerConfig,
     "backend": BackendConfig,
     "daemon": DaemonConfig,
     "leader_election": LeaderElectionConfig,
+    "webhook": WebhookConfig,
 }
 
 
@@ -138,6 +163,7 @@ class Config:
     backend: BackendConfig = BackendConfig()
     daemon: DaemonConfig = DaemonConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    webhook: WebhookConfig = WebhookConfig()
     # The raw [plugins.<name>] tables in file order; plugins.py checks them against
     # the installed plugins' schemas.
     plugins: Mapping[str, Any] = field(default_factory=dict)
@@ -212,6 +238,7 @@ def parse_config(text: str, *, source: str) -> tuple[Config, list[ConfigProblem]
     problems += _check_daemon(config)
     if "leader_election" not in broken:
         problems += _check_leader_election(config)
+    problems += _check_webhook(config)
     return config, sorted(problems, key=ConfigProblem.sort_key)
 
 
@@ -250,6 +277,25 @@ def _check_daemon(config: Config) -> list[ConfigProblem]:
         problems.append(config.problem(("daemon", "owner_settle"), "must be 0s or longer"))
     elif 0 < daemon.cycle_deadline <= daemon.owner_settle:
         problems.append(config.problem(("daemon", "owner_settle"), "must be shorter than cycle_deadline"))
+    return problems
+
+
+def _check_webhook(config: Config) -> list[ConfigProblem]:
+    webhook = config.webhook
+    problems = []
+    try:
+        split_address(webhook.address)
+    except ValueError as exc:
+        problems.append(config.problem(("webhook", "address"), str(exc)))
+    if webhook.reload_interval <= 0:
+        problems.append(config.problem(("webhook", "reload_interval"), "must be longer than 0s"))
+    for key in ("cert_file", "key_file"):
+        if webhook.enabled and not getattr(webhook, key):
+            problems.append(config.problem(("webhook", key), "must name a file when the webhook is enabled"))
+    if webhook.certificate == "self-managed":
+        for key in ("service", "namespace", "secret", "configuration"):
+            if not getattr(webhook, key):
+                problems.append(config.problem(("webhook", key), "must name an object when certificate is self-managed"))
     return problems
 
 

@@ -11,7 +11,8 @@ Design note. A :class:`Daemon` is a handful of named tasks around one
 ``watchdog``        feeds systemd's watchdog from the scheduler's heartbeat
 ==================  ====================================================================
 
-plus the HTTP server's. Start: HTTP up (``/healthz`` answers at once,
+plus the HTTP server's, and with ``[webhook] enabled`` the admission webhook's
+(:mod:`.webhook`; every replica serves it, from before the caches sync). Start: HTTP up (``/healthz`` answers at once,
 ``/readyz`` says "syncing"), caches synced, ``READY=1``, then the campaign and
 the scheduler. A replica that stands by keeps its caches warm and takes over
 within a lease duration.
@@ -54,6 +55,8 @@ from .metrics import Metrics
 from .notify import Notifier, feed_watchdog
 from .pending import pending_view
 from .plugins import Plugins, resolve_plugins
+from .webhook import WebhookServer
+from .webhook_certs import CertificateKeeper
 
 __all__ = ["Daemon", "check_configuration", "run_daemon"]
 
@@ -72,6 +75,16 @@ _RESTART_ONLY = (
     ("leader_election", "lease_duration"),
     ("leader_election", "renew_deadline"),
     ("leader_election", "retry_period"),
+    ("webhook", "enabled"),
+    ("webhook", "address"),
+    ("webhook", "cert_file"),
+    ("webhook", "key_file"),
+    ("webhook", "reload_interval"),
+    ("webhook", "certificate"),
+    ("webhook", "service"),
+    ("webhook", "namespace"),
+    ("webhook", "secret"),
+    ("webhook", "configuration"),
 )
 
 
@@ -175,6 +188,18 @@ class Daemon:
             cert_file=daemon.metrics_cert_file, key_file=daemon.metrics_key_file, token_file=daemon.metrics_token_file,
             divergence=self.backend.divergences.to_json if isinstance(self.backend, KueueShadow) else None,
         )
+        # The admission webhook (daemon/webhook.py), when enabled: every replica serves it.
+        self.webhook: WebhookServer | None = None
+        if config.webhook.enabled:
+            hook = config.webhook
+            keeper = None
+            if hook.certificate == "self-managed":
+                keeper = CertificateKeeper(
+                    kube, namespace=hook.namespace, secret=hook.secret, configuration=hook.configuration,
+                    service=hook.service, cert_file=hook.cert_file, key_file=hook.key_file,
+                    leading=lambda: self.leadership.leading, dry_run=dry_run,
+                )
+            self.webhook = WebhookServer(hook, keeper=keeper)
         self.synced = False
         self.exit_code = 0
 
@@ -282,6 +307,7 @@ class Daemon:
             config,
             backend=self.config.backend,
             leader_election=self.config.leader_election,
+            webhook=self.config.webhook,
             daemon=dataclasses.replace(
                 config.daemon,
                 **{key: getattr(self.config.daemon, key) for table, key in _RESTART_ONLY if table == "daemon"},
@@ -328,6 +354,8 @@ class Daemon:
             await self.http.start()
             tasks: list[asyncio.Task[None]] = []
             try:
+                if self.webhook is not None:
+                    await self.webhook.start()
                 if not await self._sync():
                     return 0
                 if self.elector is not None:
@@ -356,6 +384,8 @@ class Daemon:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await self.backend.stop()
+                if self.webhook is not None:
+                    await self.webhook.stop()
                 await self.http.stop()
                 self.notifier.close()
 
