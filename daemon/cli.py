@@ -202,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     explain.add_argument("--now", metavar="T", help="session clock, RFC 3339 (default: the current time)")
     explain.set_defaults(handler=_explain)
+
+    from .backends.kubernetes import manifests
+
+    manifests.add_arguments(command("manifests", "print the ClusterRole the enabled integrations need"))
     return parser
 
 

@@ -41,6 +41,7 @@ from preemptd.framework.decisions import Decisions
 
 from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
+from .backends.kubernetes.integrations.registry import resolve_integrations
 from .backends.kubernetes.lease import Elector, identity
 from .clock import Clock, SystemClock, first_of
 from .config import Config, ConfigProblem, read_config
@@ -72,7 +73,7 @@ def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[
     """Read the configuration and load its plugins; every problem, sorted (none raised)."""
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
-    problems = problems + more
+    problems = problems + more + resolve_integrations(config)[1]
     if not problems and ("backend", "kind") not in config.lines:
         # Not written: the daemon is what watches a cluster, so it uses the kubernetes
         # backend (the built-in default names the simulation, for the other commands).

@@ -21,15 +21,20 @@ the first session admits it.
 
 from __future__ import annotations
 
-from .client import DEPLOYMENTS, PODS, WORKLOADS, Obj
+from typing import ClassVar
+
+from .client import DEPLOYMENTS, PODS, WORKLOADS, Obj, Resource
 from .commit import VICTIM_DELETION_COST
+from .integrations import Integration
 from .owners import (
     Cluster,
     Placement,
+    PodSetShape,
     annotations_of,
     committed,
     ensure_workload,
     placement_patch,
+    single,
     update_workload_spec,
     version_of,
 )
@@ -43,7 +48,7 @@ from .workloads import (
     workload_name,
 )
 
-__all__ = ["desired_replicas", "sync_deployment"]
+__all__ = ["DeploymentIntegration", "Scalable", "desired_replicas", "sync_deployment"]
 
 _DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
@@ -56,19 +61,53 @@ def desired_replicas(deployment: Obj) -> int | None:
     return None
 
 
-async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> bool:
+class Scalable(Integration):
+    """A kind run as replicas of one pod template (``spec.replicas``, ``spec.template``).
+
+    What the user wants is kept in ``preemptd.io/desired-replicas``; ``spec.replicas``
+    is the committed count (see the module docstring). An ``elastic`` kind's pod set
+    has ``minCount: 1`` — any number of its replicas is useful, and it is shrunk by
+    count — where a Deployment's replicas are preempted one by one, each the pod the
+    session chose (SEMANTICS §6).
+    """
+
+    elastic: ClassVar[bool] = False
+
+    def pod_sets(self, owner: Obj) -> list[PodSetShape]:
+        desired = desired_replicas(owner)
+        if desired is None:
+            replicas = (owner.get("spec") or {}).get("replicas")
+            desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+        return single(owner, count=desired, min_count=1 if self.elastic else None)
+
+    async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
+        return await sync_deployment(cluster, owner, workload, resource=self.resource, elastic=self.elastic)
+
+
+class DeploymentIntegration(Scalable):
+    """``apps/v1`` Deployment: GPU services, one replica at a time (SEMANTICS §6)."""
+
+    name = "deployment"
+    resource = DEPLOYMENTS
+
+
+async def sync_deployment(
+    cluster: Cluster, deployment: Obj, workload: Obj | None, *, resource: Resource = DEPLOYMENTS,
+    elastic: bool = False,
+) -> bool:
     """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent.
 
     True when the Deployment now is as the Workload wants it; False when another
     pass is needed later (a write was refused, or an evicted Workload's pods are
-    still stopping).
+    still stopping). ``resource`` is the kind (a StatefulSet is scaled the same way).
     """
-    owner = Owner(DEPLOYMENTS, deployment)
+    owner = Owner(resource, deployment)
+    min_count = 1 if elastic else None
     if DESIRED_REPLICAS_ANNOTATION not in annotations_of(deployment):
         taken = await _take_over(cluster, owner, workload)
         if taken is None:
             return False
-        owner = Owner(DEPLOYMENTS, taken)
+        owner = Owner(resource, taken)
     desired = desired_replicas(owner.obj)
     if desired is None:
         text = annotations_of(owner.obj).get(DESIRED_REPLICAS_ANNOTATION)
@@ -76,7 +115,8 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         cluster.events.record(owner.obj, "Warning", "InvalidDesiredReplicas", message)
         return True  # nothing to do until the annotation changes
     if workload is None:
-        created = desired == 0 or await ensure_workload(cluster, owner, count=desired, min_count=None)
+        shapes = single(owner.obj, count=desired, min_count=min_count)
+        created = desired == 0 or await ensure_workload(cluster, owner, shapes)
         return await _scale(cluster, owner, None, 0) and created
     name = str((workload.get("metadata") or {}).get("name", ""))
     key = f"{owner.namespace}/{name}"
@@ -86,7 +126,8 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         if await _scale(cluster, owner, None, 0):
             return await cluster.writer.delete(WORKLOADS, name, owner.namespace)
         return False
-    updated = await update_workload_spec(cluster, owner, workload, count=desired, min_count=None, admitted=count > 0)
+    shapes = single(owner.obj, count=desired, min_count=min_count)
+    updated = await update_workload_spec(cluster, owner, workload, shapes, admitted=count > 0)
     if updated is None:
         return False
     workload = updated
@@ -129,7 +170,7 @@ async def _take_over(cluster: Cluster, owner: Owner, workload: Obj | None) -> Ob
             "template": {"metadata": {"labels": {WORKLOAD_LABEL: workload_name(owner.kind, owner.name)}}},
         },
     }
-    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch)
+    return await cluster.writer.patch(owner.resource, owner.name, owner.namespace, patch)
 
 
 async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas: int) -> bool:
@@ -151,7 +192,7 @@ async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas:
     if not spec:
         return True
     patch = {"metadata": metadata, "spec": spec}
-    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch) is not None
+    return await cluster.writer.patch(owner.resource, owner.name, owner.namespace, patch) is not None
 
 
 async def _lower_committed(cluster: Cluster, workload: Obj, count: int) -> Obj | None:
