@@ -45,6 +45,9 @@ __all__ = ["Informer", "object_key", "trim_metadata", "trim_pod"]
 
 log = logging.getLogger("preemptd.kubernetes.informers")
 
+ABSENT_RETRY = 30.0
+"""Seconds between two lists of an optional resource the server does not know."""
+
 EventHandler = Callable[[str, Obj | None, Obj | None], None]
 """``(type, old, new)``: type is ADDED, MODIFIED or DELETED; old or new is None where absent."""
 
@@ -129,10 +132,10 @@ class Informer:
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.1, 10.0),
         optional: bool = False,
-        absent_retry: float = 30.0,
+        absent_retry: float | None = None,
     ) -> None:
         self.optional = optional
-        self.absent_retry = absent_retry
+        self.absent_retry = ABSENT_RETRY if absent_retry is None else absent_retry
         self.absent = False  # an optional resource the server does not know (yet)
         self.kube = kube
         self.resource = resource

@@ -1,0 +1,148 @@
+"""Builders and stand-in controllers for the owner kinds beyond Job and Deployment.
+
+:class:`KindControllers` plays each kind's operator, one explicit ``step`` at a
+time like ``cluster.Controllers``: while an owner runs it has, per pod template,
+exactly the pods its spec asks for (created from that template, so the flavor
+directives and labels written there are what they carry); a suspended or
+scaled-down owner's pods are deleted (bound ones terminate until
+``Controllers.finish_terminating``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .apiserver import ApiServer
+from .cluster import QUEUE_LABEL, Controllers
+
+Obj = dict[str, Any]
+
+# kind -> (group, plural, what runs: owner -> {pod set name: (pod template, pods)})
+Wanted = Callable[[Obj], dict[str, tuple[Obj, int]]]
+
+
+def pod_template(requests: Mapping[str, str], priority_class_name: str | None = None) -> Obj:
+    spec: Obj = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": dict(requests)}}]}
+    if priority_class_name:
+        spec["priorityClassName"] = priority_class_name
+    return {"metadata": {"labels": {"app": "test"}}, "spec": spec}
+
+
+def jobset(name: str, queue_name: str, replicated: list[tuple[str, int, int, Obj]], *, suspend: bool = True) -> Obj:
+    """``replicated``: (name, replicas, parallelism, pod template) per replicated Job."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {
+            "suspend": suspend,
+            "replicatedJobs": [
+                {
+                    "name": rj,
+                    "replicas": replicas,
+                    "template": {"spec": {"parallelism": parallelism, "completions": parallelism, "template": template}},
+                }
+                for rj, replicas, parallelism, template in replicated
+            ],
+        },
+    }
+
+
+def statefulset(name: str, queue_name: str, requests: Mapping[str, str], *, replicas: int = 1,
+                priority_class_name: str | None = None) -> Obj:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": {"app": name}},
+            "template": pod_template(requests, priority_class_name),
+        },
+    }
+
+
+def _jobset_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
+    if owner["spec"].get("suspend"):
+        return {}
+    found = {}
+    for rj in owner["spec"]["replicatedJobs"]:
+        job_spec = rj["template"]["spec"]
+        found[rj["name"]] = (job_spec["template"], rj.get("replicas", 1) * job_spec.get("parallelism", 1))
+    return found
+
+
+def _statefulset_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
+    return {"main": (owner["spec"]["template"], int(owner["spec"].get("replicas", 1)))}
+
+
+KINDS: dict[str, tuple[str, str, Wanted]] = {
+    "JobSet": ("jobset.x-k8s.io", "jobsets", _jobset_pods),
+    "StatefulSet": ("apps", "statefulsets", _statefulset_pods),
+}
+
+
+class KindControllers:
+    """See the module docstring."""
+
+    def __init__(self, server: ApiServer, base: Controllers) -> None:
+        self.server = server
+        self.base = base
+
+    def step(self) -> None:
+        for kind, (group, plural, wanted) in KINDS.items():
+            if (group, plural) not in self.server.kinds:
+                continue
+            for owner in self.server.list(group, plural):
+                self._owner(kind, owner, wanted(owner))
+
+    def pods(self, owner: Obj, pod_set: str | None = None) -> list[Obj]:
+        """The owner's live pods (of one pod set), by name."""
+        pods = self.base.pods_of(owner)
+        if pod_set is not None:
+            pods = [p for p in pods if p["metadata"]["annotations"].get("test/pod-set") == pod_set]
+        return sorted(pods, key=lambda p: p["metadata"]["name"])
+
+    def _owner(self, kind: str, owner: Obj, wanted: dict[str, tuple[Obj, int]]) -> None:
+        pods = self.base.pods_of(owner)
+        by_set: dict[str, list[Obj]] = {}
+        for pod in pods:
+            by_set.setdefault(pod["metadata"]["annotations"]["test/pod-set"], []).append(pod)
+        for pod_set, existing in by_set.items():
+            keep = wanted.get(pod_set, ({}, 0))[1]
+            # The highest ordinal goes first, as a StatefulSet's controller does.
+            for pod in sorted(existing, key=lambda p: p["metadata"]["name"])[keep:]:
+                self.base._delete(pod)
+        for pod_set, (template, count) in wanted.items():
+            names = {p["metadata"]["name"] for p in [*pods, *self.base.pods_of(owner, terminating=True)]}
+            for ordinal in range(count):
+                name = f"{owner['metadata']['name']}-{pod_set}-{ordinal}"
+                if name not in names:
+                    self._create(owner, pod_set, name, template)
+
+    def _create(self, owner: Obj, pod_set: str, name: str, template: Obj) -> None:
+        metadata = owner["metadata"]
+        pod: Obj = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": metadata["namespace"],
+                "labels": dict((template.get("metadata") or {}).get("labels") or {}),
+                "annotations": {"test/pod-set": pod_set},
+                "ownerReferences": [
+                    {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": metadata["name"],
+                     "uid": metadata["uid"], "controller": True}
+                ],
+            },
+            "spec": dict(template["spec"]),
+            "status": {"phase": "Running"},
+        }
+        chosen = self.base._schedule(pod)
+        if chosen is not None:
+            pod["spec"]["nodeName"] = chosen
+        else:
+            pod["status"]["phase"] = "Pending"
+        self.server.put("", "pods", pod)
