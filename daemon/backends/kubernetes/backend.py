@@ -82,7 +82,7 @@ from .integrations import Integration
 from .integrations.registry import Integrations, resolve_integrations
 from .inventory import ClusterInventory
 from .reconciler import OwnerReconciler
-from .workloads import QUEUE_LABEL, workload_name
+from .workloads import workload_name
 
 __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
 
@@ -169,7 +169,7 @@ class KubernetesBackend:
                 kube,
                 integration.resource,
                 on_event=self._handler(integration.resource),
-                label_selector=QUEUE_LABEL,
+                label_selector=integration.label_selector,
                 watch_timeout=watch_timeout,
                 optional=integration.optional,
             )
@@ -258,9 +258,8 @@ class KubernetesBackend:
             obj = old if deleted and new is None else new
             if obj is None:
                 return
-            if kind in self.integrations:
-                if not deleted:
-                    self.owners.mark((kind, object_key(obj)))
+            if (integration := self.integrations.get(kind)) is not None:
+                self.owners.mark((kind, integration.owner_key(obj)))
             else:
                 self.inventory.apply(kind, obj, deleted=deleted)
                 if kind == "Workload":
@@ -307,14 +306,16 @@ class KubernetesBackend:
 
     def _mark_every_owner(self) -> None:
         for kind, integration in self.integrations.items():
-            for key in self.informers[integration.resource].store:
+            store = self.informers[integration.resource].store
+            for key in sorted({integration.owner_key(obj) for obj in store.values()}):
                 self.owners.mark((kind, key))
 
     def _owner_of(self, workload: Obj) -> Obj | None:
         reference = self._owner_reference(workload)
         if reference is None:
             return None
-        return self.informers[self.integrations[reference[0]].resource].store.get(reference[1])
+        integration = self.integrations[reference[0]]
+        return integration.owner(self.informers[integration.resource].store, reference[1])
 
     def _conflict(self) -> None:
         self.resync = True
@@ -325,7 +326,7 @@ class KubernetesBackend:
     async def _sync_owner(self, kind: str, key: str) -> bool | None:
         """One pass of the owner reconciler: None or True when the owner matches its Workload."""
         integration: Integration | None = self.integrations.get(kind)
-        owner = None if integration is None else self.informers[integration.resource].store.get(key)
+        owner = None if integration is None else integration.owner(self.informers[integration.resource].store, key)
         if integration is None or owner is None:
             return True
         namespace, _, name = key.partition("/")

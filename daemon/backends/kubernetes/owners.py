@@ -113,7 +113,7 @@ def single(owner: Obj, *, count: int, min_count: int | None) -> list[PodSetShape
 
 
 async def ensure_workload(
-    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None
+    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True
 ) -> bool:
     """Create the owner's Workload; an unusable pod template is a Warning on the owner instead.
 
@@ -131,6 +131,8 @@ async def ensure_workload(
         owner, queue=queue, pod_set=pod_sets[0], priority=cluster.priority(class_name), priority_class=class_name
     )
     body["spec"]["podSets"] = pod_sets
+    if not owned:  # no one object to be owned by (a group of pods): deleted by its integration
+        del body["metadata"]["ownerReferences"]
     created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"

@@ -87,6 +87,8 @@ class Integration:
     """Where the owners live and what they are called."""
     optional: ClassVar[bool] = False
     """The kind is a custom resource that may not be installed: tolerated, watched once it is."""
+    label_selector: ClassVar[str] = QUEUE_LABEL
+    """Which objects of the kind are watched (those that name a queue)."""
 
     def pod_sets(self, owner: Obj) -> list[PodSetShape]:
         """The pod sets ``owner`` asks for, in a fixed order; raise :class:`InvalidOwner` if unusable."""
@@ -99,6 +101,17 @@ class Integration:
     def rules(self) -> tuple[Rule, ...]:
         """The RBAC rules :meth:`sync` needs; by default, read and patch the owners."""
         return (Rule(self.resource.group, (self.resource.plural,), ("get", "list", "patch", "watch")),)
+
+    # -- which owner an object belongs to (one object is one owner, by default) ----------
+
+    def owner_key(self, obj: Obj) -> str:
+        """``namespace/name`` of the owner a watched object belongs to."""
+        metadata = obj.get("metadata") or {}
+        return f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
+
+    def owner(self, store: Mapping[str, Obj], key: str) -> Obj | None:
+        """The owner ``key`` as the watch cache holds it; None when it is gone."""
+        return store.get(key)
 
     # -- read the same way for every kind ---------------------------------------------
 

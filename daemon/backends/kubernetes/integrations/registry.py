@@ -37,6 +37,7 @@ def builtins() -> dict[str, Integration]:
     from ..deployments import DeploymentIntegration
     from ..jobs import JobIntegration
     from .jobset import JobSetIntegration
+    from .podgroup import PodGroupIntegration
     from .statefulset import StatefulSetIntegration
 
     found: list[Integration] = [
@@ -44,11 +45,12 @@ def builtins() -> dict[str, Integration]:
         DeploymentIntegration(),
         JobSetIntegration(),
         StatefulSetIntegration(),
+        PodGroupIntegration(),
     ]
     return {integration.name: integration for integration in found}
 
 
-BUILTIN_INTEGRATIONS = ("job", "deployment", "jobset", "statefulset")
+BUILTIN_INTEGRATIONS = ("job", "deployment", "jobset", "statefulset", "pod-group")
 
 
 @dataclass(frozen=True, slots=True)
