@@ -169,7 +169,8 @@ class PodGroupIntegration(Integration):
     ) -> bool:
         """One write: the flavor's directives in, the gate out, the Workload's label on."""
         spec = pod.get("spec") or {}
-        own = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+        found = spec.get("tolerations")
+        own: list[Any] = found if isinstance(found, list) else []
         gates = [g for g in _gates(pod) if not (isinstance(g, dict) and g.get("name") == ADMISSION_GATE)]
         patch_spec: Obj = {"schedulingGates": gates or None}
         if selector:
