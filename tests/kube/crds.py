@@ -116,3 +116,131 @@ JOBSET = crd(
 def install(server: ApiServer, *definitions: Obj) -> None:
     for definition in definitions:
         server.put("apiextensions.k8s.io", "customresourcedefinitions", definition)
+
+
+# kubeflow.org/v1 PyTorchJob: spec.pytorchReplicaSpecs {Master|Worker: {replicas (default 1),
+# restartPolicy, template}}, spec.runPolicy {suspend, cleanPodPolicy, backoffLimit, ...},
+# spec.elasticPolicy, spec.nprocPerNode; status.conditions (Created, Running, Restarting,
+# Succeeded, Suspended, Failed), status.replicaStatuses.
+PYTORCHJOB = crd(
+    "kubeflow.org", "v1", "PyTorchJob", "pytorchjobs",
+    spec={
+        "type": "object",
+        "required": ["pytorchReplicaSpecs"],
+        "properties": {
+            "pytorchReplicaSpecs": {
+                "type": "object",
+                "additionalProperties": {
+                    "type": "object",
+                    "properties": {
+                        "replicas": {"type": "integer"},
+                        "restartPolicy": {"type": "string"},
+                        "template": KEPT,
+                    },
+                },
+            },
+            "runPolicy": {
+                "type": "object",
+                "properties": {
+                    "suspend": {"type": "boolean"},
+                    "cleanPodPolicy": {"type": "string"},
+                    "backoffLimit": {"type": "integer"},
+                    "activeDeadlineSeconds": {"type": "integer"},
+                    "ttlSecondsAfterFinished": {"type": "integer"},
+                    "managedBy": {"type": "string"},
+                    "schedulingPolicy": KEPT,
+                },
+            },
+            "elasticPolicy": KEPT,
+            "nprocPerNode": {"x-kubernetes-int-or-string": True},
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "conditions": CONDITIONS,
+            "replicaStatuses": KEPT,
+            "startTime": {"type": "string", "format": "date-time"},
+            "completionTime": {"type": "string", "format": "date-time"},
+            "lastReconcileTime": {"type": "string", "format": "date-time"},
+        },
+    },
+)
+
+# ray.io/v1 RayClusterSpec: headGroupSpec {rayStartParams, template, serviceType},
+# workerGroupSpecs[] {groupName, replicas, minReplicas, maxReplicas, numOfHosts,
+# rayStartParams, template, scaleStrategy, suspend}, rayVersion, suspend,
+# enableInTreeAutoscaling, autoscalerOptions.
+RAY_CLUSTER_SPEC: Obj = {
+    "type": "object",
+    "properties": {
+        "headGroupSpec": {
+            "type": "object",
+            "required": ["template"],
+            "properties": {
+                "rayStartParams": {"type": "object", "additionalProperties": {"type": "string"}},
+                "serviceType": {"type": "string"},
+                "template": KEPT,
+            },
+        },
+        "workerGroupSpecs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["groupName", "template"],
+                "properties": {
+                    "groupName": {"type": "string"},
+                    "replicas": {"type": "integer"},
+                    "minReplicas": {"type": "integer"},
+                    "maxReplicas": {"type": "integer"},
+                    "numOfHosts": {"type": "integer"},
+                    "suspend": {"type": "boolean"},
+                    "rayStartParams": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "scaleStrategy": KEPT,
+                    "template": KEPT,
+                },
+            },
+        },
+        "rayVersion": {"type": "string"},
+        "suspend": {"type": "boolean"},
+        "enableInTreeAutoscaling": {"type": "boolean"},
+        "autoscalerOptions": KEPT,
+    },
+}
+
+RAYCLUSTER = crd(
+    "ray.io", "v1", "RayCluster", "rayclusters",
+    spec=RAY_CLUSTER_SPEC,
+    status={"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {"state": {"type": "string"}, "conditions": CONDITIONS}},
+)
+
+# ray.io/v1 RayJob: spec.entrypoint, spec.rayClusterSpec, spec.clusterSelector, spec.suspend,
+# spec.shutdownAfterJobFinishes, spec.submissionMode, spec.submitterPodTemplate;
+# status.jobDeploymentStatus (Initializing, Running, Complete, Failed, Suspending,
+# Suspended, ...), status.jobStatus, status.message.
+RAYJOB = crd(
+    "ray.io", "v1", "RayJob", "rayjobs",
+    spec={
+        "type": "object",
+        "properties": {
+            "entrypoint": {"type": "string"},
+            "rayClusterSpec": RAY_CLUSTER_SPEC,
+            "clusterSelector": {"type": "object", "additionalProperties": {"type": "string"}},
+            "suspend": {"type": "boolean"},
+            "shutdownAfterJobFinishes": {"type": "boolean"},
+            "submissionMode": {"type": "string"},
+            "submitterPodTemplate": KEPT,
+            "ttlSecondsAfterFinished": {"type": "integer"},
+        },
+    },
+    status={
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": True,
+        "properties": {
+            "jobDeploymentStatus": {"type": "string"},
+            "jobStatus": {"type": "string"},
+            "message": {"type": "string"},
+        },
+    },
+)

@@ -78,9 +78,72 @@ def _statefulset_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
     return {"main": (owner["spec"]["template"], int(owner["spec"].get("replicas", 1)))}
 
 
+def pytorchjob(name: str, queue_name: str, replicas: dict[str, tuple[int, Obj]], *, suspend: bool = True) -> Obj:
+    """``replicas``: replica type -> (replicas, pod template)."""
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {
+            "runPolicy": {"suspend": suspend},
+            "pytorchReplicaSpecs": {
+                kind: {"replicas": count, "restartPolicy": "OnFailure", "template": template}
+                for kind, (count, template) in replicas.items()
+            },
+        },
+    }
+
+
+def ray_cluster_spec(head: Obj, workers: list[tuple[str, int, Obj]], *, min_replicas: int | None = None) -> Obj:
+    """``workers``: (group name, replicas, pod template); ``min_replicas`` for every group."""
+    groups = []
+    for group, replicas, template in workers:
+        entry: Obj = {"groupName": group, "replicas": replicas, "rayStartParams": {}, "template": template}
+        if min_replicas is not None:
+            entry |= {"minReplicas": min_replicas, "maxReplicas": replicas}
+        groups.append(entry)
+    return {"headGroupSpec": {"rayStartParams": {}, "template": head}, "workerGroupSpecs": groups}
+
+
+def raycluster(name: str, queue_name: str, spec: Obj, *, suspend: bool = True) -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayCluster",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {**spec, "suspend": suspend},
+    }
+
+
+def rayjob(name: str, queue_name: str, spec: Obj, *, suspend: bool = True) -> Obj:
+    return {
+        "apiVersion": "ray.io/v1",
+        "kind": "RayJob",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {"entrypoint": "python train.py", "rayClusterSpec": spec, "suspend": suspend},
+    }
+
+
+def _pytorch_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
+    if owner["spec"].get("runPolicy", {}).get("suspend"):
+        return {}
+    return {k.lower(): (v["template"], v.get("replicas", 1)) for k, v in owner["spec"]["pytorchReplicaSpecs"].items()}
+
+
+def _ray_pods(cluster: Obj, suspended: bool) -> dict[str, tuple[Obj, int]]:
+    if suspended:
+        return {}
+    found = {"head": (cluster["headGroupSpec"]["template"], 1)}
+    for group in cluster.get("workerGroupSpecs") or []:
+        found[group["groupName"]] = (group["template"], group.get("replicas", 0) * group.get("numOfHosts", 1))
+    return found
+
+
 KINDS: dict[str, tuple[str, str, Wanted]] = {
     "JobSet": ("jobset.x-k8s.io", "jobsets", _jobset_pods),
     "StatefulSet": ("apps", "statefulsets", _statefulset_pods),
+    "PyTorchJob": ("kubeflow.org", "pytorchjobs", _pytorch_pods),
+    "RayCluster": ("ray.io", "rayclusters", lambda o: _ray_pods(o["spec"], bool(o["spec"].get("suspend")))),
+    "RayJob": ("ray.io", "rayjobs", lambda o: _ray_pods(o["spec"]["rayClusterSpec"], bool(o["spec"].get("suspend")))),
 }
 
 

@@ -37,7 +37,9 @@ def builtins() -> dict[str, Integration]:
     from ..deployments import DeploymentIntegration
     from ..jobs import JobIntegration
     from .jobset import JobSetIntegration
+    from .kubeflow import PyTorchJobIntegration
     from .podgroup import PodGroupIntegration
+    from .ray import RayClusterIntegration, RayJobIntegration
     from .statefulset import StatefulSetIntegration
 
     found: list[Integration] = [
@@ -46,11 +48,16 @@ def builtins() -> dict[str, Integration]:
         JobSetIntegration(),
         StatefulSetIntegration(),
         PodGroupIntegration(),
+        PyTorchJobIntegration(),
+        RayJobIntegration(),
+        RayClusterIntegration(),
     ]
     return {integration.name: integration for integration in found}
 
 
-BUILTIN_INTEGRATIONS = ("job", "deployment", "jobset", "statefulset", "pod-group")
+BUILTIN_INTEGRATIONS = (
+    "job", "deployment", "jobset", "statefulset", "pod-group", "pytorchjob", "rayjob", "raycluster",
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from ..owners import (
 from ..workloads import (
     WORKLOAD_LABEL,
     Owner,
+    admitted_counts,
     condition_true,
     eviction_finished_patch,
     finished_patch,
@@ -125,6 +126,11 @@ class Suspendable(Integration):
         """``(reason, message)`` once the owner is done for good; None while it is not."""
         return None
 
+    def counts_patch(self, owner: Obj, counts: Mapping[str, int]) -> Obj | None:
+        """For a kind with an elastic pod set: the merge patch that runs ``counts`` pods
+        per pod set (those it names). None (the default): counts are never changed."""
+        return None
+
     # -- the common part -------------------------------------------------------------
 
     def pod_sets(self, owner: Obj) -> list[PodSetShape]:
@@ -132,8 +138,16 @@ class Suspendable(Integration):
         shapes = self.shapes(owner)
         if not saved:
             return shapes
+        # Running shrunk, an elastic pod set asked for its user's count (saved); suspended,
+        # the count is back in the object, where its user may edit it.
+        counts = {} if self.suspended(owner) else _saved_counts(owner)
         return [
-            PodSetShape(s.name, _with_placement(s.template, *saved.get(s.name, _own(s.template))), s.count, s.min_count)
+            PodSetShape(
+                s.name,
+                _with_placement(s.template, *saved.get(s.name, _own(s.template))),
+                counts.get(s.name, s.count),
+                s.min_count,
+            )
             for s in shapes
         ]
 
@@ -190,12 +204,28 @@ class Suspendable(Integration):
             return True
         if self.suspended(owner):
             return await self._start(cluster, held, workload)
-        return True
+        # Running: an elastic pod set shrunk by a preemption runs its admitted count.
+        admitted = admitted_counts(workload)
+        running = {s.name: s.count for s in self.shapes(owner)}
+        lower = {name: count for name, count in admitted.items() if count < running.get(name, count)}
+        shrink = self.counts_patch(owner, lower) if lower else None
+        if shrink is None:
+            return True
+        record = _record(owner)
+        for pod_set in lower:  # the user's count, unless an earlier shrink saved it already
+            record.setdefault(pod_set, {}).setdefault("count", running[pod_set])
+        metadata = {"resourceVersion": version_of(owner), "annotations": {ORIGINAL_PLACEMENT_ANNOTATION: _dumps(record)}}
+        shrink = deep_merge({"metadata": metadata}, shrink)
+        return await cluster.writer.patch(self.resource, held.name, held.namespace, shrink) is not None
 
     async def _stop(self, cluster: Cluster, owner: Owner) -> Obj | None:
         if self.suspended(owner.obj):
             return owner.obj
         patch = self.suspend_patch(owner.obj, True)
+        # The user's counts come back with the suspension (an elastic pod set ran shrunk).
+        restore = self.counts_patch(owner.obj, counts) if (counts := _saved_counts(owner.obj)) else None
+        if restore is not None:
+            patch = deep_merge(patch, restore)
         return await cluster.writer.patch(self.resource, owner.name, owner.namespace, patch)
 
     async def _start(self, cluster: Cluster, owner: Owner, workload: Obj) -> bool:
@@ -214,11 +244,21 @@ class Suspendable(Integration):
             metadata = dict(new.get("metadata") or {})
             metadata["labels"] = {**(metadata.get("labels") or {}), WORKLOAD_LABEL: label}
             placed[pod_set] = {**new, "metadata": metadata}
-        record = {k: {"nodeSelector": s, "tolerations": t} for k, (s, t) in sorted(originals.items())}
-        patch = deep_merge(self.suspend_patch(obj, False), self.templates_patch(obj, placed))
-        patch["metadata"]["annotations"] = {
-            ORIGINAL_PLACEMENT_ANNOTATION: json.dumps(record, sort_keys=True, separators=(",", ":"))
-        }
+        record: dict[str, Obj] = {k: {"nodeSelector": s, "tolerations": t} for k, (s, t) in sorted(originals.items())}
+        templates = self.templates_patch(obj, placed)
+        patch = deep_merge(self.suspend_patch(obj, False), templates)
+        # Suspended, the object holds its user's counts; an elastic pod set admitted with fewer
+        # runs those, and its user's count is saved to come back with the next suspension.
+        wanted = {s.name: s.count for s in self.shapes(obj)}
+        admitted = admitted_counts(workload)
+        lower = {name: count for name, count in admitted.items() if count < wanted.get(name, count)}
+        # Counted on the object as placed: a list both patches rewrite is written once, whole.
+        counts = self.counts_patch(deep_merge(obj, templates), lower) if lower else None
+        if counts is not None:
+            patch = deep_merge(patch, counts)
+            for name in lower:
+                record.setdefault(name, {})["count"] = wanted[name]
+        patch["metadata"]["annotations"] = {ORIGINAL_PLACEMENT_ANNOTATION: _dumps(record)}
         return await cluster.writer.patch(self.resource, owner.name, owner.namespace, patch) is not None
 
 
@@ -238,6 +278,34 @@ def _with_placement(template: Any, selector: Mapping[str, Any], tolerations: lis
     if tolerations:
         spec["tolerations"] = copy.deepcopy(tolerations)
     return {**template, "spec": spec}
+
+
+def _record(owner: Obj) -> dict[str, Obj]:
+    text = annotations_of(owner).get(ORIGINAL_PLACEMENT_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    return {str(k): dict(v) for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def _dumps(record: Mapping[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"))
+
+
+def _saved_counts(owner: Obj) -> dict[str, int]:
+    """Per elastic pod set admitted with fewer pods, its user's count (saved at admission)."""
+    text = annotations_of(owner).get(ORIGINAL_PLACEMENT_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    found: dict[str, int] = {}
+    for name, entry in data.items() if isinstance(data, dict) else ():
+        count = entry.get("count") if isinstance(entry, dict) else None
+        if isinstance(count, int) and not isinstance(count, bool):
+            found[str(name)] = count
+    return found
 
 
 def _saved(owner: Obj) -> dict[str, tuple[dict[str, Any], list[Any]]]:
