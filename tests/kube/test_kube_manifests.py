@@ -11,8 +11,11 @@ from preemptd.daemon import cli
 from preemptd.daemon.backends.kubernetes import client as resources
 from preemptd.daemon.backends.kubernetes.backend import WATCHED
 from preemptd.daemon.backends.kubernetes.client import FLAVORS, QUEUES, WORKLOADS, ApiError, Kube
-from preemptd.daemon.backends.kubernetes.integrations.registry import resolve_integrations
-from preemptd.daemon.config import Config
+from preemptd.daemon.backends.kubernetes.integrations.registry import (
+    BUILTIN_INTEGRATIONS,
+    resolve_integrations,
+)
+from preemptd.daemon.config import Config, load_config
 
 from .cluster import MANIFESTS, REPO, manifest_documents, role_rules
 
@@ -73,6 +76,13 @@ def test_the_shipped_cluster_role_is_what_preemptd_manifests_prints_for_the_defa
     (shipped,) = [d for d in manifest_documents() if d["kind"] == "ClusterRole"]
     assert yaml.safe_load(printed) == shipped
     assert printed in (MANIFESTS / "20-rbac.yaml").read_text()
+
+
+def test_the_shipped_configuration_enables_every_built_in_integration() -> None:
+    """config/preemptd.toml spells out the default integrations: same set, same order."""
+    shipped, problems = resolve_integrations(load_config(REPO / "config" / "preemptd.toml"))
+    assert [] == problems
+    assert BUILTIN_INTEGRATIONS == shipped.names == resolve_integrations(Config())[0].names
 
 
 def test_preemptd_manifests_leaves_out_the_rules_of_a_disabled_integration(

@@ -52,7 +52,9 @@ __all__ = [
     "Cluster",
     "Integration",
     "InvalidOwner",
+    "Obj",
     "PodSetShape",
+    "Resource",
     "Rule",
 ]
 
