@@ -244,3 +244,41 @@ RAYJOB = crd(
         },
     },
 )
+
+# leaderworkerset.x-k8s.io/v1 LeaderWorkerSet: spec.replicas (groups), spec.leaderWorkerTemplate
+# {leaderTemplate, workerTemplate, size (pods per group, leader included), restartPolicy,
+# subGroupPolicy}, spec.rolloutStrategy, spec.startupPolicy, spec.networkConfig;
+# status.conditions (Available, Progressing, UpdateInProgress), readyReplicas, replicas.
+LEADERWORKERSET = crd(
+    "leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet", "leaderworkersets",
+    spec={
+        "type": "object",
+        "properties": {
+            "replicas": {"type": "integer"},
+            "leaderWorkerTemplate": {
+                "type": "object",
+                "required": ["workerTemplate"],
+                "properties": {
+                    "leaderTemplate": KEPT,
+                    "workerTemplate": KEPT,
+                    "size": {"type": "integer"},
+                    "restartPolicy": {"type": "string"},
+                    "subGroupPolicy": KEPT,
+                },
+            },
+            "rolloutStrategy": KEPT,
+            "startupPolicy": {"type": "string"},
+            "networkConfig": KEPT,
+        },
+    },
+    status={
+        "type": "object",
+        "properties": {
+            "conditions": CONDITIONS,
+            "readyReplicas": {"type": "integer"},
+            "updatedReplicas": {"type": "integer"},
+            "replicas": {"type": "integer"},
+            "hpaPodSelector": {"type": "string"},
+        },
+    },
+)

@@ -138,11 +138,33 @@ def _ray_pods(cluster: Obj, suspended: bool) -> dict[str, tuple[Obj, int]]:
     return found
 
 
+def leaderworkerset(name: str, queue_name: str, leader: Obj | None, worker: Obj, *, size: int, replicas: int) -> Obj:
+    lwt: Obj = {"workerTemplate": worker, "size": size}
+    if leader is not None:
+        lwt["leaderTemplate"] = leader
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": lwt},
+    }
+
+
+def _lws_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
+    lwt = owner["spec"]["leaderWorkerTemplate"]
+    groups = int(owner["spec"].get("replicas", 1))
+    found = {"leader": (lwt.get("leaderTemplate") or lwt["workerTemplate"], groups)}
+    if lwt.get("size", 1) > 1:
+        found["workers"] = (lwt["workerTemplate"], groups * (lwt["size"] - 1))
+    return found
+
+
 KINDS: dict[str, tuple[str, str, Wanted]] = {
     "JobSet": ("jobset.x-k8s.io", "jobsets", _jobset_pods),
     "StatefulSet": ("apps", "statefulsets", _statefulset_pods),
     "PyTorchJob": ("kubeflow.org", "pytorchjobs", _pytorch_pods),
     "RayCluster": ("ray.io", "rayclusters", lambda o: _ray_pods(o["spec"], bool(o["spec"].get("suspend")))),
+    "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "leaderworkersets", _lws_pods),
     "RayJob": ("ray.io", "rayjobs", lambda o: _ray_pods(o["spec"]["rayClusterSpec"], bool(o["spec"].get("suspend")))),
 }
 

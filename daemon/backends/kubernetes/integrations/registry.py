@@ -38,6 +38,7 @@ def builtins() -> dict[str, Integration]:
     from ..jobs import JobIntegration
     from .jobset import JobSetIntegration
     from .kubeflow import PyTorchJobIntegration
+    from .lws import LeaderWorkerSetIntegration
     from .podgroup import PodGroupIntegration
     from .ray import RayClusterIntegration, RayJobIntegration
     from .statefulset import StatefulSetIntegration
@@ -51,12 +52,14 @@ def builtins() -> dict[str, Integration]:
         PyTorchJobIntegration(),
         RayJobIntegration(),
         RayClusterIntegration(),
+        LeaderWorkerSetIntegration(),
     ]
     return {integration.name: integration for integration in found}
 
 
 BUILTIN_INTEGRATIONS = (
     "job", "deployment", "jobset", "statefulset", "pod-group", "pytorchjob", "rayjob", "raycluster",
+    "leaderworkerset",
 )
 
 
