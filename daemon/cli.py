@@ -218,8 +218,11 @@ def _errors(lines: Iterable[str]) -> None:
 
 
 def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
+    from .backends.kubernetes.integrations.registry import resolve_integrations
+
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
+    more += resolve_integrations(config)[1]
     _errors(f"warning: {warning}" for warning in plugins.warnings)
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 

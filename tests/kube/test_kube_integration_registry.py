@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from preemptd.daemon import cli
 from preemptd.daemon.backends.kubernetes.client import JOBS, Resource
 from preemptd.daemon.backends.kubernetes.integrations import Integration
 from preemptd.daemon.backends.kubernetes.integrations.registry import (
@@ -87,3 +88,11 @@ def test_each_mistake_is_named_with_its_line_and_key() -> None:
 def test_an_entry_point_that_is_not_an_integration_is_refused() -> None:
     _, problems = resolve("[integrations.odd]\nenabled = true\n", FakeEntryPoint("odd", object(), FakeDist()))
     assert ["p.toml:1: integrations.odd: integration 'odd' is not an Integration (got object)"] == problems
+
+
+def test_preemptd_validate_reports_a_bad_integration_table(tmp_path, capsys) -> None:
+    """The configuration check every command runs covers [integrations] too: no silent success."""
+    config = tmp_path / "preemptd.toml"
+    config.write_text("[integrations.raycluster]\nenabled = 1\n")
+    assert 78 == cli.main(["validate", "--config", str(config)])
+    assert f"{config}:2: integrations.raycluster.enabled: expected a boolean, got an integer (1)" in capsys.readouterr().err
