@@ -155,3 +155,22 @@ async def test_the_jobset_crd_installed_after_the_start_is_picked_up(server, mak
                 timeout=10, what="the late JobSet's Workload")
     assert not informer.absent
 
+
+
+async def test_a_jobset_crd_deleted_while_watched_leaves_an_empty_healthy_cache(
+    server, make_backend, monkeypatch
+) -> None:
+    """Its watch answers 404: the kind is absent again (its JobSets forgotten), every watch
+    counts as healthy, and a CRD installed again is watched again."""
+    monkeypatch.setattr(informers, "ABSENT_RETRY", 0.05)
+    _setup(server)
+    backend = await make_backend()
+    informer = next(i for r, i in backend.informers.items() if r.kind == "JobSet")
+    server.put("jobset.x-k8s.io", "jobsets", jobset("one", "team", [("main", 1, 1, pod_template({"cpu": "1"}))]))
+    await until(lambda: "default/one" in informer.store, what="the JobSet cached")
+    del server.kinds[("jobset.x-k8s.io", "jobsets")]  # the CRD deleted: the kind is not served
+    server.drop_watches()
+    await until(lambda: informer.absent and not informer.store, what="the kind absent")
+    await until(lambda: backend.healthy, what="every watch healthy")
+    _setup(server)
+    await until(lambda: not informer.absent and "default/one" in informer.store, timeout=10, what="watched again")

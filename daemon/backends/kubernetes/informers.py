@@ -21,7 +21,7 @@ The protocol's failure modes, and what each does here:
 An ``optional`` resource (a custom resource whose CRD may not be installed) that
 the server does not know (404 on the list) is an empty, synced, healthy cache,
 listed again every ``absent_retry`` seconds until it exists; then it is watched
-like any other.
+like any other, and a 404 on its watch (the CRD deleted) sends it back to a list.
 
 ``synced`` is set after the first successful list and never cleared: a cache
 that lags is still the best view there is. ``healthy`` says whether the watch
@@ -173,6 +173,9 @@ class Informer:
                 must_list = True
                 self.relists += 1
             except (ApiError, ValueError) as exc:
+                if self.optional and isinstance(exc, ApiError) and exc.not_found:
+                    must_list = True  # the kind went away (its CRD deleted): the list tells
+                    continue
                 # ValueError: a line that is not JSON — the stream is broken, not the cache.
                 self.healthy = False
                 self.failures += 1
