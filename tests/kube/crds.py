@@ -282,3 +282,73 @@ LEADERWORKERSET = crd(
         },
     },
 )
+
+# trainer.kubeflow.org/v1alpha1 TrainJob: spec.runtimeRef {name, apiGroup, kind
+# (ClusterTrainingRuntime by default, or TrainingRuntime)}, spec.initializer, spec.trainer
+# {image, command, args, env, numNodes, resourcesPerNode, numProcPerNode},
+# spec.runtimePatches[] {manager (the list's key), time, trainingRuntimeSpec {template
+# {metadata, spec {replicatedJobs[] {name, template {metadata, spec {template {metadata,
+# spec}}}}}}}}, spec.suspend, spec.activeDeadlineSeconds, spec.managedBy;
+# status.conditions (Suspended, Complete, Failed), status.jobsStatus.
+TRAINJOB = crd(
+    "trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs",
+    spec={
+        "type": "object",
+        "properties": {
+            "runtimeRef": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "apiGroup": {"type": "string"}, "kind": {"type": "string"}},
+            },
+            "initializer": KEPT,
+            "trainer": {
+                "type": "object",
+                "properties": {
+                    "image": {"type": "string"},
+                    "command": {"type": "array", "items": {"type": "string"}},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "env": {"type": "array", "items": KEPT},
+                    "numNodes": {"type": "integer"},
+                    "resourcesPerNode": KEPT,
+                    "numProcPerNode": {"type": "integer"},
+                },
+            },
+            "runtimePatches": {
+                "type": "array",
+                "maxItems": 16,
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["manager"],
+                "items": {
+                    "type": "object",
+                    "required": ["manager"],
+                    "properties": {
+                        "manager": {"type": "string", "minLength": 1},
+                        "time": {"type": "string", "format": "date-time"},
+                        "trainingRuntimeSpec": KEPT,
+                    },
+                },
+            },
+            "suspend": {"type": "boolean"},
+            "activeDeadlineSeconds": {"type": "integer"},
+            "managedBy": {"type": "string"},
+        },
+    },
+    status={"type": "object", "properties": {"conditions": CONDITIONS, "jobsStatus": {"type": "array", "items": KEPT}}},
+)
+
+# TrainingRuntime / ClusterTrainingRuntime: spec.mlPolicy {numNodes, torch, mpi, ...},
+# spec.podGroupPolicy, spec.template {metadata, spec: a JobSet spec}.
+RUNTIME_SPEC: Obj = {
+    "type": "object",
+    "properties": {"mlPolicy": KEPT, "podGroupPolicy": KEPT, "template": KEPT},
+}
+
+
+def _runtime(kind: str, plural: str, scope: str) -> Obj:
+    definition = crd("trainer.kubeflow.org", "v1alpha1", kind, plural, spec=RUNTIME_SPEC, status={"type": "object"})
+    definition["spec"]["scope"] = scope
+    del definition["spec"]["versions"][0]["subresources"]
+    return definition
+
+
+CLUSTER_TRAINING_RUNTIME = _runtime("ClusterTrainingRuntime", "clustertrainingruntimes", "Cluster")
+TRAINING_RUNTIME = _runtime("TrainingRuntime", "trainingruntimes", "Namespaced")

@@ -159,12 +159,68 @@ def _lws_pods(owner: Obj) -> dict[str, tuple[Obj, int]]:
     return found
 
 
+ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def cluster_training_runtime(name: str, jobs: list[tuple[str, str | None, int, Obj]], *, num_nodes: int = 1) -> Obj:
+    """``jobs``: (replicated Job name, ancestor label or None, parallelism, pod template)."""
+    replicated = []
+    for job_name, ancestor, parallelism, template in jobs:
+        job_template: Obj = {"spec": {"parallelism": parallelism, "template": template}}
+        if ancestor:
+            job_template["metadata"] = {"labels": {ANCESTOR: ancestor}}
+        replicated.append({"name": job_name, "replicas": 1, "template": job_template})
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {"mlPolicy": {"numNodes": num_nodes, "torch": {}}, "template": {"spec": {"replicatedJobs": replicated}}},
+    }
+
+
+def trainjob(name: str, queue_name: str, runtime: str, *, num_nodes: int | None = None,
+             resources_per_node: Obj | None = None, suspend: bool = True) -> Obj:
+    trainer: Obj = {}
+    if num_nodes is not None:
+        trainer["numNodes"] = num_nodes
+    if resources_per_node is not None:
+        trainer["resourcesPerNode"] = resources_per_node
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": "default", "labels": {QUEUE_LABEL: queue_name}},
+        "spec": {"runtimeRef": {"name": runtime}, "trainer": trainer, "suspend": suspend},
+    }
+
+
+def trainjob_templates(owner: Obj, runtime: Obj) -> dict[str, tuple[Obj, int]]:
+    """What the trainer runs: the runtime's templates with the TrainJob's settings and every
+    runtime patch over them (node selector, tolerations, labels)."""
+    patches: dict[str, Obj] = {}
+    for patch in owner["spec"].get("runtimePatches") or []:
+        for job in patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]:
+            patches[job["name"]] = job["template"]["spec"]["template"]
+    trainer = owner["spec"].get("trainer") or {}
+    found = {}
+    for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        template = job["template"]["spec"]["template"]
+        count = job["template"]["spec"].get("parallelism", 1)
+        if (job["template"].get("metadata") or {}).get("labels", {}).get(ANCESTOR) == "trainer":
+            count = trainer.get("numNodes", runtime["spec"]["mlPolicy"].get("numNodes", 1))
+        patch = patches.get(job["name"], {})
+        spec = {**template["spec"], **(patch.get("spec") or {})}
+        labels = {**(template.get("metadata") or {}).get("labels", {}), **(patch.get("metadata") or {}).get("labels", {})}
+        found[job["name"]] = ({"metadata": {"labels": labels}, "spec": spec}, count)
+    return found
+
+
 KINDS: dict[str, tuple[str, str, Wanted]] = {
     "JobSet": ("jobset.x-k8s.io", "jobsets", _jobset_pods),
     "StatefulSet": ("apps", "statefulsets", _statefulset_pods),
     "PyTorchJob": ("kubeflow.org", "pytorchjobs", _pytorch_pods),
     "RayCluster": ("ray.io", "rayclusters", lambda o: _ray_pods(o["spec"], bool(o["spec"].get("suspend")))),
     "LeaderWorkerSet": ("leaderworkerset.x-k8s.io", "leaderworkersets", _lws_pods),
+    "TrainJob": ("trainer.kubeflow.org", "trainjobs", lambda o: {}),  # see KindControllers._trainjob
     "RayJob": ("ray.io", "rayjobs", lambda o: _ray_pods(o["spec"]["rayClusterSpec"], bool(o["spec"].get("suspend")))),
 }
 
@@ -181,7 +237,14 @@ class KindControllers:
             if (group, plural) not in self.server.kinds:
                 continue
             for owner in self.server.list(group, plural):
-                self._owner(kind, owner, wanted(owner))
+                self._owner(kind, owner, self._trainjob(owner) if kind == "TrainJob" else wanted(owner))
+
+    def _trainjob(self, owner: Obj) -> dict[str, tuple[Obj, int]]:
+        if owner["spec"].get("suspend"):
+            return {}
+        runtime = self.server.get("trainer.kubeflow.org", "clustertrainingruntimes", owner["spec"]["runtimeRef"]["name"])
+        assert runtime is not None
+        return trainjob_templates(owner, runtime)
 
     def pods(self, owner: Obj, pod_set: str | None = None) -> list[Obj]:
         """The owner's live pods (of one pod set), by name."""

@@ -22,8 +22,19 @@ from .cluster import (
     queue,
     settle,
     step,
+    until,
 )
-from .kinds import KindControllers, pod_template, pytorchjob, ray_cluster_spec, raycluster, rayjob
+from .kinds import (
+    KindControllers,
+    cluster_training_runtime,
+    pod_template,
+    pytorchjob,
+    ray_cluster_spec,
+    raycluster,
+    rayjob,
+    trainjob,
+    trainjob_templates,
+)
 
 pytestmark = pytest.mark.asyncio
 
@@ -60,6 +71,13 @@ class Kind:
     templates: Callable[[Obj], list[Obj]]
 
 
+_RUNTIME = cluster_training_runtime("torch-distributed", [
+    ("dataset-initializer", "dataset-initializer", 1, pod_template({"cpu": "2"}, "low")),
+    ("node", "trainer", 1, {"spec": {"containers": [{"name": "node", "image": "torch",
+                                                      "resources": {"requests": {"cpu": "1"}}}]}}),
+])
+
+
 def _pytorch() -> Obj:
     master = pod_template({"cpu": "2"}, "low")
     return pytorchjob("train", "team", {"Worker": (4, pod_template({"cpu": "1", "nvidia.com/gpu": "1"})),
@@ -72,6 +90,14 @@ KINDS = {
         [("master", 1), ("worker", 4)],
         lambda o: o["spec"]["runPolicy"]["suspend"],
         lambda o: [o["spec"]["pytorchReplicaSpecs"][k]["template"] for k in ("Master", "Worker")],
+    ),
+    "trainjob": Kind(
+        crds.TRAINJOB, "trainer.kubeflow.org", "trainjobs", "trainjob-train",
+        lambda: trainjob("train", "team", "torch-distributed", num_nodes=4,
+                         resources_per_node={"requests": {"nvidia.com/gpu": "1"}}),
+        [("dataset-initializer", 1), ("node", 4)],
+        lambda o: o["spec"]["suspend"],
+        lambda o: [t for t, _ in trainjob_templates(o, _RUNTIME).values()],
     ),
     "rayjob": Kind(
         crds.RAYJOB, "ray.io", "rayjobs", "rayjob-train", lambda: rayjob("train", "team", _ray_spec()),
@@ -98,6 +124,9 @@ async def test_a_suspendable_kind_is_admitted_preempted_and_admitted_again(
     Job is done it runs again."""
     kind = KINDS[name]
     _setup(server, kind.crd)
+    if name == "trainjob":
+        crds.install(server, crds.CLUSTER_TRAINING_RUNTIME, crds.TRAINING_RUNTIME)
+        server.put("trainer.kubeflow.org", "clustertrainingruntimes", _RUNTIME)
     backend = await make_backend()
     kinds = KindControllers(server, controllers)
     server.put(kind.group, kind.plural, kind.build())
@@ -187,3 +216,35 @@ async def test_a_rayclusters_elastic_worker_group_is_shrunk_then_given_back_its_
     await step(backend, server)
     cluster = server.get("ray.io", "rayclusters", "train", "default")
     assert (True, 4) == (cluster["spec"]["suspend"], cluster["spec"]["workerGroupSpecs"][0]["replicas"])
+
+
+async def test_a_trainjob_waits_for_its_runtime_then_asks_for_the_trainers_resources_per_node(
+    server, make_backend
+) -> None:
+    """Before its ClusterTrainingRuntime exists: a Warning naming it, no Workload. Once it is
+    created, the TrainJob is synced again: the trainer's pod set has numNodes pods, each with
+    the runtime's cpu and the TrainJob's GPU; placement is preemptd's own runtime patch."""
+    _setup(server, crds.TRAINJOB, crds.CLUSTER_TRAINING_RUNTIME, crds.TRAINING_RUNTIME)
+    backend = await make_backend()
+    mine = trainjob("train", "team", "torch-distributed", num_nodes=2,
+                    resources_per_node={"requests": {"nvidia.com/gpu": "1"}})
+    mine["spec"]["runtimePatches"] = [{"manager": "someone.else/manager"}]
+    server.put("trainer.kubeflow.org", "trainjobs", mine)
+    await step(backend, server)
+    assert server.get("preemptd.io", "workloads", "trainjob-train", "default") is None
+    messages = [e["message"] for e in server.list("", "events", "default") if e["involvedObject"]["name"] == "train"]
+    assert ["no Workload created: spec.runtimeRef: ClusterTrainingRuntime 'torch-distributed' not found"] == messages
+
+    server.put("trainer.kubeflow.org", "clustertrainingruntimes", _RUNTIME)
+    await until(lambda: server.get("preemptd.io", "workloads", "trainjob-train", "default") is not None,
+                what="the TrainJob's Workload")
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "trainjob-train", "default")
+    node_set = workload["spec"]["podSets"][1]
+    assert ("node", 2, {"cpu": "1", "nvidia.com/gpu": "1"}) == (node_set["name"], node_set["count"], node_set["requests"])
+    patches = server.get("trainer.kubeflow.org", "trainjobs", "train", "default")["spec"]["runtimePatches"]
+    assert ["someone.else/manager", "preemptd.io/manager"] == [p["manager"] for p in patches]
+    jobs = patches[1]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert [("dataset-initializer", {"gpu": "a100"}), ("node", {"gpu": "a100"})] == [
+        (j["name"], j["template"]["spec"]["template"]["spec"]["nodeSelector"]) for j in jobs
+    ]

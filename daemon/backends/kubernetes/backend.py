@@ -173,6 +173,12 @@ class KubernetesBackend:
                 watch_timeout=watch_timeout,
                 optional=integration.optional,
             )
+            for read in integration.reads:
+                if read not in self.informers:
+                    self.informers[read] = Informer(
+                        kube, read, on_event=self._read_handler(read), watch_timeout=watch_timeout,
+                        optional=integration.optional,
+                    )
         self._events = EventRecorder(
             kube, dry_run=dry_run, gate=gate, setting=lambda: self.config.daemon.events
         )
@@ -211,6 +217,10 @@ class KubernetesBackend:
 
     def now_ms(self) -> int:
         return self.clock()
+
+    def cached(self, resource: Resource, key: str) -> Obj | None:
+        informer = self.informers.get(resource)
+        return None if informer is None else informer.store.get(key)
 
     def live_pods(self, workload_key: str) -> list[Obj]:
         store = self.informers[PODS].store
@@ -269,6 +279,18 @@ class KubernetesBackend:
                 elif kind == "PriorityClass":
                     self._mark_every_owner()
             self.wake.set()
+
+        return handle
+
+    def _read_handler(self, resource: Resource) -> Callable[[str, Obj | None, Obj | None], None]:
+        """A kind integrations read: its change syncs again every owner of those integrations."""
+
+        def handle(event: str, old: Obj | None, new: Obj | None) -> None:
+            for kind, integration in self.integrations.items():
+                if resource in integration.reads:
+                    store = self.informers[integration.resource].store
+                    for key in sorted({integration.owner_key(obj) for obj in store.values()}):
+                        self.owners.mark((kind, key))
 
         return handle
 

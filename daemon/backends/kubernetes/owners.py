@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from preemptd.framework.model import Flavor
 
-from .client import WORKLOADS, Obj
+from .client import WORKLOADS, Obj, Resource
 from .commit import Writer
 from .events import EventRecorder
 from .workloads import (
@@ -68,6 +68,10 @@ class Cluster(Protocol):
 
     def live_pods(self, workload_key: str) -> list[Obj]:
         """The pods labelled for this Workload that have not finished (terminating ones too)."""
+
+    def cached(self, resource: Resource, key: str) -> Obj | None:
+        """An object of a kind an integration reads, from its watch cache (``namespace/name``,
+        or ``name`` for a cluster-scoped kind); None when there is none."""
 
 
 def annotations_of(obj: Obj) -> dict[str, Any]:

@@ -91,6 +91,9 @@ class Integration:
     """The kind is a custom resource that may not be installed: tolerated, watched once it is."""
     label_selector: ClassVar[str] = QUEUE_LABEL
     """Which objects of the kind are watched (those that name a queue)."""
+    reads: ClassVar[tuple[Resource, ...]] = ()
+    """Other kinds :meth:`sync` reads (``Cluster.cached``): watched whole, and a change of
+    one of them syncs every owner of this kind again (a TrainJob's training runtimes)."""
 
     def pod_sets(self, owner: Obj) -> list[PodSetShape]:
         """The pod sets ``owner`` asks for, in a fixed order; raise :class:`InvalidOwner` if unusable."""
@@ -101,8 +104,10 @@ class Integration:
         raise NotImplementedError
 
     def rules(self) -> tuple[Rule, ...]:
-        """The RBAC rules :meth:`sync` needs; by default, read and patch the owners."""
-        return (Rule(self.resource.group, (self.resource.plural,), ("get", "list", "patch", "watch")),)
+        """The RBAC rules :meth:`sync` needs; by default, read and patch the owners, and
+        list and watch what it :attr:`reads`."""
+        own = Rule(self.resource.group, (self.resource.plural,), ("get", "list", "patch", "watch"))
+        return (own, *(Rule(r.group, (r.plural,), ("list", "watch")) for r in self.reads))
 
     # -- which owner an object belongs to (one object is one owner, by default) ----------
 

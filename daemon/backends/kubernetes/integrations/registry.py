@@ -42,6 +42,7 @@ def builtins() -> dict[str, Integration]:
     from .podgroup import PodGroupIntegration
     from .ray import RayClusterIntegration, RayJobIntegration
     from .statefulset import StatefulSetIntegration
+    from .trainjob import TrainJobIntegration
 
     found: list[Integration] = [
         JobIntegration(),
@@ -50,6 +51,7 @@ def builtins() -> dict[str, Integration]:
         StatefulSetIntegration(),
         PodGroupIntegration(),
         PyTorchJobIntegration(),
+        TrainJobIntegration(),
         RayJobIntegration(),
         RayClusterIntegration(),
         LeaderWorkerSetIntegration(),
@@ -58,8 +60,8 @@ def builtins() -> dict[str, Integration]:
 
 
 BUILTIN_INTEGRATIONS = (
-    "job", "deployment", "jobset", "statefulset", "pod-group", "pytorchjob", "rayjob", "raycluster",
-    "leaderworkerset",
+    "job", "deployment", "jobset", "statefulset", "pod-group", "pytorchjob", "trainjob", "rayjob",
+    "raycluster", "leaderworkerset",
 )
 
 
