@@ -94,11 +94,22 @@ class LeaderElectionConfig:
     retry_period: int = _duration(2_000)
 
 
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    # The mutating admission webhook (docs/webhook.md): owners held from their creation.
+    enabled: bool = False
+    address: str = "0.0.0.0:9443"
+    # Its serving certificate and key (a cert-manager Secret, mounted); read again on change.
+    cert_file: str = "/etc/preemptd/webhook/tls.crt"
+    key_file: str = "/etc/preemptd/webhook/tls.key"
+
+
 _SECTIONS: dict[str, type] = {
     "scheduler": SchedulerConfig,
     "backend": BackendConfig,
     "daemon": DaemonConfig,
     "leader_election": LeaderElectionConfig,
+    "webhook": WebhookConfig,
 }
 
 
@@ -131,6 +142,7 @@ class Config:
     backend: BackendConfig = BackendConfig()
     daemon: DaemonConfig = DaemonConfig()
     leader_election: LeaderElectionConfig = LeaderElectionConfig()
+    webhook: WebhookConfig = WebhookConfig()
     # The raw [plugins.<name>] tables in file order; plugins.py checks them against
     # the installed plugins' schemas.
     plugins: Mapping[str, Any] = field(default_factory=dict)
@@ -212,6 +224,11 @@ def parse_config(text: str, *, source: str) -> tuple[Config, list[ConfigProblem]
     problems += _check_daemon(config)
     if "leader_election" not in broken:
         problems += _check_leader_election(config)
+    if config.webhook.enabled:
+        try:
+            split_address(config.webhook.address)
+        except ValueError as exc:
+            problems.append(config.problem(("webhook", "address"), str(exc)))
     return config, sorted(problems, key=ConfigProblem.sort_key)
 
 

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,8 +44,9 @@ from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
 from .backends.kubernetes.integrations.registry import resolve_integrations
 from .backends.kubernetes.lease import Elector, identity
+from .backends.kubernetes.webhook import WebhookServer
 from .clock import Clock, SystemClock, first_of
-from .config import Config, ConfigProblem, read_config
+from .config import Config, ConfigProblem, read_config, split_address
 from .http import HttpServer
 from .logging import set_level
 from .loop import AlwaysLeader, CycleOutcome, Leadership, Scheduler
@@ -74,6 +76,9 @@ def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
     problems = problems + more + resolve_integrations(config)[1]
+    for key in ("cert_file", "key_file") if config.webhook.enabled else ():
+        if not os.access(getattr(config.webhook, key), os.R_OK):
+            problems.append(config.problem(("webhook", key), f"cannot read {getattr(config.webhook, key)}"))
     if not problems and ("backend", "kind") not in config.lines:
         # Not written: the daemon is what watches a cluster, so it uses the kubernetes
         # backend (the built-in default names the simulation, for the other commands).
@@ -157,6 +162,14 @@ class Daemon:
         self.http = HttpServer(
             http_address or daemon.http_address, live=self.live, ready=self.ready, metrics=self.metrics.exposition
         )
+        self.webhook: WebhookServer | None = None
+        if config.webhook.enabled:
+            host, port = split_address(config.webhook.address)
+            hooks = config.webhook
+            self.webhook = WebhookServer(
+                self.backend.integrations.values(), host=host, port=port,
+                cert_file=hooks.cert_file, key_file=hooks.key_file,
+            )
         self.synced = False
         self.exit_code = 0
 
@@ -291,6 +304,8 @@ class Daemon:
         """Start, schedule until ``stop`` (SIGTERM), shut down cleanly; the exit code (0)."""
         with self._signals():
             await self.http.start()
+            if self.webhook is not None:
+                await self.webhook.start()
             tasks: list[asyncio.Task[None]] = []
             try:
                 if not await self._sync():
@@ -322,6 +337,8 @@ class Daemon:
                 await asyncio.gather(*tasks, return_exceptions=True)
                 await self.backend.stop()
                 await self.http.stop()
+                if self.webhook is not None:
+                    await self.webhook.stop()
                 self.notifier.close()
 
     async def _sync(self) -> bool:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from .client import JOBS, WORKLOADS, Obj
 from .integrations import Integration, Rule
+from .integrations.suspendable import switch_on
 from .owners import (
     Cluster,
     Placement,
@@ -78,6 +79,9 @@ class JobIntegration(Integration):
 
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         return await sync_job(cluster, owner, workload)
+
+    def hold_at_creation(self, obj: Obj) -> list[Obj]:
+        return switch_on(obj, ("spec", "suspend"))
 
     def rules(self) -> tuple[Rule, ...]:
         # status: a Job that ran loses its startTime before it is placed anew.

@@ -109,6 +109,11 @@ class Integration:
         own = Rule(self.resource.group, (self.resource.plural,), ("get", "list", "patch", "watch"))
         return (own, *(Rule(r.group, (r.plural,), ("list", "watch")) for r in self.reads))
 
+    def hold_at_creation(self, obj: Obj) -> list[Obj]:
+        """The JSON patch (RFC 6902) that holds a new owner until it is admitted, for the
+        admission webhook (``webhook``); empty (the default) when the kind has no switch."""
+        return []
+
     # -- which owner an object belongs to (one object is one owner, by default) ----------
 
     def owner_key(self, obj: Obj) -> str:

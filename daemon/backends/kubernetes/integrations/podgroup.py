@@ -109,6 +109,14 @@ class PodGroupIntegration(Integration):
         template = {"metadata": {"labels": dict((first.get("metadata") or {}).get("labels") or {})}, "spec": spec}
         return [PodSetShape("main", template, totals.pop() if totals else 0)]
 
+    def hold_at_creation(self, obj: Obj) -> list[Obj]:
+        """The admission gate, added to a grouped pod created without it."""
+        if _gated(obj):
+            return []
+        if "schedulingGates" not in (obj.get("spec") or {}):
+            return [{"op": "add", "path": "/spec/schedulingGates", "value": [{"name": ADMISSION_GATE}]}]
+        return [{"op": "add", "path": "/spec/schedulingGates/-", "value": {"name": ADMISSION_GATE}}]
+
     def rules(self) -> tuple[Rule, ...]:
         return (Rule("", ("pods",), ("delete", "get", "list", "patch", "watch")),)
 

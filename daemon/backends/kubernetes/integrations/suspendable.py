@@ -57,7 +57,7 @@ from ..workloads import (
 )
 from . import Integration, InvalidOwner
 
-__all__ = ["ORIGINAL_PLACEMENT_ANNOTATION", "Suspendable", "deep_merge", "pod_set_placement"]
+__all__ = ["ORIGINAL_PLACEMENT_ANNOTATION", "Suspendable", "deep_merge", "pod_set_placement", "switch_on"]
 
 ORIGINAL_PLACEMENT_ANNOTATION = "preemptd.io/original-placement"
 
@@ -71,6 +71,25 @@ def deep_merge(into: Obj, other: Mapping[str, Any]) -> Obj:
         else:
             merged[key] = value
     return merged
+
+
+def switch_on(obj: Obj, path: tuple[str, ...]) -> list[Obj]:
+    """JSON patch operations that set the boolean at ``path`` to true, adding the maps on the way."""
+    operations: list[Obj] = []
+    value: Any = obj
+    for depth, key in enumerate(path):
+        pointer = "/" + "/".join(k.replace("~", "~0").replace("/", "~1") for k in path[: depth + 1])
+        last = depth == len(path) - 1
+        present = isinstance(value, dict) and key in value and value[key] is not None
+        if last:
+            if not (present and value[key] is True):
+                operations.append({"op": "add", "path": pointer, "value": True})
+        elif not present:
+            operations.append({"op": "add", "path": pointer, "value": {}})
+            value = {}
+            continue
+        value = value.get(key) if isinstance(value, dict) else None
+    return operations
 
 
 def pod_set_placement(workload: Obj, flavors: Mapping[str, Flavor]) -> dict[str, tuple[dict[str, str], list[Obj]]]:
@@ -162,6 +181,9 @@ class Suspendable(Integration):
         for key in reversed(self.suspend_path):
             value = {key: value}
         return deep_merge({"metadata": {"resourceVersion": version_of(owner)}}, value)
+
+    def hold_at_creation(self, obj: Obj) -> list[Obj]:
+        return switch_on(obj, self.suspend_path)
 
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         held = Owner(self.resource, owner)
