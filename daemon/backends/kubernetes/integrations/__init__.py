@@ -21,15 +21,22 @@ one kind, and nothing else. It
   with its Workload's name (:meth:`Integration.sync` puts it in the templates), which
   is how the backend counts a stopping owner's pods (``Cluster.live_pods``);
 * **says what it may do** (:meth:`Integration.rules`): the RBAC rules its sync needs,
-  from which ``preemptd manifests`` builds the ClusterRole.
+  from which ``preemptd manifests`` builds the ClusterRole;
+* **holds a new owner** (:meth:`Integration.hold_at_creation`): the patch the admission
+  webhook answers a creation with (``webhook``).
+
+An owner is one object by default; an integration may group objects into one owner
+(:meth:`Integration.owner_key`, :meth:`Integration.owner`: the pods of a pod group) and
+read other kinds from the watch cache (:attr:`Integration.reads`, ``Cluster.cached``:
+a TrainJob's training runtime).
 
 Two bases do the common work. :class:`~.suspendable.Suspendable` is every kind that
 has a ``suspend`` switch and a fixed list of pod templates (JobSet, the Kubeflow and
 Ray kinds): a subclass says where the switch and the templates are.
-:class:`~.scalable.Scalable` is every kind run as replicas (Deployment, StatefulSet):
-what the user wants is kept in ``preemptd.io/desired-replicas`` and ``spec.replicas``
-is what is admitted. ``batch/v1`` Job keeps its own sync (``jobs``), because the Job
-API lets scheduling directives change only before a Job starts.
+``deployments.Scalable`` is every kind run as replicas of one template (Deployment,
+StatefulSet): what the user wants is kept in ``preemptd.io/desired-replicas`` and
+``spec.replicas`` is what is admitted. ``batch/v1`` Job keeps its own sync (``jobs``),
+because the Job API lets scheduling directives change only before a Job starts.
 
 Third-party integrations are found through the entry-point group
 ``preemptd.integrations`` (``registry``); the entry point names an
