@@ -40,14 +40,17 @@ a pass that stops half-way is finished by the next one.
 from __future__ import annotations
 
 from .client import JOBS, WORKLOADS, Obj
+from .integrations import Integration, Rule
 from .owners import (
     Cluster,
     Placement,
+    PodSetShape,
     annotations_of,
     committed,
     ensure_workload,
     placement_patch,
     restore_patch,
+    single,
     update_workload_spec,
     version_of,
 )
@@ -61,7 +64,27 @@ from .workloads import (
     workload_name,
 )
 
-__all__ = ["job_shape", "sync_job"]
+__all__ = ["JobIntegration", "job_shape", "sync_job"]
+
+
+class JobIntegration(Integration):
+    """``batch/v1`` Job: one pod set of ``parallelism`` pods (see the module docstring)."""
+
+    name = "job"
+    resource = JOBS
+
+    def pod_sets(self, owner: Obj) -> list[PodSetShape]:
+        parallelism, minimum = job_shape(owner)
+        return single(owner, count=parallelism, min_count=minimum)
+
+    async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
+        return await sync_job(cluster, owner, workload)
+
+    suspend_path = ("spec", "suspend")
+
+    def rules(self) -> tuple[Rule, ...]:
+        # status: a Job that ran loses its startTime before it is placed anew.
+        return (*super().rules(), Rule("batch", ("jobs/status",), ("patch",)))
 
 
 def job_shape(job: Obj) -> tuple[int, int | None]:
@@ -70,8 +93,11 @@ def job_shape(job: Obj) -> tuple[int, int | None]:
     parallelism = spec.get("parallelism")
     if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
         parallelism = 1
-    if (saved := Placement.of(job).extra.get("parallelism")) is not None and isinstance(saved, int):
-        parallelism = saved  # shrunk or partially admitted: the Job asked for the original
+    saved = Placement.of(job).extra.get("parallelism")
+    if not spec.get("suspend") and isinstance(saved, int):
+        # Running shrunk or partially admitted: the Job asked for the original. A suspended
+        # Job has its own back (the suspension restores it), and its user may edit it.
+        parallelism = saved
     text = annotations_of(job).get(MIN_PARALLELISM_ANNOTATION)
     minimum: int | None = None
     if isinstance(text, str) and text.strip().isdigit():
@@ -112,7 +138,7 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
             if held is None:
                 return False
             owner = Owner(JOBS, held)
-        return await ensure_workload(cluster, owner, count=parallelism, min_count=minimum)
+        return await ensure_workload(cluster, owner, single(owner.obj, count=parallelism, min_count=minimum))
     name = str((workload.get("metadata") or {}).get("name", ""))
     if finished is not None:
         if not condition_true(workload, "Finished"):
@@ -122,7 +148,8 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         return True
     count = committed(workload)
     if count == 0:
-        if await update_workload_spec(cluster, owner, workload, count=parallelism, min_count=minimum, admitted=False) is None:
+        shapes = single(owner.obj, count=parallelism, min_count=minimum)
+        if await update_workload_spec(cluster, owner, workload, shapes, admitted=False) is None:
             return False
         return await _stop(cluster, owner) is not None
     if condition_true(workload, "Evicted"):
@@ -164,7 +191,9 @@ async def _directives_mutable(cluster: Cluster, job: Obj) -> Obj | None:
 
 async def _start(cluster: Cluster, owner: Owner, workload: Obj, count: int) -> bool:
     job = owner.obj
-    original = Placement.of(job, parallelism=(job.get("spec") or {}).get("parallelism"))
+    original = Placement.of(job)
+    # Suspended, the Job's parallelism is its user's (perhaps edited while it waited).
+    original.extra["parallelism"] = (job.get("spec") or {}).get("parallelism")
     label = workload_name(owner.kind, owner.name)
     template: Obj = {}
     template_metadata = (((job.get("spec") or {}).get("template") or {}).get("metadata") or {})
@@ -214,7 +243,8 @@ async def _stop(cluster: Cluster, owner: Owner) -> Obj | None:
     spec_now = job.get("spec") or {}
     saved = ORIGINAL_TEMPLATE_ANNOTATION in annotations_of(job)
     restore = Placement.of(job)
-    parallelism = restore.extra.get("parallelism") if saved else None
+    # Already suspended, the parallelism is back and may since have been edited: kept.
+    parallelism = restore.extra.get("parallelism") if saved and not spec_now.get("suspend") else None
     if not isinstance(parallelism, int) or parallelism == spec_now.get("parallelism"):
         parallelism = None
     patch = _suspend_patch(job)
