@@ -15,7 +15,8 @@ no quota                       suspended (a Job placed before keeps that flavor'
                                directives, the user's saved beside them, until its
                                next admission)
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
-                               the committed count (lowered again when shrunk)
+                               the committed count (lowered when shrunk, raised again
+                               when grown back, up to the user's own parallelism)
 evicted                        suspended, parallelism restored, in one write (see
                                :func:`_stop`); once no pod runs any more, the next
                                session's commit gives its quota back (``commit``, point
@@ -162,9 +163,15 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         return not active and not cluster.live_pods(f"{owner.namespace}/{name}")
     if suspended:
         return await _start(cluster, owner, workload, count)
-    if isinstance(spec.get("parallelism"), int) and spec["parallelism"] > count:
+    running = spec.get("parallelism")
+    if isinstance(running, int) and running > count:
         shrink: Obj = {"metadata": {"resourceVersion": version_of(job)}, "spec": {"parallelism": count}}
         return await cluster.writer.patch(JOBS, owner.name, owner.namespace, shrink) is not None
+    saved = Placement.of(job).extra.get("parallelism")
+    if isinstance(running, int) and isinstance(saved, int) and running < count <= saved:
+        # Grown back (docs/elastic.md): up to the committed count, never past its user's own.
+        grow: Obj = {"metadata": {"resourceVersion": version_of(job)}, "spec": {"parallelism": count}}
+        return await cluster.writer.patch(JOBS, owner.name, owner.namespace, grow) is not None
     return True
 
 

@@ -204,11 +204,17 @@ class Suspendable(Integration):
             return True
         if self.suspended(owner):
             return await self._start(cluster, held, workload)
-        # Running: an elastic pod set shrunk by a preemption runs its admitted count.
+        # Running: an elastic pod set shrunk by a preemption runs its admitted count, and
+        # grown back (docs/elastic.md) runs it again, never more than its user's own count.
         admitted = admitted_counts(workload)
         running = {s.name: s.count for s in self.shapes(owner)}
         lower = {name: count for name, count in admitted.items() if count < running.get(name, count)}
-        shrink = self.counts_patch(owner, lower) if lower else None
+        saved = _saved_counts(owner)
+        higher = {
+            name: count for name, count in admitted.items()
+            if name in saved and running.get(name, count) < count <= saved[name]
+        }
+        shrink = self.counts_patch(owner, {**lower, **higher}) if lower or higher else None
         if shrink is None:
             return True
         record = _record(owner)
