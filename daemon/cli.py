@@ -338,6 +338,19 @@ def _parser() -> argparse.ArgumentParser:
     convert_command.set_defaults(handler=convert.run)
     pending.add_arguments(waiting := command("pending", pending.HELP, examples=pending.EXAMPLES))
     waiting.set_defaults(decide=_run)
+
+    from .backends.kubernetes import manifests
+
+    manifests.add_arguments(
+        command(
+            "manifests",
+            "print the ClusterRole the enabled integrations need (--webhook: the webhook's rules)",
+            examples=(
+                "preemptd manifests --config preemptd.toml > 20-rbac-role.yaml",
+                "preemptd manifests --webhook --config preemptd.toml",
+            ),
+        )
+    )
     return parser
 
 
@@ -368,8 +381,11 @@ def _errors(lines: Iterable[str]) -> None:
 
 
 def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
+    from .backends.kubernetes.integrations.registry import resolve_integrations
+
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
+    more += resolve_integrations(config)[1]
     _errors(f"warning: {warning}" for warning in plugins.warnings)
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 

@@ -167,6 +167,9 @@ class Config:
     # The raw [plugins.<name>] tables in file order; plugins.py checks them against
     # the installed plugins' schemas.
     plugins: Mapping[str, Any] = field(default_factory=dict)
+    # The raw [integrations.<name>] tables; the kubernetes backend's integrations registry
+    # checks them against the installed integrations.
+    integrations: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""  # the file read; "" = built-in defaults
     lines: Mapping[TablePath, int] = field(default_factory=dict)
 
@@ -215,10 +218,10 @@ def parse_config(text: str, *, source: str) -> tuple[Config, list[ConfigProblem]
     sections: dict[str, Any] = {}
     broken: set[str] = set()
     for key, value in data.items():
-        if key == "plugins":
+        if key in ("plugins", "integrations"):
             continue
         if key not in _SECTIONS:
-            known = ", ".join([*_SECTIONS, "plugins"])
+            known = ", ".join([*_SECTIONS, "plugins", "integrations"])
             problems.append(base.problem((key,), f"unknown key (known: {known})"))
             continue
         # The section is built from its right values (defaults for the rest), so the
@@ -233,7 +236,11 @@ def parse_config(text: str, *, source: str) -> tuple[Config, list[ConfigProblem]
     if not isinstance(plugins, dict):
         problems.append(base.problem(("plugins",), f"expected a table, got {describe(plugins)}"))
         plugins = {}
-    config = dataclasses.replace(base, plugins=plugins, **sections)
+    integrations = data.get("integrations", {})
+    if not isinstance(integrations, dict):
+        problems.append(base.problem(("integrations",), f"expected a table, got {describe(integrations)}"))
+        integrations = {}
+    config = dataclasses.replace(base, plugins=plugins, integrations=integrations, **sections)
     problems += _check_scheduler(config)
     problems += _check_daemon(config)
     if "leader_election" not in broken:

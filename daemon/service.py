@@ -44,6 +44,7 @@ from preemptd.framework.snapshot import Snapshot
 
 from .backends.kubernetes.backend import CycleReport, KubernetesBackend
 from .backends.kubernetes.client import Kube, load_configuration
+from .backends.kubernetes.integrations.registry import resolve_integrations
 from .backends.kubernetes.lease import Elector, identity
 from .backends.kubernetes.shadow import KueueShadow
 from .clock import Clock, SystemClock, first_of
@@ -55,7 +56,7 @@ from .metrics import Metrics
 from .notify import Notifier, feed_watchdog
 from .pending import pending_view
 from .plugins import Plugins, resolve_plugins
-from .webhook import WebhookServer
+from .webhook import WebhookServer, pod_groups, suspend_fields
 from .webhook_certs import CertificateKeeper
 
 __all__ = ["Daemon", "check_configuration", "run_daemon"]
@@ -92,7 +93,7 @@ def check_configuration(path: str | Path | None) -> tuple[Config, Plugins, list[
     """Read the configuration and load its plugins; every problem, sorted (none raised)."""
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
-    problems = problems + more
+    problems = problems + more + resolve_integrations(config)[1]
     if not problems and ("backend", "kind") not in config.lines:
         # Not written: the daemon is what watches a cluster, so it uses the kubernetes
         # backend (the built-in default names the simulation, for the other commands).
@@ -188,7 +189,8 @@ class Daemon:
             cert_file=daemon.metrics_cert_file, key_file=daemon.metrics_key_file, token_file=daemon.metrics_token_file,
             divergence=self.backend.divergences.to_json if isinstance(self.backend, KueueShadow) else None,
         )
-        # The admission webhook (daemon/webhook.py), when enabled: every replica serves it.
+        # The admission webhook (daemon/webhook.py), when enabled: every replica serves it,
+        # for the kinds of the enabled integrations.
         self.webhook: WebhookServer | None = None
         if config.webhook.enabled:
             hook = config.webhook
@@ -199,7 +201,13 @@ class Daemon:
                     service=hook.service, cert_file=hook.cert_file, key_file=hook.key_file,
                     leading=lambda: self.leadership.leading, dry_run=dry_run,
                 )
-            self.webhook = WebhookServer(hook, keeper=keeper)
+            if isinstance(self.backend, KubernetesBackend):
+                enabled = list(self.backend.integrations.values())
+            else:
+                enabled = list(resolve_integrations(config)[0].by_kind().values())
+            self.webhook = WebhookServer(
+                hook, suspend_fields=suspend_fields(enabled), pod_groups=pod_groups(enabled), keeper=keeper
+            )
         self.synced = False
         self.exit_code = 0
 

@@ -1,4 +1,4 @@
-"""A mutating admission webhook: a managed Job is suspended when it is created.
+"""A mutating admission webhook: a managed owner is held from when it is created.
 
 Design note. Without it, a Job labelled ``preemptd.io/queue-name`` and created
 without ``suspend: true`` starts its pods at once, and is suspended only when
@@ -9,8 +9,9 @@ backend then only has to create its Workload.
 
 What is mutated, and what is left alone:
 
-* only a CREATE of a kind in the served table (:data:`SUSPEND_FIELDS`,
-  restricted to the kinds the backend manages, :data:`MANAGED_KINDS`);
+* only a CREATE of a served kind: the kind of an enabled integration that has a
+  suspend switch (:func:`suspend_fields`), or a grouped Pod when the pod-group
+  integration is enabled (:func:`pod_groups`);
 * only an object that carries the queue label (any value, as the backend's
   label selector has it: there is no "manage objects without a queue name");
 * not an object whose controlling owner is itself a served kind: the owner is
@@ -19,7 +20,10 @@ What is mutated, and what is left alone:
 
 The answer is a JSONPatch (base64, ``patchType: JSONPatch``) that adds the
 suspend field, creating the objects above it that are missing (``runPolicy``
-of a PyTorchJob). Anything the webhook cannot read — a body that is not JSON,
+of a PyTorchJob); for a Pod that carries ``preemptd.io/pod-group`` (and the
+queue label), the scheduling gate ``preemptd.io/admission`` beside any gate of
+its own (``integrations.podgroup.gate_patch``): a pod group has no switch, and
+a grouped pod created without the gate could not be held at all. Anything the webhook cannot read — a body that is not JSON,
 a review without a request, an object that is not an object, a path through
 something that is not an object — is *allowed unchanged* and logged: the
 webhook must never be why a create fails, the backend suspends such an object
@@ -28,12 +32,12 @@ on first sight anyway. The decision is a pure function of the review
 less than the API server's timeout.
 
 The table. A kind is one entry, ``(API group, kind) -> JSON pointer of its
-suspend field``; the pointers of the kinds the backend does not drive yet are
-listed so that enabling one is a line in :data:`MANAGED_KINDS`. The server
-takes the served entries as one mapping (``suspend_fields``), so an owner of
-the kinds (an integration that knows its own suspend field as a key path,
-:func:`pointer`) can hand over its own instead. A kind must not be served
-before something resumes it: a suspended object nobody resumes waits for ever.
+suspend field``, built from the enabled integrations (each says where its
+switch is, ``Integration.suspend_path``; :func:`suspend_fields`) and handed to
+the server as one mapping. So a kind is served exactly while the backend
+manages it: a suspended object nobody resumes would wait for ever, and an
+integration turned off in the configuration is no longer held at creation.
+A third-party integration with a switch is served as a built-in one is.
 
 The certificate. The server reads a certificate and key from files (a Secret
 mounted into the pod, issued by cert-manager or by hand) and checks every
@@ -47,9 +51,9 @@ never leaves the server without a certificate. With ``certificate =
 :class:`~.webhook_certs.CertificateKeeper` (its module says how); the server
 listens at once and completes handshakes once the first pair is written.
 
-Not served: ``apps/v1`` Deployments. They have no suspend field; the backend
-takes a new one's replicas into an annotation and scales it to what is
-admitted, a mutation of another shape than this table's.
+Not served: ``apps/v1`` Deployments, StatefulSets, LeaderWorkerSets. They have
+no suspend field; the backend takes a new one's replicas into an annotation and
+scales it to what is admitted, a mutation of another shape than this table's.
 """
 
 from __future__ import annotations
@@ -63,29 +67,31 @@ import os
 import shutil
 import ssl
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
 
 from .backends.kubernetes.client import ApiError
+from .backends.kubernetes.integrations import Integration
+from .backends.kubernetes.integrations.podgroup import GROUP_LABEL, PodGroupIntegration, gate_patch
 from .backends.kubernetes.workloads import QUEUE_LABEL
 from .config import WebhookConfig, split_address
 from .webhook_certs import CertificateKeeper, OpensslError
 
 __all__ = [
     "KEEP_INTERVAL",
-    "MANAGED_KINDS",
     "PATH",
-    "SUSPEND_FIELDS",
     "CertificateError",
     "ReloadingCertificate",
     "Verdict",
     "WebhookServer",
+    "pod_groups",
     "pointer",
     "review_admission",
     "server_context",
+    "suspend_fields",
     "suspend_patch",
 ]
 
@@ -93,18 +99,7 @@ log = logging.getLogger("preemptd.webhook")
 
 GroupKind = tuple[str, str]
 
-SUSPEND_FIELDS: Mapping[GroupKind, str] = {
-    ("batch", "Job"): "/spec/suspend",
-    ("jobset.x-k8s.io", "JobSet"): "/spec/suspend",
-    ("kubeflow.org", "PyTorchJob"): "/spec/runPolicy/suspend",
-    ("trainer.kubeflow.org", "TrainJob"): "/spec/suspend",
-    ("ray.io", "RayJob"): "/spec/suspend",
-    ("ray.io", "RayCluster"): "/spec/suspend",
-}
-"""Where each suspendable kind keeps its suspend field (a JSON pointer)."""
-
-MANAGED_KINDS: tuple[GroupKind, ...] = (("batch", "Job"),)
-"""The kinds the webhook serves: those the Kubernetes backend turns into Workloads and resumes."""
+POD: GroupKind = ("", "Pod")
 
 PATH = "/mutate"
 """The URL path the MutatingWebhookConfiguration names (``clientConfig.service.path``)."""
@@ -124,7 +119,8 @@ class Verdict:
 
     uid: str
     patch: tuple[dict[str, Any], ...]  # JSONPatch operations; empty: the object as it is
-    outcome: str  # suspended | already-suspended | unmanaged | owned | other-operation | other-kind | malformed
+    # suspended (or gated) | already-suspended | unmanaged | owned | other-operation | other-kind | malformed
+    outcome: str
     reason: str
 
     def response(self) -> dict[str, Any]:
@@ -172,6 +168,21 @@ def pointer(path: Sequence[str]) -> str:
     return "".join("/" + _escape(key) for key in path)
 
 
+def suspend_fields(integrations: Iterable[Integration]) -> dict[GroupKind, str]:
+    """The served kinds of ``integrations`` (the enabled ones): each that has a suspend
+    switch, with the pointer of it."""
+    return {
+        (integration.resource.group, integration.resource.kind): pointer(integration.suspend_path)
+        for integration in integrations
+        if integration.suspend_path is not None
+    }
+
+
+def pod_groups(integrations: Iterable[Integration]) -> bool:
+    """Whether grouped pods are gated at creation: the pod-group integration is enabled."""
+    return any(isinstance(integration, PodGroupIntegration) for integration in integrations)
+
+
 def _group_kind(request: Mapping[str, Any], obj: Mapping[str, Any]) -> GroupKind | None:
     kind = request.get("kind")
     if isinstance(kind, dict) and isinstance(kind.get("group"), str) and isinstance(kind.get("kind"), str):
@@ -192,10 +203,11 @@ def _controller(metadata: Mapping[str, Any]) -> GroupKind | None:
     return None
 
 
-def review_admission(review: Any, kinds: Mapping[GroupKind, str]) -> Verdict:
+def review_admission(review: Any, kinds: Mapping[GroupKind, str], *, pod_groups: bool = False) -> Verdict:
     """The verdict on one ``AdmissionReview`` (any decoded JSON); never raises.
 
-    ``kinds`` are the served kinds with the pointer of their suspend field.
+    ``kinds`` are the served kinds with the pointer of their suspend field;
+    ``pod_groups``: a grouped Pod is gated too.
     """
     request = review.get("request") if isinstance(review, dict) else None
     uid = request.get("uid") if isinstance(request, dict) else None
@@ -221,7 +233,8 @@ def review_admission(review: Any, kinds: Mapping[GroupKind, str]) -> Verdict:
     name = metadata.get("name") or metadata.get("generateName") or request.get("name") or ""
     what = f"{group_kind[1]} {namespace}/{name}"
     pointer = kinds.get(group_kind)
-    if pointer is None:
+    gated = pod_groups and group_kind == POD
+    if pointer is None and not gated:
         return Verdict(uid, (), "other-kind", f"{what}: {group_kind[0] or 'core'}/{group_kind[1]} is not served")
     labels = metadata.get("labels")
     if not isinstance(labels, dict) or QUEUE_LABEL not in labels:
@@ -229,6 +242,16 @@ def review_admission(review: Any, kinds: Mapping[GroupKind, str]) -> Verdict:
     owner = _controller(metadata)
     if owner is not None and owner in kinds:
         return Verdict(uid, (), "owned", f"{what}: controlled by a {owner[1]}, which is held back instead")
+    if pointer is None:  # a Pod: held by the admission gate when it belongs to a group
+        if GROUP_LABEL not in labels:
+            return Verdict(uid, (), "unmanaged", f"{what}: no {GROUP_LABEL} label")
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return Verdict(uid, (), "malformed", f"{what}: spec is not an object")
+        gate = tuple(gate_patch(obj))
+        if not gate:
+            return Verdict(uid, (), "already-suspended", f"{what}: already gated")
+        return Verdict(uid, gate, "suspended", f"{what}: gated at creation (/spec/schedulingGates)")
     try:
         patch = suspend_patch(obj, pointer)
     except ValueError as exc:
@@ -345,15 +368,15 @@ class WebhookServer:
         self,
         config: WebhookConfig,
         *,
-        suspend_fields: Mapping[GroupKind, str] | None = None,
+        suspend_fields: Mapping[GroupKind, str],
+        pod_groups: bool = False,
         address: str | None = None,
         keeper: CertificateKeeper | None = None,
         keep_interval: float = KEEP_INTERVAL,
     ) -> None:
         self.host, self.port = split_address(address or config.address)
-        if suspend_fields is None:
-            suspend_fields = {kind: SUSPEND_FIELDS[kind] for kind in MANAGED_KINDS}
         self.kinds: dict[GroupKind, str] = dict(suspend_fields)  # the served kinds and their pointers
+        self.pod_groups = pod_groups  # grouped Pods are gated too
         self.certificate = ReloadingCertificate(config.cert_file, config.key_file)
         self.reload_interval = config.reload_interval / 1000
         self.keeper = keeper
@@ -390,7 +413,8 @@ class WebhookServer:
         watch = self._watch_certificate() if self.keeper is None else self._keep_certificate(self.keeper)
         self._watch = asyncio.create_task(watch, name="webhook-certificate")
         served = ", ".join(f"{group or 'core'}/{kind}" for group, kind in self.kinds)
-        log.info("admission webhook on %s (suspends %s at creation)", self.url, served)
+        gated = "; gates grouped Pods" if self.pod_groups else ""
+        log.info("admission webhook on %s (suspends %s at creation%s)", self.url, served or "nothing", gated)
 
     async def stop(self) -> None:
         if self._watch is not None:
@@ -436,7 +460,7 @@ class WebhookServer:
                 review: Any = json.loads(body)
             except ValueError:
                 review = None
-            verdict = review_admission(review, self.kinds)
+            verdict = review_admission(review, self.kinds, pod_groups=self.pod_groups)
         except Exception as exc:  # allowed whatever happened: the backend holds the object anyway
             log.exception("admission review failed; allowed unchanged")
             verdict = Verdict("", (), "malformed", f"{type(exc).__name__}: {exc}")

@@ -86,7 +86,7 @@ def test_unknown_section_is_reported_at_its_header(tmp_path: Path) -> None:
     """An unknown table is an unknown key at the line of its header."""
     expected = [
         f"{tmp_path / 'preemptd.toml'}:3: schedular: unknown key "
-        "(known: scheduler, backend, daemon, leader_election, webhook, plugins)"
+        "(known: scheduler, backend, daemon, leader_election, webhook, plugins, integrations)"
     ]
     assert expected == problems_of(tmp_path, "\n\n[schedular]\nactions = []\n")
 

@@ -16,17 +16,22 @@ import pytest
 import pytest_asyncio
 from kube.apiserver import json_patch
 from kube.cluster import job
-from preemptd.daemon.config import WebhookConfig, parse_config
+from preemptd.daemon.backends.kubernetes.integrations.registry import resolve_integrations
+from preemptd.daemon.config import Config, WebhookConfig, parse_config
 from preemptd.daemon.webhook import (
-    SUSPEND_FIELDS,
     CertificateError,
     WebhookServer,
+    pod_groups,
     pointer,
     review_admission,
+    suspend_fields,
 )
 from webhook_tls import SecretVolume, decoded_patch, make_pair, needs_openssl, post, review
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+ENABLED = resolve_integrations(Config())[0].enabled
+SERVED = suspend_fields(ENABLED)  # the default configuration's served kinds
 
 
 def https(test: F) -> F:
@@ -54,7 +59,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     volume.publish({"tls.crt": cert.read_bytes(), "tls.key": key.read_bytes()})
     config = WebhookConfig(enabled=True, address="127.0.0.1:0", cert_file=str(volume.cert_file),
                            key_file=str(volume.key_file), reload_interval=20)
-    server = WebhookServer(config)
+    server = WebhookServer(config, suspend_fields=SERVED, pod_groups=pod_groups(ENABLED))
     await server.start()
     try:
         yield Served(server, ca_file, volume, tmp_path)
@@ -109,11 +114,26 @@ async def test_a_job_without_the_queue_label_is_allowed_untouched(served: Served
 async def test_an_update_and_a_kind_not_served_are_allowed_untouched(served: Served) -> None:
     running = job("train", "team-a", {"cpu": "1"}, suspend=False)
     assert decoded_patch(await served.ask(review(running, operation="UPDATE"))) is None
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "d", "namespace": "default", "labels": {"preemptd.io/queue-name": "team-a"}},
+                  "spec": {"replicas": 2}}
+    # A kind without a suspend switch is scaled by the backend instead: nothing to add here.
+    assert decoded_patch(await served.ask(review(deployment, group="apps", kind="Deployment"))) is None
+    assert 1 == served.server.outcomes["other-kind"]
+
+
+def test_a_kind_whose_integration_is_disabled_is_not_suspended_at_creation() -> None:
+    """A kind the backend does not resume is never suspended: it would wait for ever."""
+    config, problems = parse_config("[integrations.jobset]\nenabled = false\n", source="p.toml")
+    assert [] == problems
+    served = suspend_fields(resolve_integrations(config)[0].enabled)
+    assert ("jobset.x-k8s.io", "JobSet") not in served and ("batch", "Job") in served
     jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
               "metadata": {"name": "js", "namespace": "default", "labels": {"preemptd.io/queue-name": "team-a"}},
               "spec": {"replicatedJobs": []}}
-    # A kind the backend does not resume is never suspended: it would wait for ever.
-    assert decoded_patch(await served.ask(review(jobset, group="jobset.x-k8s.io", kind="JobSet"))) is None
+    asked = review(jobset, group="jobset.x-k8s.io", kind="JobSet")
+    assert "other-kind" == review_admission(asked, served).outcome
+    assert "suspended" == review_admission(asked, SERVED).outcome
 
 
 @https
@@ -232,15 +252,28 @@ async def test_a_missing_certificate_stops_the_start_naming_the_file(tmp_path: P
     missing = tmp_path / "nowhere" / "tls.crt"
     config = WebhookConfig(enabled=True, address="127.0.0.1:0", cert_file=str(missing), key_file=str(missing))
     with pytest.raises(CertificateError, match=str(missing)):
-        await WebhookServer(config).start()
+        await WebhookServer(config, suspend_fields=SERVED).start()
+
+
+def test_the_enabled_integrations_serve_each_suspendable_kind_at_its_own_switch() -> None:
+    """The default configuration's table, from the integrations (each kind's API types)."""
+    assert {
+        ("batch", "Job"): "/spec/suspend",
+        ("jobset.x-k8s.io", "JobSet"): "/spec/suspend",
+        ("kubeflow.org", "PyTorchJob"): "/spec/runPolicy/suspend",
+        ("trainer.kubeflow.org", "TrainJob"): "/spec/suspend",
+        ("ray.io", "RayJob"): "/spec/suspend",
+        ("ray.io", "RayCluster"): "/spec/suspend",
+    } == SERVED
+    assert pod_groups(ENABLED)
 
 
 def test_the_suspend_field_of_each_kind_in_the_table_is_set_where_that_kind_keeps_it() -> None:
     """Table-driven: a PyTorchJob without runPolicy gets one holding suspend; the others /spec/suspend."""
     labels = {"preemptd.io/queue-name": "team-a"}
-    for (group, kind), field in SUSPEND_FIELDS.items():
+    for (group, kind), field in SERVED.items():
         obj = {"apiVersion": f"{group}/v1", "kind": kind, "metadata": {"name": "x", "labels": labels}, "spec": {}}
-        verdict = review_admission(review(obj, group=group, kind=kind), SUSPEND_FIELDS)
+        verdict = review_admission(review(obj, group=group, kind=kind), SERVED)
         assert "suspended" == verdict.outcome, (kind, verdict.reason)
         patched = json_patch(copy.deepcopy(obj), list(verdict.patch))
         node: Any = patched
@@ -249,7 +282,7 @@ def test_the_suspend_field_of_each_kind_in_the_table_is_set_where_that_kind_keep
         assert node is True, kind
     pytorch = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"labels": labels},
                "spec": {"runPolicy": {"suspend": False, "cleanPodPolicy": "None"}}}
-    verdict = review_admission(review(pytorch, group="kubeflow.org", kind="PyTorchJob"), SUSPEND_FIELDS)
+    verdict = review_admission(review(pytorch, group="kubeflow.org", kind="PyTorchJob"), SERVED)
     assert ({"op": "add", "path": "/spec/runPolicy/suspend", "value": True},) == verdict.patch
 
 
@@ -265,5 +298,5 @@ def test_the_webhook_table_is_checked_with_file_and_line() -> None:
 
 
 def test_a_key_path_becomes_the_pointer_the_table_holds() -> None:
-    assert SUSPEND_FIELDS[("kubeflow.org", "PyTorchJob")] == pointer(("spec", "runPolicy", "suspend"))
+    assert SERVED[("kubeflow.org", "PyTorchJob")] == pointer(("spec", "runPolicy", "suspend"))
     assert "/metadata/annotations/a~1b~0c" == pointer(("metadata", "annotations", "a/b~c"))

@@ -107,7 +107,8 @@ async def test_the_first_pass_makes_a_ca_and_a_certificate_the_api_server_trusts
     assert "kubernetes.io/tls" == server.get("", "secrets", "preemptd-webhook-tls", NAMESPACE)["type"]
     webhook = WebhookServer(WebhookConfig(enabled=True, address="127.0.0.1:0", certificate="self-managed",
                                           cert_file=str(tmp_path / "a" / "tls.crt"),
-                                          key_file=str(tmp_path / "a" / "tls.key")), keeper=first)
+                                          key_file=str(tmp_path / "a" / "tls.key")),
+                            suspend_fields={("batch", "Job"): "/spec/suspend"}, keeper=first)
     await webhook.start()
     try:
         await _until(lambda: webhook.certificate.loaded)
@@ -247,7 +248,7 @@ async def _until(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
 def _server(where: Path, keeper: CertificateKeeper) -> WebhookServer:
     config = WebhookConfig(enabled=True, address="127.0.0.1:0", certificate="self-managed",
                            cert_file=str(where / "tls.crt"), key_file=str(where / "tls.key"), reload_interval=20)
-    return WebhookServer(config, keeper=keeper)
+    return WebhookServer(config, suspend_fields={("batch", "Job"): "/spec/suspend"}, keeper=keeper)
 
 
 async def test_a_pass_that_fails_is_retried_until_the_server_has_a_certificate(

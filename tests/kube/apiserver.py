@@ -29,7 +29,7 @@ on 127.0.0.1 on a free port and serves
   resourceVersion; ``ERROR`` 410 Gone when the version is older than the kept
   history; ``timeoutSeconds``);
 * core/v1 pods, nodes, events, namespaces; batch/v1 jobs; apps/v1
-  deployments; scheduling.k8s.io/v1 priorityclasses; coordination.k8s.io/v1
+  deployments and statefulsets; scheduling.k8s.io/v1 priorityclasses; coordination.k8s.io/v1
   leases; apiextensions.k8s.io/v1 customresourcedefinitions — and every kind a
   created CRD defines (preemptd.io's), validated and pruned by the CRD's
   OpenAPI schema (422 Invalid), as a real server does.
@@ -97,6 +97,7 @@ BUILTIN_KINDS = (
     Kind("", "v1", "namespaces", "Namespace", namespaced=False),
     Kind("batch", "v1", "jobs", "Job", namespaced=True),
     Kind("apps", "v1", "deployments", "Deployment", namespaced=True),
+    Kind("apps", "v1", "statefulsets", "StatefulSet", namespaced=True),
     Kind("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", namespaced=False, status=False),
     Kind("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True, status=False),
     Kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False),

@@ -6,9 +6,16 @@ import ast
 from pathlib import Path
 
 import pytest
+import yaml
+from preemptd.daemon import cli
 from preemptd.daemon.backends.kubernetes import client as resources
 from preemptd.daemon.backends.kubernetes.backend import WATCHED
 from preemptd.daemon.backends.kubernetes.client import FLAVORS, QUEUES, WORKLOADS, ApiError, Kube
+from preemptd.daemon.backends.kubernetes.integrations.registry import (
+    BUILTIN_INTEGRATIONS,
+    resolve_integrations,
+)
+from preemptd.daemon.config import Config, load_config
 
 from .cluster import MANIFESTS, REPO, manifest_documents, role_rules
 
@@ -19,7 +26,8 @@ RBAC_VERB = {"replace": "update"}  # Kube.replace is a PUT, which RBAC calls upd
 
 
 def used_verbs() -> dict[tuple[str, str], set[str]]:
-    """The verbs the backend's and the leader election's code use, read from their source.
+    """The verbs the backend's and the leader election's code use, read from their source,
+    and the rules each default integration declares for its owner kind.
 
     Every ``<...>writer.create|patch|delete(RESOURCE, ...)`` and ``<...>kube.<verb>(RESOURCE, ...)``
     call, with ``subresource="status"`` where given; a write through the Writer may re-read
@@ -29,6 +37,10 @@ def used_verbs() -> dict[tuple[str, str], set[str]]:
     used: dict[tuple[str, str], set[str]] = {}
     for resource in WATCHED:
         used.setdefault((resource.group, resource.plural), set()).update({"list", "watch"})
+    for integration in resolve_integrations(Config())[0].enabled:
+        for rule in integration.rules():
+            for plural in rule.resources:
+                used.setdefault((rule.group, plural), set()).update(rule.verbs)
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text())):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -53,6 +65,46 @@ def used_verbs() -> dict[tuple[str, str], set[str]]:
 def test_rbac_grants_exactly_the_verbs_the_code_uses() -> None:
     """Least privilege: the ClusterRole is what the code needs, no more, no less."""
     assert used_verbs() == role_rules()
+
+
+def test_the_shipped_cluster_role_is_what_preemptd_manifests_prints_for_the_defaults(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """config/kubernetes's ClusterRole is generated from the default integrations, word for word."""
+    assert 0 == cli.main(["manifests"])
+    printed = capsys.readouterr().out
+    (shipped,) = [d for d in manifest_documents() if d["kind"] == "ClusterRole"]
+    assert yaml.safe_load(printed) == shipped
+    assert printed in (MANIFESTS / "20-rbac.yaml").read_text()
+
+
+def test_the_shipped_configuration_enables_every_built_in_integration() -> None:
+    """config/preemptd.toml spells out the default integrations: same set, same order."""
+    shipped, problems = resolve_integrations(load_config(REPO / "config" / "preemptd.toml"))
+    assert [] == problems
+    assert BUILTIN_INTEGRATIONS == shipped.names == resolve_integrations(Config())[0].names
+
+
+def test_preemptd_manifests_leaves_out_the_rules_of_a_disabled_integration(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Turning an integration off takes its kind out of the role; the others stay."""
+    config = tmp_path / "preemptd.toml"
+    config.write_text("[integrations.jobset]\nenabled = false\n[integrations.job]\nenabled = false\n")
+    assert 0 == cli.main(["manifests", "--config", str(config)])
+    role = yaml.safe_load(capsys.readouterr().out)
+    resources = {(rule["apiGroups"][0], rule["resources"][0]) for rule in role["rules"]}
+    assert ("jobset.x-k8s.io", "jobsets") not in resources
+    assert ("batch", "jobs") not in resources and ("batch", "jobs/status") not in resources
+    assert {("apps", "deployments"), ("apps", "statefulsets"), ("", "pods")} <= resources
+
+
+def test_preemptd_manifests_names_an_unknown_integration(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A table for an integration nobody installed is a located configuration error."""
+    config = tmp_path / "preemptd.toml"
+    config.write_text("[integrations.nope]\nenabled = true\n")
+    assert 78 == cli.main(["manifests", "--config", str(config)])
+    assert f"{config}:1: integrations.nope: unknown integration (not installed)" in capsys.readouterr().err
 
 
 def test_every_manifest_is_a_known_kubernetes_object() -> None:

@@ -11,9 +11,11 @@ from typing import Any
 
 import yaml
 from preemptd.daemon import webhook_certs
+from preemptd.daemon.backends.kubernetes.integrations.registry import resolve_integrations
+from preemptd.daemon.backends.kubernetes.manifests import render_webhook_rules, webhook_rules
 from preemptd.daemon.backends.kubernetes.workloads import QUEUE_LABEL
-from preemptd.daemon.config import parse_config, split_address
-from preemptd.daemon.webhook import MANAGED_KINDS, PATH
+from preemptd.daemon.config import Config, parse_config, split_address
+from preemptd.daemon.webhook import PATH, suspend_fields
 
 from .cluster import MANIFESTS, REPO
 
@@ -72,14 +74,18 @@ def test_the_configuration_calls_the_service_that_reaches_the_webhook_port() -> 
     assert toml["webhook"]["configuration"] == "preemptd"
 
 
-def test_the_webhook_is_called_only_for_creates_of_managed_kinds_carrying_the_queue_label() -> None:
+def test_the_webhook_is_called_only_for_creates_of_served_kinds_carrying_the_queue_label() -> None:
     (hook,) = one(documents(WEBHOOK / "webhook.yaml"), "MutatingWebhookConfiguration")["webhooks"]
     assert ["v1"] == hook["admissionReviewVersions"]
     assert "None" == hook["sideEffects"]
     assert "Fail" == hook["failurePolicy"]  # the trade-off is written beside it, and in the README
     assert hook["timeoutSeconds"] <= 10
     served = {(group, resource) for rule in hook["rules"] for group in rule["apiGroups"] for resource in rule["resources"]}
-    assert {(group, kind.lower() + "s") for group, kind in MANAGED_KINDS} == served
+    enabled = resolve_integrations(Config())[0].enabled
+    # Every kind the default configuration suspends at creation, and Pods (the pod groups).
+    by_kind = {i.resource.kind: i.resource.plural for i in enabled}
+    assert {(group, by_kind[kind]) for group, kind in suspend_fields(enabled)} | {("", "pods")} == served
+    assert webhook_rules(enabled) == hook["rules"]
     assert all(["CREATE"] == rule["operations"] for rule in hook["rules"])
     assert [{"key": QUEUE_LABEL, "operator": "Exists"}] == hook["objectSelector"]["matchExpressions"]
     (excluded,) = hook["namespaceSelector"]["matchExpressions"]
@@ -166,3 +172,8 @@ def test_the_self_managed_rbac_grants_what_the_keeper_uses_on_its_own_objects_on
     deleted = {(d["kind"], d["metadata"]["name"]) for p in kustomization["patches"] if "patch" in p
                for d in [yaml.safe_load(p["patch"])]}
     assert {(d["kind"], d["metadata"]["name"]) for d in docs if d["kind"].endswith(("Role", "RoleBinding"))} == deleted
+
+
+def test_the_components_webhook_rules_are_what_preemptd_manifests_prints_for_the_defaults() -> None:
+    enabled = resolve_integrations(Config())[0].enabled
+    assert render_webhook_rules(webhook_rules(enabled)) in (WEBHOOK / "webhook.yaml").read_text()

@@ -14,7 +14,8 @@ incremental inventory, the writer, the Event recorder and the owner reconciler
    each Queue's status.
 
 Owners are not synced inside a cycle: the owner reconciler, fed by watch
-events and by the commit, creates the Workloads of new Jobs and Deployments
+events and by the commit, creates the Workloads of new owners (Jobs,
+Deployments, JobSets…, one kind per enabled integration: ``integrations``)
 and drives every owner to what its Workload says (level-triggered, with a
 backoff per owner). A cycle ends once its decisions are in the Workloads'
 status, so the next session starts then, and its snapshot already holds them
@@ -66,9 +67,7 @@ from ...config import Config
 from ...logging import DecisionLog
 from ...plugins import FailureLog, Plugins
 from .client import (
-    DEPLOYMENTS,
     FLAVORS,
-    JOBS,
     LOCAL_QUEUES,
     NAMESPACES,
     NODES,
@@ -82,23 +81,22 @@ from .client import (
     Resource,
 )
 from .commit import CommitStats, Committer, Writer, seen_workloads
-from .deployments import sync_deployment
 from .events import EventRecorder
 from .informers import Informer, object_key, trim_metadata, trim_pod
+from .integrations import Integration
+from .integrations.registry import Integrations, resolve_integrations
 from .inventory import ClusterInventory
-from .jobs import sync_job
 from .reconciler import OwnerReconciler
-from .workloads import QUEUE_LABEL, workload_name
+from .workloads import workload_name
 
 __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
 
 log = logging.getLogger("preemptd.kubernetes")
 
-WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS, WORKLOADS, JOBS, DEPLOYMENTS,
+WATCHED: tuple[Resource, ...] = (QUEUES, FLAVORS, PRIORITY_CLASSES, NODES, PODS, WORKLOADS,
                                   LOCAL_QUEUES, NAMESPACES, WORKLOAD_PRIORITY_CLASSES)
-"""Every resource the backend lists and watches (the RBAC role grants list+watch on each)."""
-
-_OWNERS = {"Job": JOBS, "Deployment": DEPLOYMENTS}
+"""The resources the backend always lists and watches (the RBAC role grants list+watch on
+each); each enabled integration adds its owner kind (``integrations``)."""
 
 T = TypeVar("T")
 
@@ -135,6 +133,7 @@ class KubernetesBackend:
         gate: Callable[[], bool] = lambda: True,
         settle_owners: float = math.inf,
         owner_retry: tuple[float, float] = (0.5, 30.0),
+        integrations: Integrations | None = None,
     ) -> None:
         self.kube = kube
         self.config = config
@@ -159,17 +158,35 @@ class KubernetesBackend:
         self._session_began = 0.0  # time.monotonic() when the last session thread started
         self._pods_by_workload: dict[str, set[str]] = {}
         self._queue_status: dict[str, Obj] = {}
+        if integrations is None:
+            integrations, problems = resolve_integrations(config)
+            for problem in problems:
+                log.warning("%s", problem)
+        self.integrations = integrations.by_kind()  # owner kind -> its integration
         self.informers: dict[Resource, Informer] = {}
         for resource in WATCHED:
-            selector = QUEUE_LABEL if resource in (JOBS, DEPLOYMENTS) else None
             self.informers[resource] = Informer(
                 kube,
                 resource,
                 on_event=self._handler(resource),
                 trim=trim_pod if resource is PODS else trim_metadata,
-                label_selector=selector,
                 watch_timeout=watch_timeout,
             )
+        for integration in self.integrations.values():
+            self.informers[integration.resource] = Informer(
+                kube,
+                integration.resource,
+                on_event=self._handler(integration.resource),
+                label_selector=integration.label_selector,
+                watch_timeout=watch_timeout,
+                optional=integration.optional,
+            )
+            for read in integration.reads:
+                if read not in self.informers:
+                    self.informers[read] = Informer(
+                        kube, read, on_event=self._read_handler(read), watch_timeout=watch_timeout,
+                        optional=integration.optional,
+                    )
         self._events = EventRecorder(
             kube, dry_run=dry_run, gate=gate, setting=lambda: self.config.daemon.events
         )
@@ -208,6 +225,10 @@ class KubernetesBackend:
 
     def now_ms(self) -> int:
         return self.clock()
+
+    def cached(self, resource: Resource, key: str) -> Obj | None:
+        informer = self.informers.get(resource)
+        return None if informer is None else informer.store.get(key)
 
     def live_pods(self, workload_key: str) -> list[Obj]:
         store = self.informers[PODS].store
@@ -255,9 +276,8 @@ class KubernetesBackend:
             obj = old if deleted and new is None else new
             if obj is None:
                 return
-            if kind in ("Job", "Deployment"):
-                if not deleted:
-                    self.owners.mark((kind, object_key(obj)))
+            if (integration := self.integrations.get(kind)) is not None:
+                self.owners.mark((kind, integration.owner_key(obj)))
             else:
                 self.inventory.apply(kind, obj, deleted=deleted)
                 if kind == "Workload":
@@ -267,6 +287,18 @@ class KubernetesBackend:
                 elif kind == "PriorityClass":
                     self._mark_every_owner()
             self.wake.set()
+
+        return handle
+
+    def _read_handler(self, resource: Resource) -> Callable[[str, Obj | None, Obj | None], None]:
+        """A kind integrations read: its change syncs again every owner of those integrations."""
+
+        def handle(event: str, old: Obj | None, new: Obj | None) -> None:
+            for kind, integration in self.integrations.items():
+                if resource in integration.reads:
+                    store = self.informers[integration.resource].store
+                    for key in sorted({integration.owner_key(obj) for obj in store.values()}):
+                        self.owners.mark((kind, key))
 
         return handle
 
@@ -292,7 +324,7 @@ class KubernetesBackend:
     def _owner_reference(self, workload: Obj) -> tuple[str, str] | None:
         owner = (workload.get("spec") or {}).get("owner") or {}
         kind, name = owner.get("kind"), owner.get("name")
-        if kind not in _OWNERS or not isinstance(name, str):
+        if kind not in self.integrations or not isinstance(name, str):
             return None
         namespace = (workload.get("metadata") or {}).get("namespace") or "default"
         return str(kind), f"{namespace}/{name}"
@@ -302,8 +334,8 @@ class KubernetesBackend:
         pods still hold their room). Its quota is then free (``inventory``, "Released")."""
         reference = self._owner_reference(workload)
         if reference is None or reference[0] != "Job":
-            return False  # a Deployment gives its quota back itself (``deployments``)
-        job = self.informers[JOBS].store.get(reference[1])
+            return False  # every other kind gives its quota back itself (its ``sync``)
+        job = self.informers[self.integrations["Job"].resource].store.get(reference[1])
         if job is None or (job.get("spec") or {}).get("suspend") is not True:
             return False
         if (job.get("status") or {}).get("active"):
@@ -316,16 +348,17 @@ class KubernetesBackend:
             self.owners.mark(reference)
 
     def _mark_every_owner(self) -> None:
-        for key in self.informers[JOBS].store:
-            self.owners.mark(("Job", key))
-        for key in self.informers[DEPLOYMENTS].store:
-            self.owners.mark(("Deployment", key))
+        for kind, integration in self.integrations.items():
+            store = self.informers[integration.resource].store
+            for key in sorted({integration.owner_key(obj) for obj in store.values()}):
+                self.owners.mark((kind, key))
 
     def _owner_of(self, workload: Obj) -> Obj | None:
         reference = self._owner_reference(workload)
         if reference is None:
             return None
-        return self.informers[_OWNERS[reference[0]]].store.get(reference[1])
+        integration = self.integrations[reference[0]]
+        return integration.owner(self.informers[integration.resource].store, reference[1])
 
     def _conflict(self) -> None:
         self.resync = True
@@ -335,14 +368,13 @@ class KubernetesBackend:
 
     async def _sync_owner(self, kind: str, key: str) -> bool | None:
         """One pass of the owner reconciler: None or True when the owner matches its Workload."""
-        owner = self.informers[_OWNERS[kind]].store.get(key)
-        if owner is None:
+        integration: Integration | None = self.integrations.get(kind)
+        owner = None if integration is None else integration.owner(self.informers[integration.resource].store, key)
+        if integration is None or owner is None:
             return True
         namespace, _, name = key.partition("/")
         workload = self.informers[WORKLOADS].store.get(f"{namespace}/{workload_name(kind, name)}")
-        if kind == "Job":
-            return await _converged(sync_job(self, owner, workload))
-        return await _converged(sync_deployment(self, owner, workload))
+        return await _converged(integration.sync(self, owner, workload))
 
     async def _sync_owner_of(self, workload_key: str) -> None:
         """A decision about this Workload is written: hand its owner to the reconciler."""

@@ -7,15 +7,6 @@ copies ``spec.replicas`` there, labels the pod template with the Workload's
 name (so the pods are found) and scales to what is admitted — nothing, until
 the first session admits it.
 
-Every scale is written with ``preemptd.io/scaled-replicas``, the count it set.
-A ``spec.replicas`` that differs from it was written by someone else — an HPA
-through ``/scale``, ``kubectl scale``, a GitOps sync — and is taken as the new
-desired count (written to the annotation in the same patch that scales the
-Deployment back to what is admitted). So an HPA is followed, not fought: when
-it asks for fewer replicas than are admitted, the committed count comes down
-to its count and stays there; when it asks for more, the Workload asks for
-them and the Deployment runs what the quota admits meanwhile.
-
 :func:`sync` makes the Deployment follow its Workload:
 
 * admitted: ``replicas`` = the committed count, template on the flavors' nodes;
@@ -26,19 +17,34 @@ them and the Deployment runs what the quota admits meanwhile.
 * the desired count changed: the Workload's spec follows; below the committed
   count, the committed count is lowered first (the Workload stays the source of
   truth), then the Deployment.
+
+Every scale is written with ``preemptd.io/scaled-replicas``, the count it set.
+A ``spec.replicas`` that differs from it was written by someone else — an HPA
+through ``/scale``, ``kubectl scale``, a GitOps sync — and is taken as the new
+desired count (written to the annotation in the same patch that scales the
+Deployment back to what is admitted). So an HPA is followed, not fought: when
+it asks for fewer replicas than are admitted, the committed count comes down
+to its count and stays there; when it asks for more, the Workload asks for
+them and the Deployment runs what the quota admits meanwhile. All of this holds
+for every :class:`Scalable` kind (a StatefulSet too).
 """
 
 from __future__ import annotations
 
-from .client import DEPLOYMENTS, PODS, WORKLOADS, Obj
+from typing import ClassVar
+
+from .client import DEPLOYMENTS, PODS, WORKLOADS, Obj, Resource
 from .commit import VICTIM_DELETION_COST
+from .integrations import Integration
 from .owners import (
     Cluster,
     Placement,
+    PodSetShape,
     annotations_of,
     committed,
     ensure_workload,
     placement_patch,
+    single,
     update_workload_spec,
     version_of,
 )
@@ -53,7 +59,7 @@ from .workloads import (
     workload_name,
 )
 
-__all__ = ["desired_replicas", "sync_deployment"]
+__all__ = ["DeploymentIntegration", "Scalable", "desired_replicas", "sync_deployment"]
 
 _DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 
@@ -77,19 +83,55 @@ def _scaled_elsewhere(deployment: Obj) -> int | None:
     return None if replicas == int(recorded) else replicas
 
 
-async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | None) -> bool:
+class Scalable(Integration):
+    """A kind run as replicas of one pod template (``spec.replicas``, ``spec.template``).
+
+    What the user wants is kept in ``preemptd.io/desired-replicas``; ``spec.replicas``
+    is the committed count (see the module docstring). An ``elastic`` kind's pod set
+    has ``minCount: 1`` — any number of its replicas is useful, and it is shrunk by
+    count — where a Deployment's replicas are preempted one by one, each the pod the
+    session chose (SEMANTICS §6).
+    """
+
+    elastic: ClassVar[bool] = False
+
+    def pod_sets(self, owner: Obj) -> list[PodSetShape]:
+        desired = _scaled_elsewhere(owner)
+        if desired is None:
+            desired = desired_replicas(owner)
+        if desired is None:
+            replicas = (owner.get("spec") or {}).get("replicas")
+            desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
+        return single(owner, count=desired, min_count=1 if self.elastic else None)
+
+    async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
+        return await sync_deployment(cluster, owner, workload, resource=self.resource, elastic=self.elastic)
+
+
+class DeploymentIntegration(Scalable):
+    """``apps/v1`` Deployment: GPU services, one replica at a time (SEMANTICS §6)."""
+
+    name = "deployment"
+    resource = DEPLOYMENTS
+
+
+async def sync_deployment(
+    cluster: Cluster, deployment: Obj, workload: Obj | None, *, resource: Resource = DEPLOYMENTS,
+    elastic: bool = False,
+) -> bool:
     """Bring ``deployment`` in line with ``workload`` (taking it over, creating it); idempotent.
 
     True when the Deployment now is as the Workload wants it; False when another
     pass is needed later (a write was refused, or an evicted Workload's pods are
-    still stopping).
+    still stopping). ``resource`` is the kind (a StatefulSet is scaled the same way).
     """
-    owner = Owner(DEPLOYMENTS, deployment)
+    owner = Owner(resource, deployment)
+    min_count = 1 if elastic else None
     if DESIRED_REPLICAS_ANNOTATION not in annotations_of(deployment):
         taken = await _take_over(cluster, owner, workload)
         if taken is None:
             return False
-        owner = Owner(DEPLOYMENTS, taken)
+        owner = Owner(resource, taken)
     desired = desired_replicas(owner.obj)
     if (outside := _scaled_elsewhere(owner.obj)) is not None:
         desired = outside  # the newest word on how many are wanted (an HPA, kubectl scale)
@@ -99,7 +141,8 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         cluster.events.record(owner.obj, "Warning", "InvalidDesiredReplicas", message)
         return True  # nothing to do until the annotation changes
     if workload is None:
-        created = desired == 0 or await ensure_workload(cluster, owner, count=desired, min_count=None)
+        shapes = single(owner.obj, count=desired, min_count=min_count)
+        created = desired == 0 or await ensure_workload(cluster, owner, shapes)
         return await _scale(cluster, owner, None, 0, desired) and created
     name = str((workload.get("metadata") or {}).get("name", ""))
     key = f"{owner.namespace}/{name}"
@@ -109,7 +152,8 @@ async def sync_deployment(cluster: Cluster, deployment: Obj, workload: Obj | Non
         if await _scale(cluster, owner, None, 0, desired):
             return await cluster.writer.delete(WORKLOADS, name, owner.namespace)
         return False
-    updated = await update_workload_spec(cluster, owner, workload, count=desired, min_count=None, admitted=count > 0)
+    shapes = single(owner.obj, count=desired, min_count=min_count)
+    updated = await update_workload_spec(cluster, owner, workload, shapes, admitted=count > 0)
     if updated is None:
         return False
     workload = updated
@@ -153,7 +197,7 @@ async def _take_over(cluster: Cluster, owner: Owner, workload: Obj | None) -> Ob
             "template": {"metadata": {"labels": {WORKLOAD_LABEL: workload_name(owner.kind, owner.name)}}},
         },
     }
-    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch)
+    return await cluster.writer.patch(owner.resource, owner.name, owner.namespace, patch)
 
 
 async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas: int, desired: int) -> bool:
@@ -185,7 +229,7 @@ async def _scale(cluster: Cluster, owner: Owner, workload: Obj | None, replicas:
     patch: Obj = {"metadata": metadata}
     if spec:
         patch["spec"] = spec
-    return await cluster.writer.patch(DEPLOYMENTS, owner.name, owner.namespace, patch) is not None
+    return await cluster.writer.patch(owner.resource, owner.name, owner.namespace, patch) is not None
 
 
 async def _lower_committed(cluster: Cluster, workload: Obj, count: int) -> Obj | None:

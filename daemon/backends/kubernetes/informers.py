@@ -18,6 +18,11 @@ The protocol's failure modes, and what each does here:
   back off exponentially (capped, reset by the next healthy stream) and resume
   the watch from the last version; a list that fails is retried the same way.
 
+An ``optional`` resource (a custom resource whose CRD may not be installed) that
+the server does not know (404 on the list) is an empty, synced, healthy cache,
+listed again every ``absent_retry`` seconds until it exists; then it is watched
+like any other, and a 404 on its watch (the CRD deleted) sends it back to a list.
+
 ``synced`` is set after the first successful list and never cleared: a cache
 that lags is still the best view there is. ``healthy`` says whether the watch
 is currently connected (from the server's acceptance of the stream to its
@@ -39,6 +44,9 @@ from .client import ApiError, Kube, Obj, Resource
 __all__ = ["Informer", "object_key", "trim_metadata", "trim_pod"]
 
 log = logging.getLogger("preemptd.kubernetes.informers")
+
+ABSENT_RETRY = 30.0
+"""Seconds between two lists of an optional resource the server does not know."""
 
 EventHandler = Callable[[str, Obj | None, Obj | None], None]
 """``(type, old, new)``: type is ADDED, MODIFIED or DELETED; old or new is None where absent."""
@@ -123,7 +131,12 @@ class Informer:
         label_selector: str | None = None,
         watch_timeout: int = 300,
         backoff: tuple[float, float] = (0.1, 10.0),
+        optional: bool = False,
+        absent_retry: float | None = None,
     ) -> None:
+        self.optional = optional
+        self.absent_retry = ABSENT_RETRY if absent_retry is None else absent_retry
+        self.absent = False  # an optional resource the server does not know (yet)
         self.kube = kube
         self.resource = resource
         self.on_event = on_event
@@ -149,7 +162,9 @@ class Informer:
         while True:
             try:
                 if must_list:
-                    await self._list()
+                    if not await self._list():
+                        await asyncio.sleep(self.absent_retry)
+                        continue
                     must_list = False
                 await self._watch()
                 delay = self.backoff[0]
@@ -158,6 +173,9 @@ class Informer:
                 must_list = True
                 self.relists += 1
             except (ApiError, ValueError) as exc:
+                if self.optional and isinstance(exc, ApiError) and exc.not_found:
+                    must_list = True  # the kind went away (its CRD deleted): the list tells
+                    continue
                 # ValueError: a line that is not JSON — the stream is broken, not the cache.
                 self.healthy = False
                 self.failures += 1
@@ -165,8 +183,19 @@ class Informer:
                 await asyncio.sleep(delay * (0.75 + random.random() / 2))
                 delay = min(delay * 2, self.backoff[1])
 
-    async def _list(self) -> None:
-        items, version = await self.kube.list(self.resource, label_selector=self.label_selector)
+    async def _list(self) -> bool:
+        """List into the store; False when an optional resource does not exist."""
+        try:
+            items, version = await self.kube.list(self.resource, label_selector=self.label_selector)
+        except ApiError as exc:
+            if not (self.optional and exc.not_found):
+                raise
+            if not self.absent:
+                log.info("%s: not installed; looking again every %.0fs", self.resource, self.absent_retry)
+            self.absent = self.healthy = True
+            items, version = [], ""
+        else:
+            self.absent = False
         fresh: dict[str, Obj] = {}
         for item in items:
             item.setdefault("apiVersion", self.resource.api_version)
@@ -187,6 +216,7 @@ class Informer:
             elif _version(before) != _version(after):
                 self.on_event("MODIFIED", before, after)
         self.synced.set()
+        return not self.absent
 
     async def _watch(self) -> None:
         stream = self.kube.watch(

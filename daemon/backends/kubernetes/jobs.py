@@ -15,7 +15,8 @@ no quota                       suspended (a Job placed before keeps that flavor'
                                directives, the user's saved beside them, until its
                                next admission)
 admitted                       unsuspended, template on the flavors' nodes, parallelism =
-                               the committed count (lowered again when shrunk)
+                               the committed count (lowered when shrunk, raised again
+                               when grown back, up to the user's own parallelism)
 evicted                        suspended, parallelism restored, in one write (see
                                :func:`_stop`); once no pod runs any more, the next
                                session's commit gives its quota back (``commit``, point
@@ -40,14 +41,17 @@ a pass that stops half-way is finished by the next one.
 from __future__ import annotations
 
 from .client import JOBS, WORKLOADS, Obj
+from .integrations import Integration, Rule
 from .owners import (
     Cluster,
     Placement,
+    PodSetShape,
     annotations_of,
     committed,
     ensure_workload,
     placement_patch,
     restore_patch,
+    single,
     update_workload_spec,
     version_of,
 )
@@ -61,7 +65,27 @@ from .workloads import (
     workload_name,
 )
 
-__all__ = ["job_shape", "sync_job"]
+__all__ = ["JobIntegration", "job_shape", "sync_job"]
+
+
+class JobIntegration(Integration):
+    """``batch/v1`` Job: one pod set of ``parallelism`` pods (see the module docstring)."""
+
+    name = "job"
+    resource = JOBS
+
+    def pod_sets(self, owner: Obj) -> list[PodSetShape]:
+        parallelism, minimum = job_shape(owner)
+        return single(owner, count=parallelism, min_count=minimum)
+
+    async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
+        return await sync_job(cluster, owner, workload)
+
+    suspend_path = ("spec", "suspend")
+
+    def rules(self) -> tuple[Rule, ...]:
+        # status: a Job that ran loses its startTime before it is placed anew.
+        return (*super().rules(), Rule("batch", ("jobs/status",), ("patch",)))
 
 
 def job_shape(job: Obj) -> tuple[int, int | None]:
@@ -70,8 +94,11 @@ def job_shape(job: Obj) -> tuple[int, int | None]:
     parallelism = spec.get("parallelism")
     if not isinstance(parallelism, int) or isinstance(parallelism, bool) or parallelism < 1:
         parallelism = 1
-    if (saved := Placement.of(job).extra.get("parallelism")) is not None and isinstance(saved, int):
-        parallelism = saved  # shrunk or partially admitted: the Job asked for the original
+    saved = Placement.of(job).extra.get("parallelism")
+    if not spec.get("suspend") and isinstance(saved, int):
+        # Running shrunk or partially admitted: the Job asked for the original. A suspended
+        # Job has its own back (the suspension restores it), and its user may edit it.
+        parallelism = saved
     text = annotations_of(job).get(MIN_PARALLELISM_ANNOTATION)
     minimum: int | None = None
     if isinstance(text, str) and text.strip().isdigit():
@@ -112,7 +139,7 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
             if held is None:
                 return False
             owner = Owner(JOBS, held)
-        return await ensure_workload(cluster, owner, count=parallelism, min_count=minimum)
+        return await ensure_workload(cluster, owner, single(owner.obj, count=parallelism, min_count=minimum))
     name = str((workload.get("metadata") or {}).get("name", ""))
     if finished is not None:
         if not condition_true(workload, "Finished"):
@@ -122,7 +149,8 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         return True
     count = committed(workload)
     if count == 0:
-        if await update_workload_spec(cluster, owner, workload, count=parallelism, min_count=minimum, admitted=False) is None:
+        shapes = single(owner.obj, count=parallelism, min_count=minimum)
+        if await update_workload_spec(cluster, owner, workload, shapes, admitted=False) is None:
             return False
         return await _stop(cluster, owner) is not None
     if condition_true(workload, "Evicted"):
@@ -135,9 +163,15 @@ async def sync_job(cluster: Cluster, job: Obj, workload: Obj | None) -> bool:
         return not active and not cluster.live_pods(f"{owner.namespace}/{name}")
     if suspended:
         return await _start(cluster, owner, workload, count)
-    if isinstance(spec.get("parallelism"), int) and spec["parallelism"] > count:
+    running = spec.get("parallelism")
+    if isinstance(running, int) and running > count:
         shrink: Obj = {"metadata": {"resourceVersion": version_of(job)}, "spec": {"parallelism": count}}
         return await cluster.writer.patch(JOBS, owner.name, owner.namespace, shrink) is not None
+    saved = Placement.of(job).extra.get("parallelism")
+    if isinstance(running, int) and isinstance(saved, int) and running < count <= saved:
+        # Grown back (docs/elastic.md): up to the committed count, never past its user's own.
+        grow: Obj = {"metadata": {"resourceVersion": version_of(job)}, "spec": {"parallelism": count}}
+        return await cluster.writer.patch(JOBS, owner.name, owner.namespace, grow) is not None
     return True
 
 
@@ -164,7 +198,9 @@ async def _directives_mutable(cluster: Cluster, job: Obj) -> Obj | None:
 
 async def _start(cluster: Cluster, owner: Owner, workload: Obj, count: int) -> bool:
     job = owner.obj
-    original = Placement.of(job, parallelism=(job.get("spec") or {}).get("parallelism"))
+    original = Placement.of(job)
+    # Suspended, the Job's parallelism is its user's (perhaps edited while it waited).
+    original.extra["parallelism"] = (job.get("spec") or {}).get("parallelism")
     label = workload_name(owner.kind, owner.name)
     template: Obj = {}
     template_metadata = (((job.get("spec") or {}).get("template") or {}).get("metadata") or {})
@@ -214,7 +250,8 @@ async def _stop(cluster: Cluster, owner: Owner) -> Obj | None:
     spec_now = job.get("spec") or {}
     saved = ORIGINAL_TEMPLATE_ANNOTATION in annotations_of(job)
     restore = Placement.of(job)
-    parallelism = restore.extra.get("parallelism") if saved else None
+    # Already suspended, the parallelism is back and may since have been edited: kept.
+    parallelism = restore.extra.get("parallelism") if saved and not spec_now.get("suspend") else None
     if not isinstance(parallelism, int) or parallelism == spec_now.get("parallelism"):
         parallelism = None
     patch = _suspend_patch(job)

@@ -11,15 +11,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from preemptd.framework.model import Flavor
 
-from .client import WORKLOADS, Obj
+from .client import WORKLOADS, Obj, Resource
 from .commit import Writer
 from .events import EventRecorder
 from .workloads import (
     ORIGINAL_TEMPLATE_ANNOTATION,
+    POD_SET,
     QUEUE_LABEL,
     Owner,
     admitted_counts,
@@ -31,15 +33,18 @@ from .workloads import (
 __all__ = [
     "Cluster",
     "Placement",
+    "PodSetShape",
     "annotations_of",
     "committed",
     "ensure_workload",
     "map_patch",
     "placement_patch",
     "restore_patch",
+    "single",
     "update_workload_spec",
     "user_template",
     "version_of",
+    "workload_pod_sets",
 ]
 
 log = logging.getLogger("preemptd.kubernetes.owners")
@@ -64,6 +69,10 @@ class Cluster(Protocol):
     def live_pods(self, workload_key: str) -> list[Obj]:
         """The pods labelled for this Workload that have not finished (terminating ones too)."""
 
+    def cached(self, resource: Resource, key: str) -> Obj | None:
+        """An object of a kind an integration reads, from its watch cache (``namespace/name``,
+        or ``name`` for a cluster-scoped kind); None when there is none."""
+
 
 def annotations_of(obj: Obj) -> dict[str, Any]:
     found = (obj.get("metadata") or {}).get("annotations") or {}
@@ -75,22 +84,59 @@ def version_of(obj: Obj) -> str | None:
     return None if version is None else str(version)
 
 
-async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_count: int | None) -> bool:
+@dataclass(frozen=True, slots=True)
+class PodSetShape:
+    """One pod set an owner asks for: its name, its pods' template (as the user wrote
+    it, without any flavor's directives), how many, and how few it may run with."""
+
+    name: str
+    template: Any  # {"metadata": ..., "spec": ...}; checked when the Workload is built
+    count: int
+    min_count: int | None = None
+
+
+def workload_pod_sets(shapes: list[PodSetShape], namespace: str) -> tuple[list[Obj] | None, str]:
+    """The Workload's podSets for ``shapes``, or None and why one of them is unusable."""
+    pod_sets: list[Obj] = []
+    for shape in shapes:
+        pod_set, problem = pod_set_for(
+            shape.template, namespace=namespace, count=shape.count, min_count=shape.min_count
+        )
+        if pod_set is None:
+            where = "" if len(shapes) == 1 else f"pod set {shape.name}: "
+            return None, where + problem
+        pod_sets.append({**pod_set, "name": shape.name})
+    if not pod_sets:
+        return None, "no pod set"
+    return pod_sets, ""
+
+
+def single(owner: Obj, *, count: int, min_count: int | None) -> list[PodSetShape]:
+    """The one pod set of a kind with one template (``spec.template``): Job, Deployment."""
+    return [PodSetShape(POD_SET, user_template(owner), count, min_count)]
+
+
+async def ensure_workload(
+    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True
+) -> bool:
     """Create the owner's Workload; an unusable pod template is a Warning on the owner instead.
 
     True when done (created, or nothing to create until the owner changes); False
     when the create was refused and must be tried again.
     """
-    template = user_template(owner.obj)
-    pod_set, problem = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
-    if pod_set is None:
+    pod_sets, problem = workload_pod_sets(shapes, owner.namespace)
+    if pod_sets is None:
         cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
         return True
-    queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
-    class_name = _priority_class(template)
+    if queue is None:
+        queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
+    class_name = _priority_class(shapes)
     body = new_workload(
-        owner, queue=queue, pod_set=pod_set, priority=cluster.priority(class_name), priority_class=class_name
+        owner, queue=queue, pod_set=pod_sets[0], priority=cluster.priority(class_name), priority_class=class_name
     )
+    body["spec"]["podSets"] = pod_sets
+    if not owned:  # no one object to be owned by (a group of pods): deleted by its integration
+        del body["metadata"]["ownerReferences"]
     created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
@@ -98,34 +144,41 @@ async def ensure_workload(cluster: Cluster, owner: Owner, *, count: int, min_cou
     return created is not None
 
 
-def _priority_class(template: Any) -> str | None:
+def _priority_class(shapes: list[PodSetShape]) -> str | None:
+    """The first pod set's ``priorityClassName`` (Kueue reads the same one)."""
+    template = shapes[0].template if shapes else None
     spec = template.get("spec") if isinstance(template, dict) else None
     name = spec.get("priorityClassName") if isinstance(spec, dict) else None
     return name if isinstance(name, str) and name else None
 
 
 async def update_workload_spec(
-    cluster: Cluster, owner: Owner, workload: Obj, *, count: int, min_count: int | None, admitted: bool
+    cluster: Cluster, owner: Owner, workload: Obj, shapes: list[PodSetShape], *, admitted: bool
 ) -> Obj | None:
     """Keep the Workload's spec in line with its owner.
 
-    While nothing is admitted, everything follows the owner (its template may have
-    been edited while it waited). Once admitted only the count follows (a
-    Deployment's desired replicas): the shape of what runs does not change under it.
-    Returns the Workload as it now is; None when the write was refused.
+    While nothing is admitted, everything follows the owner (its templates may have
+    been edited while it waited: requests, counts, placement, priority class). Once
+    admitted only the counts follow (a Deployment's desired replicas): the shape of
+    what runs does not change under it. Returns the Workload as it now is; None
+    when the write was refused.
     """
     current = workload.get("spec") or {}
     pod_sets = current.get("podSets") or []
     changes: Obj = {}
     if admitted:
-        if pod_sets and isinstance(pod_sets[0], dict) and pod_sets[0].get("count") != count:
-            changes["podSets"] = [{**pod_sets[0], "count": count}, *pod_sets[1:]]
+        counts: dict[Any, int] = {shape.name: shape.count for shape in shapes}
+        wanted = [
+            {**ps, "count": counts.get(ps.get("name"), ps.get("count"))} if isinstance(ps, dict) else ps
+            for ps in pod_sets
+        ]
+        if wanted != pod_sets:
+            changes["podSets"] = wanted
     else:
-        template = user_template(owner.obj)
-        pod_set, _ = pod_set_for(template, namespace=owner.namespace, count=count, min_count=min_count)
-        if pod_set is not None and pod_sets != [pod_set]:
-            changes["podSets"] = [pod_set]
-        class_name = _priority_class(template)
+        fresh, _ = workload_pod_sets(shapes, owner.namespace)
+        if fresh is not None and pod_sets != fresh:
+            changes["podSets"] = fresh
+        class_name = _priority_class(shapes)
         priority = cluster.priority(class_name)
         if priority is not None and current.get("priority") != priority:
             changes["priority"] = priority

@@ -1,4 +1,4 @@
-"""The owner reconciler: every Job and Deployment driven to what its Workload says.
+"""The owner reconciler: every owner (Job, Deployment, JobSet…) driven to what its Workload says.
 
 Design note. Commit is level-triggered: a Workload's status (admitted, evicted,
 shrunk, no quota) is the desired state of its owner, and this task keeps
@@ -56,7 +56,7 @@ __all__ = ["OwnerReconciler", "OwnerRef"]
 log = logging.getLogger("preemptd.kubernetes.owners")
 
 OwnerRef = tuple[str, str]
-"""(kind, namespace/name) of a Job or Deployment."""
+"""(kind, key) of an owner: its kind and ``namespace/name`` (a pod group's ``namespace/group``)."""
 
 OwnerSync = Callable[[str, str], Awaitable[bool | None]]
 

@@ -250,8 +250,10 @@ def admission_patch(workload: Obj, admitted: Admitted, now_ms: int) -> Obj:
     status: Obj = {}
     admission = (workload.get("status") or {}).get("admission")
     owner = (workload.get("spec") or {}).get("owner") or {}
-    if owner.get("kind") == "Deployment" and isinstance(admission, dict) and admission.get("podSets"):
-        # Grown in place: the run goes on, so admittedAt is kept (CONTRACT §3).
+    in_place = admitted.grown or owner.get("kind") == "Deployment"
+    if in_place and isinstance(admission, dict) and admission.get("podSets"):
+        # Grown in place (a Deployment, or an elastic workload growing back, docs/elastic.md):
+        # the run goes on, so its queue, flavors and admittedAt are kept (CONTRACT §3).
         counts = {ps["name"]: ps["count"] for ps in pod_sets}
         status["admission"] = {
             **admission,

@@ -1,0 +1,140 @@
+"""Plain pods in a group: one Workload, released all at once, deleted when preempted."""
+
+from __future__ import annotations
+
+import pytest
+
+from .cluster import (
+    QUEUE_LABEL,
+    Controllers,
+    assert_least_privilege,
+    conditions,
+    flavor,
+    job,
+    node,
+    priority_class,
+    queue,
+    settle,
+    step,
+    until,
+)
+from .kinds import pod_template
+
+pytestmark = pytest.mark.asyncio
+
+GATE = "preemptd.io/admission"
+TAINT = {"key": "pool", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def _setup(server, cpu: str = "8") -> None:
+    server.put("preemptd.io", "resourceflavors", flavor("pool", {"pool": "a"}, [TAINT]))
+    server.put("preemptd.io", "queues", queue("team", {"cpu": cpu}, flavor_name="pool",
+                                              preemption={"withinQueue": "LowerPriority"}))
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("low", 10))
+    server.put("scheduling.k8s.io", "priorityclasses", priority_class("high", 1000))
+    server.put("", "nodes", node("node-1", {"cpu": "16"}, {"pool": "a"}))
+
+
+def grouped_pod(name: str, group: str, total: int, *, gated: bool = True, total_text: str | None = None) -> dict:
+    template = pod_template({"cpu": "2"}, "low")
+    spec = template["spec"]
+    if gated:
+        spec["schedulingGates"] = [{"name": GATE}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "labels": {QUEUE_LABEL: "team", "preemptd.io/pod-group": group},
+            "annotations": {"preemptd.io/pod-group-total-count": total_text or str(total)},
+        },
+        "spec": spec,
+        "status": {"phase": "Pending"},
+    }
+
+
+def _bind_released(server, controllers: Controllers) -> None:
+    """The scheduler: every pod without gates and without a node is bound where it fits."""
+    for pod in server.list("", "pods", "default"):
+        if pod["spec"].get("schedulingGates") or pod["spec"].get("nodeName"):
+            continue
+        chosen = controllers._schedule(pod)
+        if chosen is not None:
+            server.put("", "pods", {**pod, "spec": {**pod["spec"], "nodeName": chosen}, "status": {"phase": "Running"}})
+
+
+async def test_a_pod_group_is_admitted_whole_preempted_by_deletion_and_admitted_again(
+    server, backend, controllers: Controllers
+) -> None:
+    """No Workload until all three pods exist; then one of three pods, and admission releases every
+    pod at once on the flavor; a high-priority Job evicts the group (its pods deleted, its Workload
+    gone with them); the group created again queues and runs again."""
+    _setup(server)
+    server.put("", "pods", grouped_pod("train-0", "train", 3))
+    server.put("", "pods", grouped_pod("train-1", "train", 3))
+    await step(backend, server)
+    assert server.get("preemptd.io", "workloads", "podgroup-train", "default") is None
+    server.put("", "pods", grouped_pod("train-2", "train", 3))
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "podgroup-train", "default")
+    assert {"apiVersion": "v1", "kind": "PodGroup", "name": "train"} == workload["spec"]["owner"]
+    assert [{"name": "main", "count": 3, "requests": {"cpu": "2"}}] == workload["spec"]["podSets"]
+    assert 10 == workload["spec"]["priority"]
+    assert 3 == workload["status"]["admission"]["podSets"][0]["count"]
+    for name in ("train-0", "train-1", "train-2"):
+        pod = server.get("", "pods", name, "default")
+        assert "schedulingGates" not in pod["spec"]
+        assert ({"pool": "a"}, [TAINT]) == (pod["spec"]["nodeSelector"], pod["spec"]["tolerations"])
+        assert "podgroup-train" == pod["metadata"]["labels"]["preemptd.io/workload"]
+    _bind_released(server, controllers)
+    await settle(backend, server)
+
+    server.put("batch", "jobs", job("urgent", "team", {"cpu": "8"}, priority_class_name="high"))
+    report = await step(backend, server)
+    assert [("default/podgroup-train", None)] == [(p.workload, p.count) for p in report.decisions.preempted]
+    assert all(p["metadata"].get("deletionTimestamp") for p in server.list("", "pods", "default")
+               if p["metadata"]["name"].startswith("train-"))
+    assert "True" == conditions(server.get("preemptd.io", "workloads", "podgroup-train", "default"))["Evicted"]["status"]
+    controllers.finish_terminating()
+    # The group has no pod left: its Workload goes (the owner reconciler, level-triggered).
+    await until(lambda: server.get("preemptd.io", "workloads", "podgroup-train", "default") is None,
+                what="the group's Workload deleted")
+    await step(backend, server, controllers)
+    assert server.get("batch", "jobs", "urgent", "default")["spec"]["suspend"] is False
+
+    done = server.get("batch", "jobs", "urgent", "default")
+    server.put("batch", "jobs", {**done, "status": {"conditions": [{"type": "Complete", "status": "True"}]}})
+    for name in ("train-0", "train-1", "train-2"):
+        server.put("", "pods", grouped_pod(name, "train", 3))
+    await step(backend, server)
+    await step(backend, server)
+    assert 3 == server.get("preemptd.io", "workloads", "podgroup-train", "default")["status"]["admission"]["podSets"][0]["count"]
+    assert not any(p["spec"].get("schedulingGates") for p in server.list("", "pods", "default"))
+    assert_least_privilege(server)
+
+
+async def test_a_pod_group_that_does_not_fit_whole_releases_no_pod(server, backend) -> None:
+    """All or nothing: three 2-cpu pods in a 4-cpu queue wait, every one still gated."""
+    _setup(server, cpu="4")
+    for name in ("big-0", "big-1", "big-2"):
+        server.put("", "pods", grouped_pod(name, "big", 3))
+    await step(backend, server)
+    await step(backend, server)
+    workload = server.get("preemptd.io", "workloads", "podgroup-big", "default")
+    assert "admission" not in workload["status"]
+    assert all(p["spec"]["schedulingGates"] == [{"name": GATE}] for p in server.list("", "pods", "default"))
+
+
+async def test_an_ungated_pod_or_a_bad_count_is_a_warning_and_no_workload(server, backend) -> None:
+    """A grouped pod created without the gate cannot be held; a count that is not one is named."""
+    _setup(server)
+    server.put("", "pods", grouped_pod("loose-0", "loose", 1, gated=False))
+    server.put("", "pods", grouped_pod("odd-0", "odd", 1, total_text="two"))
+    await step(backend, server)
+    assert server.get("preemptd.io", "workloads", "podgroup-loose", "default") is None
+    assert server.get("preemptd.io", "workloads", "podgroup-odd", "default") is None
+    messages = {e["involvedObject"]["name"]: e["message"] for e in server.list("", "events", "default")}
+    assert f"pod group loose: not held by the scheduling gate {GATE}; not managed" == messages["loose-0"]
+    assert ("no Workload created: Pod odd-0: metadata.annotations[preemptd.io/pod-group-total-count]: "
+            "expected the group's pod count, got 'two'") == messages["odd-0"]
