@@ -27,6 +27,7 @@ from ..session import (
     VictimSearch,
     collect_candidates,
     order_for,
+    sort_candidates,
     with_vetoes,
 )
 
@@ -48,10 +49,8 @@ def find_minimal(
     candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
     if not candidates:
         return SearchResult(message="no running workload that uses the needed quota may be preempted")
-    session.counters.candidates += len(candidates)
-    candidates.sort(key=order_for(session, preemptor))
-
-    search = _Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
+    found = len(candidates)
+    session.counters.candidates += found
     has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
     bwc = leaf.spec.preemption.borrow_within_cohort
     accounting = session.accounting
@@ -62,15 +61,27 @@ def find_minimal(
         attempts = [False, True]
     else:
         attempts = [True, False]
+    if False not in attempts:
+        # Every attempt may borrow, and such an attempt passes over each candidate usable
+        # only within nominal before anything else: they are never looked at.
+        candidates = [c for c in candidates if not c.only_within_nominal]
+    sort_candidates(candidates, order_for(session, preemptor))
+
+    search = _Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
-    lines = [f"{len(candidates)} candidate(s) use the needed {wanted}"]
-    for allow_borrowing in attempts:
-        victims, level = search.attempt(candidates, allow_borrowing)
-        if victims:
-            lines.extend(search.veto_lines())
-            names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
-            lines.append(f"minimal set of victims: {names}")
-            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+    lines = [f"{found} candidate(s) use the needed {wanted}"]
+    if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
+        session.counters.bounded += 1
+        for allow_borrowing in attempts:
+            search.attempt_hopeless(candidates, allow_borrowing)
+    else:
+        for allow_borrowing in attempts:
+            victims, level = search.attempt(candidates, allow_borrowing)
+            if victims:
+                lines.extend(search.veto_lines())
+                names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
+                lines.append(f"minimal set of victims: {names}")
+                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
@@ -143,6 +154,89 @@ class _Walk:
         finally:
             statement.rollback(start)
 
+    def may_skip_walk(self) -> bool:
+        """Whether a walk known to fail may leave out what only its fit tests read
+        (see :meth:`attempt_hopeless`): the plugins keep the ``MEMO_SAFE`` contract
+        (the memo is on) and nothing listens to the statement's evictions."""
+        session = self.session
+        return session.memo is not None and session.statement.on_evict is None
+
+    def may_fit(self, candidates: list[Candidate], allow_borrowing: bool) -> bool:
+        """The bound: whether the request fits the quota with every candidate this attempt
+        may take evicted at once. When it does not, no step of the attempt fits.
+
+        The walk's state at any step is the committed state less a subset of these
+        candidates, and Available (and usage, for the test within nominal) only
+        improves as usage is removed anywhere in the tree, so the fit test of every
+        step is at most as true as this one. A candidate counted twice only makes the
+        bound looser (the walk then runs as usual), never wrong. Only the preemptor's
+        flavor-resources are summed: usage of one flavor-resource never changes the
+        Available of another. Usage is removed per queue, in one step per
+        flavor-resource (removal is additive), and added back exactly."""
+        asked = self.usage
+        freed: dict[QuotaNode, dict[FR, int]] = {}
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            per_leaf = freed.get(candidate.leaf)
+            if per_leaf is None:
+                per_leaf = freed[candidate.leaf] = {}
+            for fr, amount in candidate.usage.items():
+                if fr in asked:
+                    per_leaf[fr] = per_leaf.get(fr, 0) + amount
+        accounting = self.session.accounting
+        for leaf, amounts in freed.items():
+            accounting.remove_all(leaf, amounts)
+        try:
+            return self._fits_quota(allow_borrowing)
+        finally:
+            for leaf, amounts in freed.items():
+                accounting.add_all(leaf, amounts)
+
+    def attempt_hopeless(self, candidates: list[Candidate], allow_borrowing: bool) -> None:
+        """An attempt :meth:`may_fit` proved fails, walked for what it tells: the same
+        candidates in the same order reach ``is_preemptible`` and the scenario filters,
+        with the same victims so far, so the vetoes, their counts and the plugins'
+        notes are those of :meth:`attempt`. Left out is what only the fit test reads:
+
+        * the fit test itself (false at every step);
+        * node room (only the pods' fit reads it; ``MEMO_SAFE`` plugins answer from
+          the committed state, see ``session/hooks.py``);
+        * the quota of victims of the preemptor's own queue: their usage leaves the
+          queue and its ancestors only, and the one test that reads tentative quota,
+          the lender test, looks only at queues and cohorts off that path. Victims of
+          other queues are taken from the quota as the walk takes them, so each lender
+          test sees what it sees in :meth:`attempt`.
+        """
+        session = self.session
+        statement = session.statement
+        start = statement.checkpoint()
+        leaf = self.leaf
+        victims: list[Candidate] = []
+        try:
+            for candidate in candidates:
+                if candidate.only_within_nominal and allow_borrowing:
+                    continue
+                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
+                    continue
+                if (
+                    not candidate.single_pod
+                    and candidate.pod_set is not None
+                    and not self._singles_taken(candidate, victims)
+                ):
+                    continue
+                if not self._preemptible(candidate):
+                    continue
+                mark = statement.checkpoint()
+                if candidate.leaf is not leaf:
+                    statement.remove_usage(candidate.leaf, candidate.usage)
+                victims.append(candidate)
+                if not self._scenario_ok(victims):
+                    statement.rollback(mark)
+                    victims.pop()
+        finally:
+            statement.rollback(start)
+
     def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
         """The remainder of an elastic workload goes only after all its single pods."""
         spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
@@ -195,6 +289,13 @@ class _Walk:
         return False
 
     def _fits(self, allow_borrowing: bool) -> bool:
+        if not self._fits_quota(allow_borrowing):
+            return False
+        if self.targets:
+            return self.session.pods_fit(self.targets)
+        return True
+
+    def _fits_quota(self, allow_borrowing: bool) -> bool:
         accounting = self.session.accounting
         leaf = self.leaf
         for fr, amount in self.usage.items():
@@ -202,8 +303,6 @@ class _Walk:
                 return False
             if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        if self.targets:
-            return self.session.pods_fit(self.targets)
         return True
 
     def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
@@ -295,7 +394,7 @@ class StrategyWalk(_Walk):
 
     def candidates(self) -> list[Candidate]:
         found = collect_candidates(self.session, self.preemptor, self.request, with_room=bool(self.targets))
-        found.sort(key=self._order)
+        sort_candidates(found, self._order)
         return found
 
     def order(self, candidate: Candidate) -> Sequence[Any]:

@@ -34,7 +34,7 @@ from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods, Taken
+from .candidates import Candidate, DeferredPods, Taken, base_order
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Policy, Registry, bad_answer
@@ -358,7 +358,7 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
     keys = session.registry.call_all("victim_order", session=session, preemptor=preemptor)
     if not keys:
         # Units are cached per session, so are their keys: no tuple is built per search.
-        return _sort_key
+        return base_order
 
     def key(c: Candidate) -> tuple[Any, ...]:
         parts: list[Any] = [0 if c.evicted else 1, c.group]
@@ -407,13 +407,6 @@ def collect_candidates(
     if with_room:
         return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
-
-
-def _sort_key(c: Candidate) -> tuple[Any, ...]:
-    return c.sort_key
-
-
-_sort_key.preemptor_independent = True  # type: ignore[attr-defined]
 
 
 def scenario_accepts(

@@ -1,0 +1,92 @@
+"""A search the quota bound proves hopeless decides as the full walk does
+(framework/preemption/search.py, ``_Walk.may_fit`` and ``attempt_hopeless``).
+
+Each case is decided on the fast path (memo and bound on) and on the plain path
+(``memo=False``: every search walks its candidates with fit tests), and the decisions,
+the plugins' vetoes and the pending messages must be the same; the counters show that
+the bound did answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry
+from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
+from preemptd.plugins import cohort_reclaim, min_runtime, priority
+
+from benchmarks.generate import NOW_MS, generate_saturated
+
+NOW = 1_000_000
+
+
+def _registry() -> Registry:
+    return Registry(
+        [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None), ("min-runtime", min_runtime, None)]
+    )
+
+
+def _both(parsed: Any, now: int) -> list[tuple[str, dict[str, int], dict[str, int | str]]]:
+    out = []
+    for memo in (True, False):
+        registry = _registry()
+        counters: dict[str, int | str] = {}
+        decisions = run_session(snapshot(parsed, now), registry, actions=("allocate", "preempt"), counters=counters, memo=memo)
+        out.append((decisions.to_json(), dict(registry.vetoes), counters))
+    return out
+
+
+def test_a_hopeless_search_reports_the_vetoes_and_notes_of_the_full_walk() -> None:
+    """Queue a (4 cores) runs ``young`` (1 core, admitted 10 s ago, protected by a 60 s
+    preempt min-runtime), ``old`` (1 core, long admitted) and ``top`` (2 cores, above the
+    preemptor). ``high`` asks for 4 cores: even with ``young`` and ``old`` gone only 2 are
+    free, so the search fails; the pending reason and message must still name the
+    min-runtime veto of ``young`` (SEMANTICS §5), as the full walk does."""
+    policy = PreemptionPolicy(within_queue="LowerPriority")
+    parsed = inventory(
+        [cohort("root"), queue("a", "root", cpu=4, preemption=policy, preempt_min_runtime=60_000)],
+        [
+            workload("young", "a", 1, priority=1, created=1, admitted=True, admitted_at=NOW - 10_000),
+            workload("old", "a", 1, priority=2, created=2, admitted=True, admitted_at=0),
+            workload("top", "a", 2, priority=9, created=3, admitted=True, admitted_at=0),
+            workload("high", "a", 4, priority=5, created=4),
+        ],
+    )
+    (fast, fast_vetoes, fast_counts), (plain, plain_vetoes, plain_counts) = _both(parsed, NOW)
+    assert fast == plain
+    assert fast_vetoes == plain_vetoes == {"min-runtime": 1}
+    assert '"reason": "MinRuntime"' in fast and "vetoed by min-runtime" in fast
+    assert fast_counts["searches-bounded"] == 1
+    assert plain_counts["searches-bounded"] == 0
+
+
+def test_a_search_that_can_succeed_is_not_bounded() -> None:
+    """With 3 cores asked, taking ``young`` and ``old`` frees enough: the bound lets the
+    walk run, and it finds the victims."""
+    policy = PreemptionPolicy(within_queue="LowerPriority")
+    parsed = inventory(
+        [cohort("root"), queue("a", "root", cpu=4, preemption=policy)],
+        [
+            workload("young", "a", 1, priority=1, created=1, admitted=True, admitted_at=0),
+            workload("old", "a", 1, priority=2, created=2, admitted=True, admitted_at=0),
+            workload("top", "a", 2, priority=9, created=3, admitted=True, admitted_at=0),
+            workload("high", "a", 2, priority=5, created=4),
+        ],
+    )
+    (fast, _, fast_counts), (plain, _, _) = _both(parsed, NOW)
+    assert fast == plain
+    assert fast.count('"preemptor": "ns/high"') == 2
+    assert fast_counts["searches-bounded"] == 0
+
+
+def test_saturated_searches_are_bounded_and_decide_as_the_full_walk() -> None:
+    """Saturated queues (each at exactly its nominal, nothing to borrow): most heads find
+    no victims, and the bound answers nearly all of those searches."""
+    objects = generate_saturated(1, queues=10, workloads=300)
+    (fast, fast_vetoes, fast_counts), (plain, plain_vetoes, _) = _both(objects, NOW_MS)
+    assert fast == plain
+    assert fast_vetoes == plain_vetoes
+    bounded = fast_counts["searches-bounded"]
+    assert isinstance(bounded, int) and bounded > 0
