@@ -27,6 +27,7 @@ from preemptd.framework import (
     Accounting,
     Candidate,
     PreemptionPolicy,
+    QueueUnits,
     QuotaNode,
     Session,
     VictimSearch,
@@ -65,7 +66,6 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     if policy.reclaim_within_cohort == "Never" or leaf.parent is None:
         return []
     accounting = session.accounting
-    needed = assignment.needed
     usage = assignment.usage
     advantage = all(
         accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0) for fr, amount in usage.items()
@@ -76,7 +76,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     while ancestor is not None:
         for sibling in ancestor.children:
             if sibling is not child:
-                _collect(session, preemptor, policy, sibling, needed, advantage, out)
+                _collect(session, assignment, policy, sibling, advantage, out)
         if not advantage and _fits_at(accounting, leaf, ancestor, usage):
             advantage = True
         child = ancestor
@@ -86,19 +86,19 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
 
 def _collect(
     session: Session,
-    preemptor: Workload,
+    assignment: VictimSearch,
     policy: PreemptionPolicy,
     node: QuotaNode,
-    needed: frozenset[FR],
     advantage: bool,
     out: list[Candidate],
 ) -> None:
-    if _within_nominal(session.accounting, node, needed):
+    if _within_nominal(session.accounting, node, assignment.needed):
         return
     if not node.is_leaf:
         for child in node.children:
-            _collect(session, preemptor, policy, child, needed, advantage, out)
+            _collect(session, assignment, policy, child, advantage, out)
         return
+    preemptor = assignment.preemptor
     # Each class is a range of priorities of the queue's units (the candidate index):
     # reclaimWithinCohort LowerPriority keeps those below the preemptor's; without the
     # advantage, those below both the preemptor's and maxPriorityThreshold + 1 are
@@ -113,11 +113,22 @@ def _collect(
         session, node, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
     )
     if policy.borrow_within_cohort == "Never":
-        out.extend(within.between(None, high))
+        _within(assignment, within, None, high, out)
         return
     cut = preemptor.priority
     if policy.max_priority_threshold is not None:
         cut = min(cut, policy.max_priority_threshold + 1)
     borrowing = queue_units(session, node, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
     out.extend(borrowing.between(None, cut))
-    out.extend(within.between(cut, high))
+    _within(assignment, within, cut, high, out)
+
+
+def _within(
+    assignment: VictimSearch, units: QueueUnits, low: int | None, high: int | None, out: list[Candidate]
+) -> None:
+    """Units usable only within nominal: offered, or only counted when every attempt of
+    the search borrows (``VictimSearch.borrowing_only``: the search never takes them)."""
+    if assignment.borrowing_only:
+        assignment.left_out += units.count_between(low, high, assignment.needed, assignment.with_room)
+    else:
+        out.extend(units.between(low, high))

@@ -42,20 +42,21 @@ def find_minimal(
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
 ) -> SearchResult:
-    request = VictimSearch(preemptor, leaf, usage, needed)
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
-        return _by_strategy(session, request, targets, policy.strategy)
-    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
-    if not candidates:
-        return SearchResult(message="no running workload that uses the needed quota may be preempted")
-    found = len(candidates)
-    session.counters.candidates += found
-    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+        return _by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
     bwc = leaf.spec.preemption.borrow_within_cohort
     accounting = session.accounting
     strictly_below = all(accounting.used(leaf, fr) < leaf.subtree.get(fr, 0) for fr in needed)
-    if not has_other or (bwc == "Never" and not strictly_below):
+    borrowing_only = bwc == "Never" and not strictly_below
+    request = VictimSearch(preemptor, leaf, usage, needed, borrowing_only, bool(targets))
+    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
+    session.counters.candidates += len(candidates)
+    found = len(candidates) + request.left_out
+    if not found:
+        return SearchResult(message="no running workload that uses the needed quota may be preempted")
+    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+    if not has_other or borrowing_only:
         attempts = [True]
     elif bwc == "Never" and not any(c.group == CLASS_HIERARCHICAL for c in candidates):
         attempts = [False, True]
@@ -172,8 +173,26 @@ class _Walk:
         bound looser (the walk then runs as usual), never wrong. Only the preemptor's
         flavor-resources are summed: usage of one flavor-resource never changes the
         Available of another. Usage is removed per queue, in one step per
-        flavor-resource (removal is additive), and added back exactly."""
+        flavor-resource (removal is additive), and added back exactly.
+
+        A cheaper test decides first where it can: removing ``x`` of usage anywhere
+        raises the leaf's unclipped Available by at most ``x``
+        (:meth:`~preemptd.framework.quota.Accounting.headroom`), so a flavor-resource
+        whose headroom plus the candidates' whole usage of it is short of the request
+        cannot fit."""
         asked = self.usage
+        accounting = self.session.accounting
+        leaf = self.leaf
+        for fr, amount in asked.items():
+            room = accounting.headroom(leaf, fr)
+            if room >= amount:
+                continue
+            if allow_borrowing:
+                room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
+            else:
+                room += sum([c.usage.get(fr, 0) for c in candidates])
+            if room < amount:
+                return False
         freed: dict[QuotaNode, dict[FR, int]] = {}
         for candidate in candidates:
             if candidate.only_within_nominal and allow_borrowing:
@@ -184,14 +203,13 @@ class _Walk:
             for fr, amount in candidate.usage.items():
                 if fr in asked:
                     per_leaf[fr] = per_leaf.get(fr, 0) + amount
-        accounting = self.session.accounting
-        for leaf, amounts in freed.items():
-            accounting.remove_all(leaf, amounts)
+        for lender, amounts in freed.items():
+            accounting.remove_all(lender, amounts)
         try:
             return self._fits_quota(allow_borrowing)
         finally:
-            for leaf, amounts in freed.items():
-                accounting.add_all(leaf, amounts)
+            for lender, amounts in freed.items():
+                accounting.add_all(lender, amounts)
 
     def attempt_hopeless(self, candidates: list[Candidate], allow_borrowing: bool) -> None:
         """An attempt :meth:`may_fit` proved fails, walked for what it tells: the same

@@ -90,3 +90,43 @@ def test_saturated_searches_are_bounded_and_decide_as_the_full_walk() -> None:
     assert fast_vetoes == plain_vetoes
     bounded = fast_counts["searches-bounded"]
     assert isinstance(bounded, int) and bounded > 0
+
+
+def test_candidates_usable_only_within_nominal_are_counted_when_left_out() -> None:
+    """``a`` is at its nominal and may not borrow within the cohort (``borrowWithinCohort:
+    Never``), so every attempt of its search borrows and the units of ``c`` (borrowing
+    from ``b``) are usable only within nominal: the search leaves them out. The pending
+    message must still be the one of a search that had candidates, and the explanation
+    must still count them, as on the plain path."""
+    policy = PreemptionPolicy(
+        within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort="Never"
+    )
+    parsed = inventory(
+        [
+            cohort("root"),
+            queue("a", "root", cpu=4, preemption=policy),
+            queue("b", "root", cpu=4),
+            queue("c", "root", cpu=4),
+        ],
+        [
+            workload("a-top", "a", 4, priority=9, created=1, admitted=True, admitted_at=0),
+            workload("b-run", "b", 2, priority=0, created=2, admitted=True, admitted_at=0),
+            workload("c-1", "c", 3, priority=0, created=3, admitted=True, admitted_at=0),
+            workload("c-2", "c", 3, priority=0, created=4, admitted=True, admitted_at=0),
+            workload("a-new", "a", 2, priority=5, created=5),
+        ],
+    )
+    explained = []
+    for memo in (True, False):
+        counters: dict[str, int | str] = {}
+        decisions = run_session(
+            snapshot(parsed, NOW), _registry(), actions=("allocate", "preempt"), counters=counters, memo=memo
+        )
+        explained.append((decisions.to_json(), decisions.explanations.get("ns/a-new"), counters["candidates-examined"]))
+    (fast, fast_lines, fast_seen), (plain, plain_lines, plain_seen) = explained
+    assert fast == plain
+    assert "no set of preemptible victims frees enough room" in fast
+    assert fast_lines == plain_lines
+    assert fast_lines is not None and "2 candidate(s) use the needed cpu in flavor default" in fast_lines
+    # Counted for the wording, but never handed to the search.
+    assert fast_seen == plain_seen == 0
