@@ -1,0 +1,283 @@
+"""One preemptor's walk over its ordered candidates (SEMANTICS §4): mechanism only.
+
+:class:`Walk` takes candidates in victim order with the session's statement until the
+request fits, then fills back to a minimal set; every step is exact and undoable,
+and everything is rolled back when the walk returns. The bound
+(:meth:`Walk.may_fit`) and the walk of a search it proved hopeless
+(:meth:`Walk.attempt_hopeless`) make a search that cannot succeed cost what its
+plugins' answers cost, not the quota and node arithmetic of every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..model import FR, PodSet, Workload
+from ..pods import NORMAL
+from ..quota import QuotaNode, lender_may_give
+from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+
+__all__ = ["Walk"]
+
+
+class Walk:
+    """One preemptor's attempts; remembers plugin verdicts across attempts."""
+
+    __slots__ = (
+        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by",
+        "vetoes",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        preemptor: Workload,
+        leaf: QuotaNode,
+        usage: dict[FR, int],
+        needed: frozenset[FR],
+        targets: Sequence[tuple[PodSet, int, str]],
+        filters: ScenarioFilters,
+    ) -> None:
+        self.session = session
+        self.preemptor = preemptor
+        self.leaf = leaf
+        self.usage = usage
+        self.needed = needed
+        self.targets = [
+            t for t in targets if session.placements is not None and session.placements.has_nodes(t[2])
+        ]
+        self.filters = filters
+        self.verdicts: dict[int, bool] = {}
+        self.path = frozenset(leaf.path())
+        self.vetoed_by: set[str] = set()
+        self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
+
+    def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
+        session = self.session
+        statement = session.statement
+        start = statement.checkpoint()
+        victims: list[Candidate] = []
+        try:
+            for candidate in candidates:
+                if candidate.only_within_nominal and allow_borrowing:
+                    continue
+                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
+                    continue
+                if (
+                    not candidate.single_pod
+                    and candidate.pod_set is not None
+                    and not self._singles_taken(candidate, victims)
+                ):
+                    continue
+                if not self._preemptible(candidate):
+                    continue
+                mark = statement.checkpoint()
+                statement.evict(candidate, nodes=bool(self.targets))
+                victims.append(candidate)
+                if not self._scenario_ok(victims):
+                    statement.rollback(mark)
+                    victims.pop()
+                    continue
+                if self._fits(allow_borrowing):
+                    self._fill_back(victims, allow_borrowing)
+                    level = self._level()
+                    return victims, level
+            return [], 0
+        finally:
+            statement.rollback(start)
+
+    def may_skip_walk(self) -> bool:
+        """Whether a walk known to fail may leave out what only its fit tests read
+        (see :meth:`attempt_hopeless`): the plugins keep the ``MEMO_SAFE`` contract
+        (the memo is on) and nothing listens to the statement's evictions."""
+        session = self.session
+        return session.memo is not None and session.statement.on_evict is None
+
+    def may_fit(self, candidates: list[Candidate], allow_borrowing: bool) -> bool:
+        """The bound: whether the request fits the quota with every candidate this attempt
+        may take evicted at once. When it does not, no step of the attempt fits.
+
+        The walk's state at any step is the committed state less a subset of these
+        candidates, and Available (and usage, for the test within nominal) only
+        improves as usage is removed anywhere in the tree, so the fit test of every
+        step is at most as true as this one. A candidate counted twice only makes the
+        bound looser (the walk then runs as usual), never wrong. Only the preemptor's
+        flavor-resources are summed: usage of one flavor-resource never changes the
+        Available of another. Usage is removed per queue, in one step per
+        flavor-resource (removal is additive), and added back exactly.
+
+        A cheaper test decides first where it can: removing ``x`` of usage anywhere
+        raises the leaf's unclipped Available by at most ``x``
+        (:meth:`~preemptd.framework.quota.Accounting.headroom`), so a flavor-resource
+        whose headroom plus the candidates' whole usage of it is short of the request
+        cannot fit."""
+        asked = self.usage
+        accounting = self.session.accounting
+        leaf = self.leaf
+        for fr, amount in asked.items():
+            room = accounting.headroom(leaf, fr)
+            if room >= amount:
+                continue
+            if allow_borrowing:
+                room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
+            else:
+                room += sum([c.usage.get(fr, 0) for c in candidates])
+            if room < amount:
+                return False
+        freed: dict[QuotaNode, dict[FR, int]] = {}
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            per_leaf = freed.get(candidate.leaf)
+            if per_leaf is None:
+                per_leaf = freed[candidate.leaf] = {}
+            for fr, amount in candidate.usage.items():
+                if fr in asked:
+                    per_leaf[fr] = per_leaf.get(fr, 0) + amount
+        for lender, amounts in freed.items():
+            accounting.remove_all(lender, amounts)
+        try:
+            return self._fits_quota(allow_borrowing)
+        finally:
+            for lender, amounts in freed.items():
+                accounting.add_all(lender, amounts)
+
+    def attempt_hopeless(self, candidates: list[Candidate], allow_borrowing: bool) -> None:
+        """An attempt :meth:`may_fit` proved fails, walked for what it tells: the same
+        candidates in the same order reach ``is_preemptible`` and the scenario filters,
+        with the same victims so far, so the vetoes, their counts and the plugins'
+        notes are those of :meth:`attempt`. Left out is what only the fit test reads:
+
+        * the fit test itself (false at every step);
+        * node room (only the pods' fit reads it; ``MEMO_SAFE`` plugins answer from
+          the committed state, see ``session/hooks.py``);
+        * the quota of victims of the preemptor's own queue: their usage leaves the
+          queue and its ancestors only, and the one test that reads tentative quota,
+          the lender test, looks only at queues and cohorts off that path. Victims of
+          other queues are taken from the quota as the walk takes them, so each lender
+          test sees what it sees in :meth:`attempt`.
+        """
+        session = self.session
+        statement = session.statement
+        start = statement.checkpoint()
+        leaf = self.leaf
+        victims: list[Candidate] = []
+        try:
+            for candidate in candidates:
+                if candidate.only_within_nominal and allow_borrowing:
+                    continue
+                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
+                    continue
+                if (
+                    not candidate.single_pod
+                    and candidate.pod_set is not None
+                    and not self._singles_taken(candidate, victims)
+                ):
+                    continue
+                if not self._preemptible(candidate):
+                    continue
+                mark = statement.checkpoint()
+                if candidate.leaf is not leaf:
+                    statement.remove_usage(candidate.leaf, candidate.usage)
+                victims.append(candidate)
+                if not self._scenario_ok(victims):
+                    statement.rollback(mark)
+                    victims.pop()
+        finally:
+            statement.rollback(start)
+
+    def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
+        """The remainder of an elastic workload goes only after all its single pods."""
+        spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
+        admission = rest.workload.admission
+        assert admission is not None and spec.min_count is not None
+        count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
+        taken = sum(
+            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+        )
+        return taken >= count - spec.min_count
+
+    def _lender_may_give(self, candidate: Candidate) -> bool:
+        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
+        return lender_may_give(
+            self.session.accounting, self.leaf, candidate.leaf, candidate.usage, self.needed, self.path
+        )
+
+    def _preemptible(self, candidate: Candidate) -> bool:
+        cached = self.verdicts.get(id(candidate))
+        if cached is not None:
+            return cached
+        action = "preempt" if candidate.leaf is self.leaf else "reclaim"
+        vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
+        if vetoed is not None:
+            self.vetoed_by.add(vetoed)
+            self.vetoes.setdefault(candidate.key, vetoed)
+        verdict = vetoed is None
+        self.verdicts[id(candidate)] = verdict
+        return verdict
+
+    def veto_lines(self, most: int = 10) -> list[str]:
+        keys = sorted(self.vetoes)
+        lines = [f"{key}: not preemptible (plugin {self.vetoes[key]})" for key in keys[:most]]
+        if len(keys) > most:
+            lines.append(f"... and {len(keys) - most} more vetoed candidate(s)")
+        return lines
+
+    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool:
+        """Every filter accepts the accumulated victims. The list is handed over as it
+        is, not copied per step: filters read it and must not keep or change it.
+        ``veto=False`` (fill-back) does not count a rejection as a plugin veto: the
+        search has already succeeded."""
+        if not self.filters:
+            return True
+        plugin = self.session.scenario_rejects(self.preemptor, self.filters, victims, veto=veto)
+        if plugin is None:
+            return True
+        if veto:
+            self.vetoed_by.add(plugin)
+        return False
+
+    def _fits(self, allow_borrowing: bool) -> bool:
+        if not self._fits_quota(allow_borrowing):
+            return False
+        if self.targets:
+            return self.session.pods_fit(self.targets)
+        return True
+
+    def _fits_quota(self, allow_borrowing: bool) -> bool:
+        accounting = self.session.accounting
+        leaf = self.leaf
+        for fr, amount in self.usage.items():
+            if amount > accounting.available(leaf, fr):
+                return False
+            if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+                return False
+        return True
+
+    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
+        """Walk the victims in reverse from the second-to-last, putting back each one
+        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
+        statement = self.session.statement
+        for i in range(len(victims) - 2, -1, -1):
+            victim = victims[i]
+            if victim.single_pod and any(
+                v.workload is victim.workload and not v.single_pod for v in victims
+            ):
+                continue  # its remainder is gone: the pod cannot stay on its own
+            mark = statement.checkpoint()
+            statement.add_usage(victim.leaf, victim.usage)
+            if self.targets:
+                for node, requests in victim.room:
+                    statement.take_room(node, requests)
+            remaining = victims[:i] + victims[i + 1 :]
+            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
+                del victims[i]
+                continue
+            statement.rollback(mark)
+
+    def _level(self) -> int:
+        accounting = self.session.accounting
+        return max(
+            (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
+            default=0,
+        )
