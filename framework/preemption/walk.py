@@ -53,16 +53,39 @@ class Walk:
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
     def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
+        """Take candidates in order until the request fits; the minimal set found and
+        its borrowing level, or nothing. The accounting is left as it was.
+
+        When :meth:`may_skip_walk`, a victim accepted by the plugins is not taken from
+        the quota and the nodes at once: it waits until a test reads that state. The
+        fit test runs only once the running bound allows it (the unclipped Available at
+        the start of the attempt plus the victims' usage so far, see
+        :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
+        grown more), and then every waiting victim is taken first, so the test sees
+        exactly the state of the step-by-step walk. The lender test reads the quota of
+        queues off the preemptor's path only: victims of other queues are taken before
+        it, those of the preemptor's own queue (whose usage leaves only that path) may
+        wait. Taking usage away is additive and order-free, so the waiting victims
+        taken together leave the quota as taking them one by one does. A victim a
+        scenario filter rejects was never taken, as it is rolled back in the
+        step-by-step walk."""
         session = self.session
         statement = session.statement
         start = statement.checkpoint()
         victims: list[Candidate] = []
+        nodes = bool(self.targets)
+        room = self._headroom() if self.may_skip_walk() else None
+        own: list[Candidate] = []  # waiting victims of the preemptor's queue
+        others: list[Candidate] = []  # waiting victims of other queues
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
-                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
-                    continue
+                if candidate.group != CLASS_SAME_QUEUE:
+                    if others:
+                        self._take(others, nodes)
+                    if not self._lender_may_give(candidate):
+                        continue
                 if (
                     not candidate.single_pod
                     and candidate.pod_set is not None
@@ -71,13 +94,24 @@ class Walk:
                     continue
                 if not self._preemptible(candidate):
                     continue
-                mark = statement.checkpoint()
-                statement.evict(candidate, nodes=bool(self.targets))
-                victims.append(candidate)
-                if not self._scenario_ok(victims):
-                    statement.rollback(mark)
-                    victims.pop()
-                    continue
+                if room is None:
+                    mark = statement.checkpoint()
+                    statement.evict(candidate, nodes=nodes)
+                    victims.append(candidate)
+                    if not self._scenario_ok(victims):
+                        statement.rollback(mark)
+                        victims.pop()
+                        continue
+                else:
+                    victims.append(candidate)
+                    if not self._scenario_ok(victims):
+                        victims.pop()
+                        continue
+                    (own if candidate.leaf is self.leaf else others).append(candidate)
+                    if not self._may_fit_with(room, candidate):
+                        continue
+                    self._take(own, nodes)
+                    self._take(others, nodes)
                 if self._fits(allow_borrowing):
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
@@ -85,6 +119,28 @@ class Walk:
             return [], 0
         finally:
             statement.rollback(start)
+
+    def _headroom(self) -> dict[FR, int]:
+        accounting = self.session.accounting
+        leaf = self.leaf
+        return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
+
+    def _may_fit_with(self, room: dict[FR, int], victim: Candidate) -> bool:
+        """Add ``victim``'s usage to the running bound; whether the request may fit now."""
+        fits = True
+        for fr, amount in self.usage.items():
+            freed = victim.usage.get(fr)
+            if freed:
+                room[fr] += freed
+            if room[fr] < amount:
+                fits = False
+        return fits
+
+    def _take(self, waiting: list[Candidate], nodes: bool) -> None:
+        evict = self.session.statement.evict
+        for victim in waiting:
+            evict(victim, nodes=nodes)
+        waiting.clear()
 
     def may_skip_walk(self) -> bool:
         """Whether a walk known to fail may leave out what only its fit tests read
