@@ -166,12 +166,17 @@ class Walk:
         raises the leaf's unclipped Available by at most ``x``
         (:meth:`~preemptd.framework.quota.Accounting.headroom`), so a flavor-resource
         whose headroom plus the candidates' whole usage of it is short of the request
-        cannot fit."""
-        asked = self.usage
+        cannot fit. Only the flavor-resources that do not fit now are looked at: the
+        others fit already, and taking victims only adds to what is free."""
         accounting = self.session.accounting
         leaf = self.leaf
-        for fr, amount in asked.items():
+        short: list[FR] = []
+        for fr, amount in self.usage.items():
             room = accounting.headroom(leaf, fr)
+            within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
+            if room >= amount and within:
+                continue
+            short.append(fr)
             if room >= amount:
                 continue
             if allow_borrowing:
@@ -180,15 +185,19 @@ class Walk:
                 room += sum([c.usage.get(fr, 0) for c in candidates])
             if room < amount:
                 return False
+        if not short:
+            return True
         freed: dict[QuotaNode, dict[FR, int]] = {}
         for candidate in candidates:
             if candidate.only_within_nominal and allow_borrowing:
                 continue
+            usage = candidate.usage
             per_leaf = freed.get(candidate.leaf)
             if per_leaf is None:
                 per_leaf = freed[candidate.leaf] = {}
-            for fr, amount in candidate.usage.items():
-                if fr in asked:
+            for fr in short:
+                amount = usage.get(fr)
+                if amount:
                     per_leaf[fr] = per_leaf.get(fr, 0) + amount
         for lender, amounts in freed.items():
             accounting.remove_all(lender, amounts)
