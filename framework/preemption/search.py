@@ -72,7 +72,7 @@ def find_minimal(
     if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
         session.counters.bounded += 1
         for allow_borrowing in attempts:
-            search.attempt_hopeless(candidates, allow_borrowing)
+            search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)

@@ -4,7 +4,7 @@
 request fits, then fills back to a minimal set; every step is exact and undoable,
 and everything is rolled back when the walk returns. The bound
 (:meth:`Walk.may_fit`) and the walk of a search it proved hopeless
-(:meth:`Walk.attempt_hopeless`) make a search that cannot succeed cost what its
+(:meth:`Walk.attempt` with ``hopeless``) make a search that cannot succeed cost what its
 plugins' answers cost, not the quota and node arithmetic of every step.
 """
 
@@ -24,8 +24,8 @@ class Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
 
     __slots__ = (
-        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by",
-        "vetoes",
+        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "tops", "usage", "verdicts",
+        "vetoed_by", "vetoes",
     )
 
     def __init__(
@@ -49,10 +49,13 @@ class Walk:
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
         self.path = frozenset(leaf.path())
+        self.tops: dict[QuotaNode, QuotaNode] = {}  # see attempt()
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
-    def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
+    def attempt(
+        self, candidates: list[Candidate], allow_borrowing: bool, *, hopeless: bool = False
+    ) -> tuple[list[Candidate], int]:
         """Take candidates in order until the request fits; the minimal set found and
         its borrowing level, or nothing. The accounting is left as it was.
 
@@ -62,28 +65,43 @@ class Walk:
         the start of the attempt plus the victims' usage so far, see
         :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
         grown more), and then every waiting victim is taken first, so the test sees
-        exactly the state of the step-by-step walk. The lender test reads the quota of
-        queues off the preemptor's path only: victims of other queues are taken before
-        it, those of the preemptor's own queue (whose usage leaves only that path) may
-        wait. Taking usage away is additive and order-free, so the waiting victims
-        taken together leave the quota as taking them one by one does. A victim a
-        scenario filter rejects was never taken, as it is rolled back in the
-        step-by-step walk."""
+        exactly the state of the step-by-step walk. The lender test of a candidate reads
+        the usage of its queue and of the cohorts above it up to (not including) the
+        preemptor's path: all inside the subtree of the highest of them (its *top*, a
+        child of a path node). A victim changes the usage of its own queue and
+        ancestors only, so only the waiting victims under the same top can change what
+        the test reads: those are taken before it, the others (and the victims of the
+        preemptor's own queue, whose usage leaves only the path) keep waiting. Taking
+        usage away is additive and order-free, so waiting victims taken together leave
+        the quota as taking them one by one does. A victim a scenario filter rejects is
+        never taken, as it is rolled back in the step-by-step walk.
+
+        ``hopeless``: :meth:`may_fit` proved that no step fits. The walk then tells only
+        what it tells the plugins: the same candidates in the same order reach
+        ``is_preemptible`` and the scenario filters with the same victims so far, so the
+        vetoes, their counts and the plugins' notes are those of the full walk. It runs
+        no fit test (false at every step), takes no node room (only the pods' fit reads
+        it; ``MEMO_SAFE`` plugins answer from the committed state, see
+        ``session/hooks.py``) and takes from the quota only the waiting victims a lender
+        test needs."""
         session = self.session
         statement = session.statement
         start = statement.checkpoint()
         victims: list[Candidate] = []
-        nodes = bool(self.targets)
-        room = self._headroom() if self.may_skip_walk() else None
+        nodes = bool(self.targets) and not hopeless
+        room = self._headroom() if self.may_skip_walk() and not hopeless else None
+        lazy = hopeless or room is not None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
-        others: list[Candidate] = []  # waiting victims of other queues
+        others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 if candidate.group != CLASS_SAME_QUEUE:
                     if others:
-                        self._take(others, nodes)
+                        waiting = others.pop(self._top(candidate.leaf), None)
+                        if waiting:
+                            self._take(waiting, nodes)
                     if not self._lender_may_give(candidate):
                         continue
                 if (
@@ -94,7 +112,7 @@ class Walk:
                     continue
                 if not self._preemptible(candidate):
                     continue
-                if room is None:
+                if not lazy:
                     mark = statement.checkpoint()
                     statement.evict(candidate, nodes=nodes)
                     victims.append(candidate)
@@ -107,11 +125,16 @@ class Walk:
                     if not self._scenario_ok(victims):
                         victims.pop()
                         continue
-                    (own if candidate.leaf is self.leaf else others).append(candidate)
-                    if not self._may_fit_with(room, candidate):
+                    if candidate.leaf is self.leaf:
+                        own.append(candidate)
+                    else:
+                        others.setdefault(self._top(candidate.leaf), []).append(candidate)
+                    if room is None or not self._may_fit_with(room, candidate):
                         continue
                     self._take(own, nodes)
-                    self._take(others, nodes)
+                    for waiting in others.values():
+                        self._take(waiting, nodes)
+                    others.clear()
                 if self._fits(allow_borrowing):
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
@@ -119,6 +142,17 @@ class Walk:
             return [], 0
         finally:
             statement.rollback(start)
+
+    def _top(self, queue: QuotaNode) -> QuotaNode:
+        """The highest of ``queue`` and its ancestors off the preemptor's path."""
+        found = self.tops.get(queue)
+        if found is None:
+            found = queue
+            path = self.path
+            while found.parent is not None and found.parent not in path:
+                found = found.parent
+            self.tops[queue] = found
+        return found
 
     def _headroom(self) -> dict[FR, int]:
         accounting = self.session.accounting
@@ -143,8 +177,8 @@ class Walk:
         waiting.clear()
 
     def may_skip_walk(self) -> bool:
-        """Whether a walk known to fail may leave out what only its fit tests read
-        (see :meth:`attempt_hopeless`): the plugins keep the ``MEMO_SAFE`` contract
+        """Whether a walk may let victims wait, and one known to fail leave out what
+        only its fit tests read (see :meth:`attempt`): the plugins keep the ``MEMO_SAFE`` contract
         (the memo is on) and nothing listens to the statement's evictions."""
         session = self.session
         return session.memo is not None and session.statement.on_evict is None
@@ -196,9 +230,9 @@ class Walk:
             if per_leaf is None:
                 per_leaf = freed[candidate.leaf] = {}
             for fr in short:
-                amount = usage.get(fr)
-                if amount:
-                    per_leaf[fr] = per_leaf.get(fr, 0) + amount
+                part = usage.get(fr)
+                if part:
+                    per_leaf[fr] = per_leaf.get(fr, 0) + part
         for lender, amounts in freed.items():
             accounting.remove_all(lender, amounts)
         try:
@@ -206,50 +240,6 @@ class Walk:
         finally:
             for lender, amounts in freed.items():
                 accounting.add_all(lender, amounts)
-
-    def attempt_hopeless(self, candidates: list[Candidate], allow_borrowing: bool) -> None:
-        """An attempt :meth:`may_fit` proved fails, walked for what it tells: the same
-        candidates in the same order reach ``is_preemptible`` and the scenario filters,
-        with the same victims so far, so the vetoes, their counts and the plugins'
-        notes are those of :meth:`attempt`. Left out is what only the fit test reads:
-
-        * the fit test itself (false at every step);
-        * node room (only the pods' fit reads it; ``MEMO_SAFE`` plugins answer from
-          the committed state, see ``session/hooks.py``);
-        * the quota of victims of the preemptor's own queue: their usage leaves the
-          queue and its ancestors only, and the one test that reads tentative quota,
-          the lender test, looks only at queues and cohorts off that path. Victims of
-          other queues are taken from the quota as the walk takes them, so each lender
-          test sees what it sees in :meth:`attempt`.
-        """
-        session = self.session
-        statement = session.statement
-        start = statement.checkpoint()
-        leaf = self.leaf
-        victims: list[Candidate] = []
-        try:
-            for candidate in candidates:
-                if candidate.only_within_nominal and allow_borrowing:
-                    continue
-                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
-                    continue
-                if (
-                    not candidate.single_pod
-                    and candidate.pod_set is not None
-                    and not self._singles_taken(candidate, victims)
-                ):
-                    continue
-                if not self._preemptible(candidate):
-                    continue
-                mark = statement.checkpoint()
-                if candidate.leaf is not leaf:
-                    statement.remove_usage(candidate.leaf, candidate.usage)
-                victims.append(candidate)
-                if not self._scenario_ok(victims):
-                    statement.rollback(mark)
-                    victims.pop()
-        finally:
-            statement.rollback(start)
 
     def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
         """The remainder of an elastic workload goes only after all its single pods."""

@@ -1,5 +1,5 @@
 """A search the quota bound proves hopeless decides as the full walk does
-(framework/preemption/walk.py, ``Walk.may_fit`` and ``attempt_hopeless``).
+(framework/preemption/walk.py, ``Walk.may_fit`` and ``Walk.attempt(hopeless=True)``).
 
 Each case is decided on the fast path (memo and bound on) and on the plain path
 (``memo=False``: every search walks its candidates with fit tests), and the decisions,
