@@ -17,7 +17,10 @@ class Counters:
         self.nominations = 0  # heads nominated (a re-offered head counts each time)
         self.flavors = 0  # flavors evaluated for a podSet's resource group
         self.searches = 0  # victim searches run
-        self.memo_hits = 0  # victim searches answered from the memo instead
+        # Victim searches answered from the memo instead. With flavor-fungibility this
+        # includes, once per head whose scan searched, finish_assignment asking the scan's
+        # search again (the plugin does not hand its option over): an exact repeat.
+        self.memo_hits = 0
         self.candidates = 0  # candidates examined by the searches run
         self.bounded = 0  # searches the quota bound proved fail: walked without fit tests
         self.memo_off = ""  # why the memo was off, or empty
