@@ -10,7 +10,7 @@ plugins' answers cost, not the quota and node arithmetic of every step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
@@ -221,18 +221,19 @@ class Walk:
                 return False
         if not short:
             return True
-        freed: dict[QuotaNode, dict[FR, int]] = {}
+        by_leaf: dict[QuotaNode, list[Mapping[FR, int]]] = {}
         for candidate in candidates:
             if candidate.only_within_nominal and allow_borrowing:
                 continue
-            usage = candidate.usage
-            per_leaf = freed.get(candidate.leaf)
-            if per_leaf is None:
-                per_leaf = freed[candidate.leaf] = {}
-            for fr in short:
-                part = usage.get(fr)
-                if part:
-                    per_leaf[fr] = per_leaf.get(fr, 0) + part
+            usages = by_leaf.get(candidate.leaf)
+            if usages is None:
+                by_leaf[candidate.leaf] = [candidate.usage]
+            else:
+                usages.append(candidate.usage)
+        freed = {
+            lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
+            for lender, usages in by_leaf.items()
+        }
         for lender, amounts in freed.items():
             accounting.remove_all(lender, amounts)
         try:
