@@ -2,10 +2,25 @@
 
 :class:`Walk` takes candidates in victim order with the session's statement until the
 request fits, then fills back to a minimal set; every step is exact and undoable,
-and everything is rolled back when the walk returns. The bound
-(:meth:`Walk.may_fit`) and the walk of a search it proved hopeless
-(:meth:`Walk.attempt` with ``hopeless``) make a search that cannot succeed cost what its
-plugins' answers cost, not the quota and node arithmetic of every step.
+and everything is rolled back when the walk returns.
+
+Searches that cannot succeed. The state at any step of an attempt is the committed
+state less a subset of the candidates the attempt may take, and the fit test is
+monotone: Available (and usage, for the test within nominal) only improves as usage is
+removed anywhere in the queue tree. So if the request does not fit with *all* of them
+removed at once, no step fits and the attempt fails (:meth:`Walk.may_fit`, the bound).
+A cheaper necessary condition decides first: removing ``x`` of usage anywhere raises the
+leaf's unclipped Available by at most ``x`` (each level of the tree passes up no more
+than it lost), so the headroom plus the candidates' whole usage must reach the request.
+A search the bound proves hopeless still walks its candidates in the same order for
+what the plugins are told and answer — vetoes, their counts, min-runtime's notes — but
+runs no fit test and takes nothing it does not have to (:meth:`Walk.attempt` with
+``hopeless``), which is exact under the ``MEMO_SAFE`` promise that plugins answer from
+the state committed before the search. A bound computed from other preemptors'
+failures instead ("a head that asks for at least as much, with no higher priority, in
+the same queue and epoch, fails too") holds for the fit, but not for the vetoes: a
+plugin may veto a candidate for the weaker preemptor only, which changes its pending
+reason and message; so every search asks its own questions.
 """
 
 from __future__ import annotations

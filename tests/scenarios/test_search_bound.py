@@ -130,3 +130,24 @@ def test_candidates_usable_only_within_nominal_are_counted_when_left_out() -> No
     assert fast_lines is not None and "2 candidate(s) use the needed cpu in flavor default" in fast_lines
     # Counted for the wording, but never handed to the search.
     assert fast_seen == plain_seen == 0
+
+
+def test_a_waiting_victim_is_taken_before_the_lender_test_of_its_queue() -> None:
+    """``b`` (nominal 2) runs four 1-core workloads, borrowing 2 of ``a``'s; ``high`` in
+    ``a`` asks for 3 cores, more than ``a``'s nominal. Reclaiming from ``b`` may not push
+    it below its nominal (SEMANTICS §4), so only two of its workloads may go, which frees
+    2 cores: no victims. The walk lets accepted victims wait, but the lender test of each
+    next candidate of ``b`` must see ``b`` without the victims already accepted from it,
+    or a third one would pass and the search would wrongly succeed."""
+    policy = PreemptionPolicy(reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority")
+    parsed = inventory(
+        [cohort("all"), queue("a", "all", cpu=2, preemption=policy), queue("b", "all", cpu=2)],
+        [workload(f"b{i}", "b", 1, priority=0, created=i, admitted=True, admitted_at=0) for i in range(4)]
+        + [workload("high", "a", 3, priority=5, created=9)],
+    )
+    (fast, fast_vetoes, fast_counts), (plain, plain_vetoes, _) = _both(parsed, NOW)
+    assert fast_vetoes == plain_vetoes
+    assert fast == plain
+    assert '"preempted": []' in fast
+    assert "no set of preemptible victims frees enough room" in fast
+    assert fast_counts["searches-bounded"] == 0  # the bound alone cannot tell: the walk ran
