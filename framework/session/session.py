@@ -30,7 +30,6 @@ from typing import Any
 
 from ..decisions import Decisions, Pending
 from ..model import PodSet, Workload
-from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
@@ -310,23 +309,21 @@ class Session:
         targets = [t for t in targets if placements.has_nodes(t[2])]
         if not targets:
             return True
+        key = None
+        if statement is self.statement and not statement.ops:
+            # Committed room is named by the node epoch: the flavor scan and finish_assignment
+            # ask the same about the same pod sets (which the kept entry keeps alive).
+            key = [statement.node_epoch, *((id(spec), count, flavor) for spec, count, flavor in targets)]
+            if statement.last_fit is not None and statement.last_fit[0] == key:
+                return bool(statement.last_fit[1])
         checkpoint = statement.checkpoint()
         try:
-            last = len(targets) - 1
-            for i, (spec, count, flavor_name) in enumerate(targets):
-                flavor = self.snapshot.flavors[flavor_name]
-                selector, tolerations = pod_terms(flavor, spec)
-                if i == last:
-                    return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
-                # Earlier podSets take their room so the later ones see it gone.
-                placed = placements.place_pods(
-                    flavor_name, spec.requests, count, selector, tolerations, statement.take_room
-                )
-                if len(placed) < count:
-                    return False
-            return True
+            fits = placements.fit_all(self.snapshot.flavors, targets, statement.take_room)
         finally:
             statement.rollback(checkpoint)
+        if key is not None:
+            statement.last_fit = (key, fits, targets)
+        return fits
 
     def veto_reason(self, plugin: str) -> str | None:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
