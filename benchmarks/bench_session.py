@@ -10,9 +10,11 @@ unless ``--repeats``) and reported as the median: ``parse_objects`` (objects to 
 model), ``Snapshot.build`` and one ``run_session`` as ``preemptd cycle`` runs it with the
 repository's default configuration (``config/preemptd.toml``): its actions (allocate and
 preempt) and every built-in plugin it enables. The session is also split into its
-actions. The peak RSS (``ru_maxrss``) is the whole process's; each shape runs in a fresh
-interpreter, so its RSS is its own (``--in-process`` turns that off). ``--tracemalloc``
-adds one untimed run of each phase under ``tracemalloc`` for its allocation peak.
+actions, and its CPU time and counters (those of ``preemptd cycle --timings``) are
+printed. The peak RSS (``ru_maxrss``) is the whole process's; each shape runs in a
+fresh interpreter, so its RSS is its own (``--in-process`` turns that off).
+``--tracemalloc`` adds one untimed run of each phase under ``tracemalloc`` for its
+allocation peak.
 
 This prints figures; it asserts nothing. The targets of the session (PERFORMANCE.md) are
 shown next to the measured times.
@@ -104,10 +106,15 @@ def measure(
 
     snapshot, build_times = _timed(build, setup_repeats)
     phases: list[dict[str, float]] = []
+    cpu: list[float] = []
+    counters: dict[str, int | str] = {}
 
     def session() -> Any:
         timings: dict[str, float] = {}
-        decisions = run_session(snapshot, registry(), actions=actions, timings=timings)
+        counters.clear()
+        started = time.process_time()
+        decisions = run_session(snapshot, registry(), actions=actions, timings=timings, counters=counters)
+        cpu.append(time.process_time() - started)
         phases.append(timings)
         return decisions
 
@@ -149,6 +156,9 @@ def measure(
         "snapshot_s": statistics.median(build_times),
         "session_s": statistics.median(session_times),
         "session_all_s": session_times,
+        # CPU time of this process: on a shared machine, less moved by other work than wall time.
+        "session_cpu_s": statistics.median(cpu[:repeats]),
+        "counters": dict(counters),
         "action_s": action_s,
         "admitted": len(decisions.admitted),
         "pending_after": len(decisions.pending),
@@ -218,6 +228,10 @@ def render(results: list[dict[str, Any]]) -> str:
             + ", ".join(_ms(s) for s in r["session_all_s"])
             + f"; pending reasons {r['pending_reasons']}"
         )
+        if "counters" in r:
+            counted = ", ".join(f"{name} {value:,}" if isinstance(value, int) else f"{name} {value}"
+                                for name, value in r["counters"].items())
+            notes.append(f"{r['shape']}: session CPU {_ms(r['session_cpu_s'])} ms (median); {counted}")
         peaks = r["tracemalloc_peak_mib"]
         if peaks:
             notes.append(

@@ -242,6 +242,24 @@ class Placements:
             chosen.append(node)
         return chosen
 
+    def fit_all(
+        self,
+        flavors: Mapping[str, Flavor],
+        targets: Sequence[tuple[PodSet, int, str]],
+        take: Callable[[str, Mapping[str, int]], None],
+    ) -> bool:
+        """Whether every pod of ``targets`` can be placed now: earlier pod sets take their
+        room (through ``take``, which the caller undoes) so that the later ones see it gone."""
+        last = len(targets) - 1
+        for i, (spec, count, flavor_name) in enumerate(targets):
+            selector, tolerations = pod_terms(flavors[flavor_name], spec)
+            if i == last:
+                return self.can_place(flavor_name, spec.requests, count, selector, tolerations)
+            placed = self.place_pods(flavor_name, spec.requests, count, selector, tolerations, take)
+            if len(placed) < count:
+                return False
+        return True
+
     def can_place(
         self,
         flavor: str,

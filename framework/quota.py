@@ -204,6 +204,12 @@ class Accounting:
         """SEMANTICS §1 Available(q): never negative."""
         return max(0, self._available(node, fr))
 
+    def headroom(self, node: QuotaNode, fr: FR) -> int:
+        """:meth:`available` before it is clipped at 0 (negative: over-committed). It grows
+        by at most ``x`` when ``x`` of usage is removed anywhere in the tree (each level
+        passes up no more than it lost), which bounds what any set of victims can free."""
+        return self._available(node, fr)
+
     def _available(self, node: QuotaNode, fr: FR) -> int:
         used = self.usage[node.index].get(fr, 0)
         parent = node.parent

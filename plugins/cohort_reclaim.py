@@ -27,6 +27,7 @@ from preemptd.framework import (
     Accounting,
     Candidate,
     PreemptionPolicy,
+    QueueUnits,
     QuotaNode,
     Session,
     VictimSearch,
@@ -36,6 +37,7 @@ from preemptd.framework import (
 )
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
+NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
 
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:
@@ -65,46 +67,75 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     if policy.reclaim_within_cohort == "Never" or leaf.parent is None:
         return []
     accounting = session.accounting
-    needed = assignment.needed
     usage = assignment.usage
     advantage = all(
         accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0) for fr, amount in usage.items()
     )
-    out: list[Candidate] = []
+    # The advantage at each ancestor, for its siblings (only reads: nothing changes while
+    # the candidates are collected).
+    levels: list[tuple[QuotaNode, QuotaNode, bool]] = []
     child = leaf
     ancestor: QuotaNode | None = leaf.parent
     while ancestor is not None:
-        for sibling in ancestor.children:
-            if sibling is not child:
-                _collect(session, preemptor, policy, sibling, needed, advantage, out)
+        levels.append((ancestor, child, advantage))
         if not advantage and _fits_at(accounting, leaf, ancestor, usage):
             advantage = True
         child = ancestor
         ancestor = ancestor.parent
+    high = preemptor.priority if policy.reclaim_within_cohort == "LowerPriority" else None
+    cut: int | None = None
+    if policy.borrow_within_cohort != "Never":
+        cut = preemptor.priority
+        if policy.max_priority_threshold is not None:
+            cut = min(cut, policy.max_priority_threshold + 1)
+    # The answer is a function of the committed state of the queue tree (its epoch), the
+    # units taken so far, the request and the priority bounds: kept per session for the
+    # next preemptor of the same queue asking the same, as heads of a queue often do.
+    statement = session.statement
+    key = None
+    if not statement.ops:
+        key = (
+            leaf.index, statement.epoch(leaf), assignment.needed, assignment.with_room,
+            assignment.borrowing_only, high, cut, tuple(level[2] for level in levels),
+            len(session.relied), len(session.taken), session.defer_pods,
+        )
+        kept: dict[tuple[object, ...], tuple[list[Candidate], int]] = session.state.setdefault(NAME, {})
+        found = kept.get(key)
+        if found is not None:
+            assignment.left_out += found[1]
+            return list(found[0])
+    left_out = assignment.left_out
+    out: list[Candidate] = []
+    for ancestor, child, at_level in levels:
+        for sibling in ancestor.children:
+            if sibling is not child:
+                _collect(session, assignment, policy, sibling, at_level, high, cut, out)
+    if key is not None:
+        kept[key] = (list(out), assignment.left_out - left_out)
     return out
 
 
 def _collect(
     session: Session,
-    preemptor: Workload,
+    assignment: VictimSearch,
     policy: PreemptionPolicy,
     node: QuotaNode,
-    needed: frozenset[FR],
     advantage: bool,
+    high: int | None,
+    cut: int | None,
     out: list[Candidate],
 ) -> None:
-    if _within_nominal(session.accounting, node, needed):
+    if _within_nominal(session.accounting, node, assignment.needed):
         return
     if not node.is_leaf:
         for child in node.children:
-            _collect(session, preemptor, policy, child, needed, advantage, out)
+            _collect(session, assignment, policy, child, advantage, high, cut, out)
         return
     # Each class is a range of priorities of the queue's units (the candidate index):
-    # reclaimWithinCohort LowerPriority keeps those below the preemptor's; without the
-    # advantage, those below both the preemptor's and maxPriorityThreshold + 1 are
-    # reclaimed while borrowing (unless borrowWithinCohort is Never), the rest only
-    # within nominal.
-    high = preemptor.priority if policy.reclaim_within_cohort == "LowerPriority" else None
+    # reclaimWithinCohort LowerPriority keeps those below the preemptor's (``high``);
+    # without the advantage, those below ``cut`` (the preemptor's priority and
+    # maxPriorityThreshold + 1) are reclaimed while borrowing (unless
+    # borrowWithinCohort is Never: no cut), the rest only within nominal.
     if advantage:
         hierarchical = queue_units(session, node, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
         out.extend(hierarchical.between(None, high))
@@ -112,12 +143,20 @@ def _collect(
     within = queue_units(
         session, node, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
     )
-    if policy.borrow_within_cohort == "Never":
-        out.extend(within.between(None, high))
+    if cut is None:
+        _within(assignment, within, None, high, out)
         return
-    cut = preemptor.priority
-    if policy.max_priority_threshold is not None:
-        cut = min(cut, policy.max_priority_threshold + 1)
     borrowing = queue_units(session, node, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
     out.extend(borrowing.between(None, cut))
-    out.extend(within.between(cut, high))
+    _within(assignment, within, cut, high, out)
+
+
+def _within(
+    assignment: VictimSearch, units: QueueUnits, low: int | None, high: int | None, out: list[Candidate]
+) -> None:
+    """Units usable only within nominal: offered, or only counted when every attempt of
+    the search borrows (``VictimSearch.borrowing_only``: the search never takes them)."""
+    if assignment.borrowing_only:
+        assignment.left_out += units.count_between(low, high, assignment.needed, assignment.with_room)
+    else:
+        out.extend(units.between(low, high))

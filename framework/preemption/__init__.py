@@ -3,8 +3,9 @@
 Inside the package, from the ground up: ``units`` (what a workload can give),
 ``unitindex`` (a queue's units by priority),
 ``nodeindex`` and ``nodechoice`` (one replica's node and victims), ``replicas``
-(a Deployment's replicas one at a time), ``search`` (a minimal set of whole and
-elastic units) and ``victims`` (which of the two a preemptor needs). Nothing
+(a Deployment's replicas one at a time), ``walk`` and ``strategy`` (taking candidates
+in order, or in a plugin's), ``search`` (a minimal set of whole and elastic units) and
+``victims`` (which of the two a preemptor needs). Nothing
 here imports ``flavors`` or an action: flavor evaluation calls the search, never
 the other way round (Kueue's ``preemptionOracle`` keeps the same direction).
 """

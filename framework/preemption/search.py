@@ -4,31 +4,30 @@ Which workloads may be victims, and of which class, is policy: plugins answer
 ``preemption_candidates`` (``priority`` for the preemptor's own queue,
 ``cohort-reclaim`` for the cohort) using
 :func:`~preemptd.framework.preemption.candidate_units`. This module orders the
-candidates, plans the attempts, walks them with a statement so that every step
-is exact and undoable, and fills back to a minimal set.
+candidates and plans the attempts; :mod:`.walk` walks them with a statement so that
+every step is exact and undoable, and fills back to a minimal set; :mod:`.strategy`
+runs the search a plugin's ``victim_strategy`` drives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import Any
+from collections.abc import Sequence
 
 from ..model import FR, PodSet, Workload
-from ..pods import NORMAL
-from ..quota import QuotaNode, lender_may_give
+from ..quota import QuotaNode
 from ..session import (
     CLASS_HIERARCHICAL,
     CLASS_SAME_QUEUE,
-    Candidate,
-    ScenarioFilters,
     SearchResult,
     Session,
     VictimSearch,
     collect_candidates,
     order_for,
+    sort_candidates,
     with_vetoes,
 )
+from .strategy import by_strategy
+from .walk import Walk
 
 __all__ = ["find_minimal"]
 
@@ -41,284 +40,48 @@ def find_minimal(
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
 ) -> SearchResult:
-    request = VictimSearch(preemptor, leaf, usage, needed)
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
-        return _by_strategy(session, request, targets, policy.strategy)
-    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
-    if not candidates:
-        return SearchResult(message="no running workload that uses the needed quota may be preempted")
-    session.counters.candidates += len(candidates)
-    candidates.sort(key=order_for(session, preemptor))
-
-    search = _Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
-    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+        return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
     bwc = leaf.spec.preemption.borrow_within_cohort
     accounting = session.accounting
     strictly_below = all(accounting.used(leaf, fr) < leaf.subtree.get(fr, 0) for fr in needed)
-    if not has_other or (bwc == "Never" and not strictly_below):
+    borrowing_only = bwc == "Never" and not strictly_below
+    request = VictimSearch(preemptor, leaf, usage, needed, borrowing_only, bool(targets))
+    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
+    session.counters.candidates += len(candidates)
+    found = len(candidates) + request.left_out
+    if not found:
+        return SearchResult(message="no running workload that uses the needed quota may be preempted")
+    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+    if not has_other or borrowing_only:
         attempts = [True]
     elif bwc == "Never" and not any(c.group == CLASS_HIERARCHICAL for c in candidates):
         attempts = [False, True]
     else:
         attempts = [True, False]
+    if False not in attempts:
+        # Every attempt may borrow, and such an attempt passes over each candidate usable
+        # only within nominal before anything else: they are never looked at.
+        candidates = [c for c in candidates if not c.only_within_nominal]
+    sort_candidates(candidates, order_for(session, preemptor))
+
+    search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
-    lines = [f"{len(candidates)} candidate(s) use the needed {wanted}"]
-    for allow_borrowing in attempts:
-        victims, level = search.attempt(candidates, allow_borrowing)
-        if victims:
-            lines.extend(search.veto_lines())
-            names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
-            lines.append(f"minimal set of victims: {names}")
-            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+    lines = [f"{found} candidate(s) use the needed {wanted}"]
+    if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
+        session.counters.bounded += 1
+        for allow_borrowing in attempts:
+            search.attempt(candidates, allow_borrowing, hopeless=True)
+    else:
+        for allow_borrowing in attempts:
+            victims, level = search.attempt(candidates, allow_borrowing)
+            if victims:
+                lines.extend(search.veto_lines())
+                names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
+                lines.append(f"minimal set of victims: {names}")
+                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines)
-
-
-class _Walk:
-    """One preemptor's attempts; remembers plugin verdicts across attempts."""
-
-    __slots__ = (
-        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts", "vetoed_by",
-        "vetoes",
-    )
-
-    def __init__(
-        self,
-        session: Session,
-        preemptor: Workload,
-        leaf: QuotaNode,
-        usage: dict[FR, int],
-        needed: frozenset[FR],
-        targets: Sequence[tuple[PodSet, int, str]],
-        filters: ScenarioFilters,
-    ) -> None:
-        self.session = session
-        self.preemptor = preemptor
-        self.leaf = leaf
-        self.usage = usage
-        self.needed = needed
-        self.targets = [
-            t for t in targets if session.placements is not None and session.placements.has_nodes(t[2])
-        ]
-        self.filters = filters
-        self.verdicts: dict[int, bool] = {}
-        self.path = frozenset(leaf.path())
-        self.vetoed_by: set[str] = set()
-        self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
-
-    def attempt(self, candidates: list[Candidate], allow_borrowing: bool) -> tuple[list[Candidate], int]:
-        session = self.session
-        statement = session.statement
-        start = statement.checkpoint()
-        victims: list[Candidate] = []
-        try:
-            for candidate in candidates:
-                if candidate.only_within_nominal and allow_borrowing:
-                    continue
-                if candidate.group != CLASS_SAME_QUEUE and not self._lender_may_give(candidate):
-                    continue
-                if (
-                    not candidate.single_pod
-                    and candidate.pod_set is not None
-                    and not self._singles_taken(candidate, victims)
-                ):
-                    continue
-                if not self._preemptible(candidate):
-                    continue
-                mark = statement.checkpoint()
-                statement.evict(candidate, nodes=bool(self.targets))
-                victims.append(candidate)
-                if not self._scenario_ok(victims):
-                    statement.rollback(mark)
-                    victims.pop()
-                    continue
-                if self._fits(allow_borrowing):
-                    self._fill_back(victims, allow_borrowing)
-                    level = self._level()
-                    return victims, level
-            return [], 0
-        finally:
-            statement.rollback(start)
-
-    def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
-        """The remainder of an elastic workload goes only after all its single pods."""
-        spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
-        admission = rest.workload.admission
-        assert admission is not None and spec.min_count is not None
-        count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
-        taken = sum(
-            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
-        )
-        return taken >= count - spec.min_count
-
-    def _lender_may_give(self, candidate: Candidate) -> bool:
-        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
-        return lender_may_give(
-            self.session.accounting, self.leaf, candidate.leaf, candidate.usage, self.needed, self.path
-        )
-
-    def _preemptible(self, candidate: Candidate) -> bool:
-        cached = self.verdicts.get(id(candidate))
-        if cached is not None:
-            return cached
-        action = "preempt" if candidate.leaf is self.leaf else "reclaim"
-        vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
-        if vetoed is not None:
-            self.vetoed_by.add(vetoed)
-            self.vetoes.setdefault(candidate.key, vetoed)
-        verdict = vetoed is None
-        self.verdicts[id(candidate)] = verdict
-        return verdict
-
-    def veto_lines(self, most: int = 10) -> list[str]:
-        keys = sorted(self.vetoes)
-        lines = [f"{key}: not preemptible (plugin {self.vetoes[key]})" for key in keys[:most]]
-        if len(keys) > most:
-            lines.append(f"... and {len(keys) - most} more vetoed candidate(s)")
-        return lines
-
-    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool:
-        """Every filter accepts the accumulated victims. The list is handed over as it
-        is, not copied per step: filters read it and must not keep or change it.
-        ``veto=False`` (fill-back) does not count a rejection as a plugin veto: the
-        search has already succeeded."""
-        if not self.filters:
-            return True
-        plugin = self.session.scenario_rejects(self.preemptor, self.filters, victims, veto=veto)
-        if plugin is None:
-            return True
-        if veto:
-            self.vetoed_by.add(plugin)
-        return False
-
-    def _fits(self, allow_borrowing: bool) -> bool:
-        accounting = self.session.accounting
-        leaf = self.leaf
-        for fr, amount in self.usage.items():
-            if amount > accounting.available(leaf, fr):
-                return False
-            if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-                return False
-        if self.targets:
-            return self.session.pods_fit(self.targets)
-        return True
-
-    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
-        """Walk the victims in reverse from the second-to-last, putting back each one
-        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
-        statement = self.session.statement
-        for i in range(len(victims) - 2, -1, -1):
-            victim = victims[i]
-            if victim.single_pod and any(
-                v.workload is victim.workload and not v.single_pod for v in victims
-            ):
-                continue  # its remainder is gone: the pod cannot stay on its own
-            mark = statement.checkpoint()
-            statement.add_usage(victim.leaf, victim.usage)
-            if self.targets:
-                for node, requests in victim.room:
-                    statement.take_room(node, requests)
-            remaining = victims[:i] + victims[i + 1 :]
-            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
-                del victims[i]
-                continue
-            statement.rollback(mark)
-
-    def _level(self) -> int:
-        accounting = self.session.accounting
-        return max(
-            (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
-            default=0,
-        )
-
-
-def _by_strategy(
-    session: Session,
-    request: VictimSearch,
-    targets: Sequence[tuple[PodSet, int, str]],
-    strategy: tuple[str, Callable[[Any], bool]],
-) -> SearchResult:
-    """The search a plugin's ``victim_strategy`` drives (see the hook): the plugin picks,
-    the walk takes, tests the fit and fills back."""
-    preemptor = request.preemptor
-    walk = StrategyWalk(session, request, targets, session.scenario_filters(preemptor))
-    statement = session.statement
-    start = statement.checkpoint()
-    name, run = strategy
-    try:
-        try:
-            found = run(walk) is True and bool(walk.victims) and walk.fits()
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:
-            session.registry.record_failure(name, "victim_strategy", exc)
-            message = f"no victims: the victim strategy of plugin {name} failed"
-            return SearchResult(message=message, lines=[message])
-        lines = list(walk.lines)
-        if found:
-            victims = walk.victims
-            walk._fill_back(victims, True)
-            level = walk._level()
-            lines.extend(walk.veto_lines())
-            lines.append("minimal set of victims: " + ", ".join(f"{v.key} ({v.reason})" for v in victims))
-            return SearchResult(list(victims), True, level, frozenset(walk.vetoed_by), lines=lines)
-    finally:
-        statement.rollback(start)
-    lines.extend(walk.veto_lines())
-    message = with_vetoes("no set of preemptible victims frees enough room", walk.vetoed_by)
-    lines.append(message)
-    return SearchResult(vetoed_by=frozenset(walk.vetoed_by), message=message, lines=lines)
-
-
-class StrategyWalk(_Walk):
-    """The :class:`~preemptd.framework.session.hooks.VictimWalk` a strategy drives."""
-
-    __slots__ = ("_order", "lines", "request", "victims")
-
-    def __init__(
-        self,
-        session: Session,
-        request: VictimSearch,
-        targets: Sequence[tuple[PodSet, int, str]],
-        filters: ScenarioFilters,
-    ) -> None:
-        super().__init__(
-            session, request.preemptor, request.leaf, request.usage, request.needed, targets, filters
-        )
-        self.request = request
-        self.victims: list[Candidate] = []
-        self.lines: list[str] = []
-        self._order = order_for(session, request.preemptor)
-
-    def candidates(self) -> list[Candidate]:
-        found = collect_candidates(self.session, self.preemptor, self.request, with_room=bool(self.targets))
-        found.sort(key=self._order)
-        return found
-
-    def order(self, candidate: Candidate) -> Sequence[Any]:
-        return self._order(candidate)
-
-    def preemptible(self, candidate: Candidate) -> bool:
-        return self._preemptible(candidate)
-
-    def take(self, candidate: Candidate, reason: str | None = None) -> bool:
-        victims = self.victims
-        if any(v.unit == candidate.unit for v in victims) or not self._preemptible(candidate):
-            return False
-        if not candidate.single_pod and candidate.pod_set is not None and not self._singles_taken(candidate, victims):
-            return False
-        statement = self.session.statement
-        mark = statement.checkpoint()
-        statement.evict(candidate, nodes=bool(self.targets))
-        victims.append(candidate if reason is None or reason == candidate.reason else replace(candidate, reason=reason))
-        if not self._scenario_ok(victims):
-            statement.rollback(mark)
-            victims.pop()
-            return False
-        return True
-
-    def fits(self) -> bool:
-        return self._fits(True)

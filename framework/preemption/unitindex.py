@@ -23,8 +23,9 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from itertools import islice
 
+from ..model import FR
 from ..quota import QuotaNode
-from ..session import Candidate, Session
+from ..session import Candidate, DeferredPods, Session
 from ..session.candidates import UnitIndex
 from .units import candidate_units
 
@@ -36,11 +37,32 @@ _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "units")
+    __slots__ = ("bounds", "matching", "units")
 
     def __init__(self, units: list[Candidate], bounds: list[tuple[int, int]]) -> None:
         self.units = units
         self.bounds = bounds  # per unit: its workload's (priority, creation time)
+        # (needed, with_room) -> how many of the first i units a search would be handed
+        self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
+
+    def count_between(self, low: int | None, high: int | None, needed: frozenset[FR], with_room: bool) -> int:
+        """How many units of :meth:`between` a search needing ``needed`` keeps
+        (``collect_candidates``: those using a needed flavor-resource or, ``with_room``,
+        holding node room), from running counts built once per (``needed``, ``with_room``)."""
+        key = (needed, with_room)
+        counts = self.matching.get(key)
+        if counts is None:
+            counts = [0]
+            total = 0
+            for unit in self.units:
+                if not needed.isdisjoint(unit.usage) or (with_room and (unit.room or isinstance(unit, DeferredPods))):
+                    total += 1
+                counts.append(total)
+            self.matching[key] = counts
+        bounds = self.bounds
+        start = 0 if low is None else bisect_left(bounds, (low,))
+        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        return counts[end] - counts[start] if end > start else 0
 
     def between(self, low: int | None, high: int | None) -> list[Candidate]:
         """The units of the workloads with ``low <= priority < high`` (``None``: no bound)."""

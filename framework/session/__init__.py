@@ -33,6 +33,7 @@ from .candidates import (
     Candidate,
     DeferredPods,
     Taken,
+    sort_candidates,
 )
 from .hooks import EntryPicker, ScenarioFilter, SearchAllowed, VictimStrategy, VictimWalk, hookimpl
 from .registry import ANSWERS, Impl, PluginError, Policy, Registry, bad_answer
@@ -91,5 +92,6 @@ __all__ = [
     "hookimpl",
     "order_for",
     "scenario_accepts",
+    "sort_candidates",
     "with_vetoes",
 ]

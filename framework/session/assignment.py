@@ -43,6 +43,15 @@ class VictimSearch:
     leaf: QuotaNode
     usage: dict[FR, int]
     needed: frozenset[FR]
+    # Every attempt of this search may borrow (SEMANTICS §4: ``borrowWithinCohort:
+    # Never`` and the preemptor's queue not strictly below its nominal), so a candidate
+    # usable only within nominal is never taken: a plugin may leave such candidates out,
+    # adding to ``left_out`` how many of them the search would have been handed (those
+    # that use a needed flavor-resource or, ``with_room``, hold node room; see
+    # ``QueueUnits.count_between``), so that its wording stays the same.
+    borrowing_only: bool = False
+    with_room: bool = False
+    left_out: int = 0
 
 
 @dataclass(slots=True)

@@ -8,8 +8,9 @@ workload: the whole workload, one pod of an elastic workload above its
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from ..model import FR, Pod, Workload
@@ -27,6 +28,8 @@ __all__ = [
     "DeferredPods",
     "Taken",
     "UnitIndex",
+    "base_order",
+    "sort_candidates",
 ]
 
 IN_QUEUE = "InQueue"
@@ -141,3 +144,17 @@ class Taken:
     preemptor: str = ""
     reason: str = ""
     pod_set: str | None = None
+
+
+def base_order(c: Candidate) -> tuple[Any, ...]:
+    """The victim order when no plugin adds a key: the unit's own ``sort_key``."""
+    return c.sort_key
+
+
+base_order.preemptor_independent = True  # type: ignore[attr-defined]
+_BY_SORT_KEY = attrgetter("sort_key")  # the same key, read without a Python call per candidate
+
+
+def sort_candidates(candidates: list[Candidate], order: Callable[[Candidate], tuple[Any, ...]]) -> None:
+    """Sort ``candidates`` in place by ``order`` (a key of ``session.order_for``)."""
+    candidates.sort(key=_BY_SORT_KEY if order is base_order else order)

@@ -11,14 +11,18 @@ __all__ = ["Counters"]
 
 
 class Counters:
-    __slots__ = ("candidates", "flavors", "memo_hits", "memo_off", "nominations", "searches")
+    __slots__ = ("bounded", "candidates", "flavors", "memo_hits", "memo_off", "nominations", "searches")
 
     def __init__(self) -> None:
         self.nominations = 0  # heads nominated (a re-offered head counts each time)
         self.flavors = 0  # flavors evaluated for a podSet's resource group
         self.searches = 0  # victim searches run
-        self.memo_hits = 0  # victim searches answered from the memo instead
+        # Victim searches answered from the memo instead. With flavor-fungibility this
+        # includes, once per head whose scan searched, finish_assignment asking the scan's
+        # search again (the plugin does not hand its option over): an exact repeat.
+        self.memo_hits = 0
         self.candidates = 0  # candidates examined by the searches run
+        self.bounded = 0  # searches the quota bound proved fail: walked without fit tests
         self.memo_off = ""  # why the memo was off, or empty
 
     def as_dict(self) -> dict[str, int | str]:
@@ -28,5 +32,6 @@ class Counters:
             "victim-searches": self.searches,
             "memo-hits": self.memo_hits,
             "candidates-examined": self.candidates,
+            "searches-bounded": self.bounded,
             "memo": f"off ({self.memo_off})" if self.memo_off else "on",
         }

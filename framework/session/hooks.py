@@ -28,6 +28,12 @@ its own per-session tables) and on the preemptor's queue, priority, creation
 time and shape, and that a repeated call changes nothing a later answer reads
 except its own counters. Vetoes a remembered search counted are counted again on
 each answer from memory, so ``Registry.vetoes`` is the same either way.
+The same promise lets a victim walk keep the victims it has accepted waiting before it
+takes them from the quota and the nodes, and walk a search its quota bound proves
+hopeless without fit tests (``preemption/walk.py``): a plugin's answer during a search
+must not depend on the walk's tentative state (usage and node room while candidates are
+being tried), only on what was committed before the search began and on the victims
+handed to it.
 If an enabled plugin implements any hook of :data:`SEARCH_HOOKS` without
 declaring ``MEMO_SAFE = True``, the memo is off for the whole session and
 ``preemptd cycle --timings`` says which plugin turned it off. A new hook that a

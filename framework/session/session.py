@@ -30,11 +30,10 @@ from typing import Any
 
 from ..decisions import Decisions, Pending
 from ..model import PodSet, Workload
-from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods, Taken
+from .candidates import Candidate, DeferredPods, Taken, base_order
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Policy, Registry, bad_answer
@@ -310,23 +309,21 @@ class Session:
         targets = [t for t in targets if placements.has_nodes(t[2])]
         if not targets:
             return True
+        key = None
+        if statement is self.statement and not statement.ops:
+            # Committed room is named by the node epoch: the flavor scan and finish_assignment
+            # ask the same about the same pod sets (which the kept entry keeps alive).
+            key = [statement.node_epoch, *((id(spec), count, flavor) for spec, count, flavor in targets)]
+            if statement.last_fit is not None and statement.last_fit[0] == key:
+                return bool(statement.last_fit[1])
         checkpoint = statement.checkpoint()
         try:
-            last = len(targets) - 1
-            for i, (spec, count, flavor_name) in enumerate(targets):
-                flavor = self.snapshot.flavors[flavor_name]
-                selector, tolerations = pod_terms(flavor, spec)
-                if i == last:
-                    return placements.can_place(flavor_name, spec.requests, count, selector, tolerations)
-                # Earlier podSets take their room so the later ones see it gone.
-                placed = placements.place_pods(
-                    flavor_name, spec.requests, count, selector, tolerations, statement.take_room
-                )
-                if len(placed) < count:
-                    return False
-            return True
+            fits = placements.fit_all(self.snapshot.flavors, targets, statement.take_room)
         finally:
             statement.rollback(checkpoint)
+        if key is not None:
+            statement.last_fit = (key, fits, targets)
+        return fits
 
     def veto_reason(self, plugin: str) -> str | None:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
@@ -358,7 +355,7 @@ def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tu
     keys = session.registry.call_all("victim_order", session=session, preemptor=preemptor)
     if not keys:
         # Units are cached per session, so are their keys: no tuple is built per search.
-        return _sort_key
+        return base_order
 
     def key(c: Candidate) -> tuple[Any, ...]:
         parts: list[Any] = [0 if c.evicted else 1, c.group]
@@ -407,13 +404,6 @@ def collect_candidates(
     if with_room:
         return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
-
-
-def _sort_key(c: Candidate) -> tuple[Any, ...]:
-    return c.sort_key
-
-
-_sort_key.preemptor_independent = True  # type: ignore[attr-defined]
 
 
 def scenario_accepts(

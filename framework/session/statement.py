@@ -41,6 +41,7 @@ class Statement:
         "_touched",
         "accounting",
         "epochs",
+        "last_fit",
         "node_epoch",
         "on_admit",
         "on_evict",
@@ -63,6 +64,8 @@ class Statement:
         self.on_evict = on_evict
         self.epochs: dict[int, int] = {}  # root index -> commits that changed its tree
         self.node_epoch = 0
+        # The last pods-fit answer on committed room (Session.pods_fit): key, answer, pod sets.
+        self.last_fit: tuple[list[object], bool, object] | None = None
         self._touched: set[int] = set()
         self._nodes_touched = False
 

@@ -1,0 +1,354 @@
+"""One preemptor's walk over its ordered candidates (SEMANTICS §4): mechanism only.
+
+:class:`Walk` takes candidates in victim order with the session's statement until the
+request fits, then fills back to a minimal set; every step is exact and undoable,
+and everything is rolled back when the walk returns.
+
+Searches that cannot succeed. The state at any step of an attempt is the committed
+state less a subset of the candidates the attempt may take, and the fit test is
+monotone: Available (and usage, for the test within nominal) only improves as usage is
+removed anywhere in the queue tree. So if the request does not fit with *all* of them
+removed at once, no step fits and the attempt fails (:meth:`Walk.may_fit`, the bound).
+A cheaper necessary condition decides first: removing ``x`` of usage anywhere raises the
+leaf's unclipped Available by at most ``x`` (each level of the tree passes up no more
+than it lost), so the headroom plus the candidates' whole usage must reach the request.
+A search the bound proves hopeless still walks its candidates in the same order for
+what the plugins are told and answer — vetoes, their counts, min-runtime's notes — but
+runs no fit test and takes nothing it does not have to (:meth:`Walk.attempt` with
+``hopeless``), which is exact under the ``MEMO_SAFE`` promise that plugins answer from
+the state committed before the search. A bound computed from other preemptors'
+failures instead ("a head that asks for at least as much, with no higher priority, in
+the same queue and epoch, fails too") holds for the fit, but not for the vetoes: a
+plugin may veto a candidate for the weaker preemptor only, which changes its pending
+reason and message; so every search asks its own questions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..model import FR, PodSet, Workload
+from ..pods import NORMAL
+from ..quota import QuotaNode, lender_may_give
+from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+
+__all__ = ["Walk"]
+
+
+class Walk:
+    """One preemptor's attempts; remembers plugin verdicts across attempts."""
+
+    __slots__ = (
+        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "tops", "usage", "verdicts",
+        "vetoed_by", "vetoes",
+    )
+
+    def __init__(
+        self,
+        session: Session,
+        preemptor: Workload,
+        leaf: QuotaNode,
+        usage: dict[FR, int],
+        needed: frozenset[FR],
+        targets: Sequence[tuple[PodSet, int, str]],
+        filters: ScenarioFilters,
+    ) -> None:
+        self.session = session
+        self.preemptor = preemptor
+        self.leaf = leaf
+        self.usage = usage
+        self.needed = needed
+        self.targets = [
+            t for t in targets if session.placements is not None and session.placements.has_nodes(t[2])
+        ]
+        self.filters = filters
+        self.verdicts: dict[int, bool] = {}
+        self.path = frozenset(leaf.path())
+        self.tops: dict[QuotaNode, QuotaNode] = {}  # see attempt()
+        self.vetoed_by: set[str] = set()
+        self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
+
+    def attempt(
+        self, candidates: list[Candidate], allow_borrowing: bool, *, hopeless: bool = False
+    ) -> tuple[list[Candidate], int]:
+        """Take candidates in order until the request fits; the minimal set found and
+        its borrowing level, or nothing. The accounting is left as it was.
+
+        When :meth:`may_skip_walk`, a victim accepted by the plugins is not taken from
+        the quota and the nodes at once: it waits until a test reads that state. The
+        fit test runs only once the running bound allows it (the unclipped Available at
+        the start of the attempt plus the victims' usage so far, see
+        :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
+        grown more), and then every waiting victim is taken first, so the test sees
+        exactly the state of the step-by-step walk. The lender test of a candidate reads
+        the usage of its queue and of the cohorts above it up to (not including) the
+        preemptor's path: all inside the subtree of the highest of them (its *top*, a
+        child of a path node). A victim changes the usage of its own queue and
+        ancestors only, so only the waiting victims under the same top can change what
+        the test reads: those are taken before it, the others (and the victims of the
+        preemptor's own queue, whose usage leaves only the path) keep waiting. Taking
+        usage away is additive and order-free, so waiting victims taken together leave
+        the quota as taking them one by one does. A victim a scenario filter rejects is
+        never taken, as it is rolled back in the step-by-step walk.
+
+        ``hopeless``: :meth:`may_fit` proved that no step fits. The walk then tells only
+        what it tells the plugins: the same candidates in the same order reach
+        ``is_preemptible`` and the scenario filters with the same victims so far, so the
+        vetoes, their counts and the plugins' notes are those of the full walk. It runs
+        no fit test (false at every step), takes no node room (only the pods' fit reads
+        it; ``MEMO_SAFE`` plugins answer from the committed state, see
+        ``session/hooks.py``) and takes from the quota only the waiting victims a lender
+        test needs."""
+        session = self.session
+        statement = session.statement
+        start = statement.checkpoint()
+        victims: list[Candidate] = []
+        nodes = bool(self.targets) and not hopeless
+        room = self._headroom() if self.may_skip_walk() and not hopeless else None
+        lazy = hopeless or room is not None
+        own: list[Candidate] = []  # waiting victims of the preemptor's queue
+        others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
+        try:
+            for candidate in candidates:
+                if candidate.only_within_nominal and allow_borrowing:
+                    continue
+                if candidate.group != CLASS_SAME_QUEUE:
+                    if others:
+                        waiting = others.pop(self._top(candidate.leaf), None)
+                        if waiting:
+                            self._take(waiting, nodes)
+                    if not self._lender_may_give(candidate):
+                        continue
+                if (
+                    not candidate.single_pod
+                    and candidate.pod_set is not None
+                    and not self._singles_taken(candidate, victims)
+                ):
+                    continue
+                if not self._preemptible(candidate):
+                    continue
+                if not lazy:
+                    mark = statement.checkpoint()
+                    statement.evict(candidate, nodes=nodes)
+                    victims.append(candidate)
+                    if not self._scenario_ok(victims):
+                        statement.rollback(mark)
+                        victims.pop()
+                        continue
+                else:
+                    victims.append(candidate)
+                    if not self._scenario_ok(victims):
+                        victims.pop()
+                        continue
+                    if candidate.leaf is self.leaf:
+                        own.append(candidate)
+                    else:
+                        others.setdefault(self._top(candidate.leaf), []).append(candidate)
+                    if room is None or not self._may_fit_with(room, candidate):
+                        continue
+                    self._take(own, nodes)
+                    for waiting in others.values():
+                        self._take(waiting, nodes)
+                    others.clear()
+                if self._fits(allow_borrowing):
+                    self._fill_back(victims, allow_borrowing)
+                    level = self._level()
+                    return victims, level
+            return [], 0
+        finally:
+            statement.rollback(start)
+
+    def _top(self, queue: QuotaNode) -> QuotaNode:
+        """The highest of ``queue`` and its ancestors off the preemptor's path."""
+        found = self.tops.get(queue)
+        if found is None:
+            found = queue
+            path = self.path
+            while found.parent is not None and found.parent not in path:
+                found = found.parent
+            self.tops[queue] = found
+        return found
+
+    def _headroom(self) -> dict[FR, int]:
+        accounting = self.session.accounting
+        leaf = self.leaf
+        return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
+
+    def _may_fit_with(self, room: dict[FR, int], victim: Candidate) -> bool:
+        """Add ``victim``'s usage to the running bound; whether the request may fit now."""
+        fits = True
+        for fr, amount in self.usage.items():
+            freed = victim.usage.get(fr)
+            if freed:
+                room[fr] += freed
+            if room[fr] < amount:
+                fits = False
+        return fits
+
+    def _take(self, waiting: list[Candidate], nodes: bool) -> None:
+        evict = self.session.statement.evict
+        for victim in waiting:
+            evict(victim, nodes=nodes)
+        waiting.clear()
+
+    def may_skip_walk(self) -> bool:
+        """Whether a walk may let victims wait, and one known to fail leave out what
+        only its fit tests read (see :meth:`attempt`): the plugins keep the ``MEMO_SAFE`` contract
+        (the memo is on) and nothing listens to the statement's evictions."""
+        session = self.session
+        return session.memo is not None and session.statement.on_evict is None
+
+    def may_fit(self, candidates: list[Candidate], allow_borrowing: bool) -> bool:
+        """The bound: whether the request fits the quota with every candidate this attempt
+        may take evicted at once. When it does not, no step of the attempt fits.
+
+        The walk's state at any step is the committed state less a subset of these
+        candidates, and Available (and usage, for the test within nominal) only
+        improves as usage is removed anywhere in the tree, so the fit test of every
+        step is at most as true as this one. A candidate counted twice only makes the
+        bound looser (the walk then runs as usual), never wrong. Only the preemptor's
+        flavor-resources are summed: usage of one flavor-resource never changes the
+        Available of another. Usage is removed per queue, in one step per
+        flavor-resource (removal is additive), and added back exactly.
+
+        A cheaper test decides first where it can: removing ``x`` of usage anywhere
+        raises the leaf's unclipped Available by at most ``x``
+        (:meth:`~preemptd.framework.quota.Accounting.headroom`), so a flavor-resource
+        whose headroom plus the candidates' whole usage of it is short of the request
+        cannot fit. Only the flavor-resources that do not fit now are looked at: the
+        others fit already, and taking victims only adds to what is free."""
+        accounting = self.session.accounting
+        leaf = self.leaf
+        short: list[FR] = []
+        for fr, amount in self.usage.items():
+            room = accounting.headroom(leaf, fr)
+            within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
+            if room >= amount and within:
+                continue
+            short.append(fr)
+            if room >= amount:
+                continue
+            if allow_borrowing:
+                room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
+            else:
+                room += sum([c.usage.get(fr, 0) for c in candidates])
+            if room < amount:
+                return False
+        if not short:
+            return True
+        by_leaf: dict[QuotaNode, list[Mapping[FR, int]]] = {}
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            usages = by_leaf.get(candidate.leaf)
+            if usages is None:
+                by_leaf[candidate.leaf] = [candidate.usage]
+            else:
+                usages.append(candidate.usage)
+        freed = {
+            lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
+            for lender, usages in by_leaf.items()
+        }
+        for lender, amounts in freed.items():
+            accounting.remove_all(lender, amounts)
+        try:
+            return self._fits_quota(allow_borrowing)
+        finally:
+            for lender, amounts in freed.items():
+                accounting.add_all(lender, amounts)
+
+    def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
+        """The remainder of an elastic workload goes only after all its single pods."""
+        spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
+        admission = rest.workload.admission
+        assert admission is not None and spec.min_count is not None
+        count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
+        taken = sum(
+            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+        )
+        return taken >= count - spec.min_count
+
+    def _lender_may_give(self, candidate: Candidate) -> bool:
+        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
+        return lender_may_give(
+            self.session.accounting, self.leaf, candidate.leaf, candidate.usage, self.needed, self.path
+        )
+
+    def _preemptible(self, candidate: Candidate) -> bool:
+        cached = self.verdicts.get(id(candidate))
+        if cached is not None:
+            return cached
+        action = "preempt" if candidate.leaf is self.leaf else "reclaim"
+        vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
+        if vetoed is not None:
+            self.vetoed_by.add(vetoed)
+            self.vetoes.setdefault(candidate.key, vetoed)
+        verdict = vetoed is None
+        self.verdicts[id(candidate)] = verdict
+        return verdict
+
+    def veto_lines(self, most: int = 10) -> list[str]:
+        keys = sorted(self.vetoes)
+        lines = [f"{key}: not preemptible (plugin {self.vetoes[key]})" for key in keys[:most]]
+        if len(keys) > most:
+            lines.append(f"... and {len(keys) - most} more vetoed candidate(s)")
+        return lines
+
+    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool:
+        """Every filter accepts the accumulated victims. The list is handed over as it
+        is, not copied per step: filters read it and must not keep or change it.
+        ``veto=False`` (fill-back) does not count a rejection as a plugin veto: the
+        search has already succeeded."""
+        if not self.filters:
+            return True
+        plugin = self.session.scenario_rejects(self.preemptor, self.filters, victims, veto=veto)
+        if plugin is None:
+            return True
+        if veto:
+            self.vetoed_by.add(plugin)
+        return False
+
+    def _fits(self, allow_borrowing: bool) -> bool:
+        if not self._fits_quota(allow_borrowing):
+            return False
+        if self.targets:
+            return self.session.pods_fit(self.targets)
+        return True
+
+    def _fits_quota(self, allow_borrowing: bool) -> bool:
+        accounting = self.session.accounting
+        leaf = self.leaf
+        for fr, amount in self.usage.items():
+            if amount > accounting.available(leaf, fr):
+                return False
+            if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+                return False
+        return True
+
+    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
+        """Walk the victims in reverse from the second-to-last, putting back each one
+        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
+        statement = self.session.statement
+        for i in range(len(victims) - 2, -1, -1):
+            victim = victims[i]
+            if victim.single_pod and any(
+                v.workload is victim.workload and not v.single_pod for v in victims
+            ):
+                continue  # its remainder is gone: the pod cannot stay on its own
+            mark = statement.checkpoint()
+            statement.add_usage(victim.leaf, victim.usage)
+            if self.targets:
+                for node, requests in victim.room:
+                    statement.take_room(node, requests)
+            remaining = victims[:i] + victims[i + 1 :]
+            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
+                del victims[i]
+                continue
+            statement.rollback(mark)
+
+    def _level(self) -> int:
+        accounting = self.session.accounting
+        return max(
+            (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
+            default=0,
+        )

@@ -1,0 +1,53 @@
+"""cohort-reclaim keeps its answer for the session while the queue tree has not moved.
+
+Heads of one queue often ask the same: the answer is a function of the tree's committed
+state (its epoch), the units taken so far, the request and the priority bounds, so a
+second preemptor asking the same gets the same candidates without a second collection,
+and a commit that changes the tree makes the next one collect again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.session import VictimSearch
+from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
+from preemptd.plugins import cohort_reclaim, priority
+
+PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
+CPU = ("default", "cpu")
+
+
+def test_a_second_preemptor_asking_the_same_gets_the_kept_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = PreemptionPolicy(reclaim_within_cohort="Any", borrow_within_cohort="Never")
+    queues = [cohort("all"), queue("me", "all", cpu=1, preemption=policy), queue("other", "all", cpu=1)]
+    running = [workload(f"w{i}", "other", 1, priority=i, created=i, admitted=True) for i in range(3)]
+    session = open_session(inventory(queues, running), PLUGINS, 1_000_000)
+    leaf = session.snapshot.tree.leaves["me"]
+    collected: list[str] = []
+    real = cohort_reclaim.queue_units
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        collected.append(args[1].name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cohort_reclaim, "queue_units", counting)
+
+    def ask(name: str, prio: int) -> list[str]:
+        preemptor = workload(name, "me", 1, priority=prio, created=9)
+        request = VictimSearch(preemptor, leaf, {CPU: 1000}, frozenset({CPU}))
+        return sorted(c.workload.name for c in cohort_reclaim.preemption_candidates(session, preemptor, request))
+
+    first = ask("low", 0)
+    assert first == ["w0", "w1", "w2"]  # reclaimWithinCohort Any: every priority
+    assert collected == ["other"]
+    # Another priority, the same bounds (Any, Never): the kept answer, not collected again.
+    assert ask("high", 7) == first
+    assert collected == ["other"]
+    # A commit that changes the tree moves its epoch: the next preemptor collects again.
+    session.statement.add_usage(session.snapshot.tree.leaves["other"], {CPU: 1000})
+    session.statement.commit()
+    assert ask("later", 7) == first
+    assert collected == ["other", "other"]
