@@ -41,6 +41,7 @@ from preemptd.framework import (
     QuotaNode,
     VictimWalk,
     candidate_units,
+    format_quantity,
 )
 
 from .shares import Overlay, Share, Shares, bubble, shown
@@ -188,7 +189,8 @@ class FairSearch:
         fr, left, nominal = below
         self.walk.lines.append(
             f"fair sharing: {candidate.key} of {target.name} passed over: {target.name} would go below "
-            f"its nominal quota on {fr[0]}/{fr[1]} ({left} < {nominal})"
+            f"its nominal quota on {fr[0]}/{fr[1]} "
+            f"({format_quantity(left, fr[1])} < {format_quantity(nominal, fr[1])})"
         )
         return True
 
