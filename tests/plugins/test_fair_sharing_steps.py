@@ -9,11 +9,10 @@ victim that was evicted is then gone from the cluster and comes back as a pendin
 workload (requeued, as Kueue requeues an evicted workload), the clock moves on, and
 the next session runs on the result.
 
-Both strategy lists that start with ``LessThanOrEqualToFinalShare`` are stepped: the
-default one (both passes) and the final-share rule alone. ``LessThanInitialShare``
-takes a victim whatever the target's share becomes; the nominal floor (search.py,
-docs/fair-sharing.md) keeps it from leaving the victim's queue below nominal, from where
-the victim would take its place straight back.
+Every strategy list is stepped, the default one (both passes) most often.
+``LessThanInitialShare`` takes a victim whatever the target's share becomes; the nominal
+floor (search.py, docs/fair-sharing.md) keeps it from leaving the victim's queue below
+nominal, from where the victim would take its place straight back.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from preemptd.daemon.cli import main
 
 CONFIG = "[plugins.fair-sharing]\nenabled = true\n"
 FINAL_ONLY = CONFIG + 'preemption_strategies = ["LessThanOrEqualToFinalShare"]\n'
+INITIAL_ONLY = CONFIG + 'preemption_strategies = ["LessThanInitialShare"]\n'
 FLAVOR = {"apiVersion": "preemptd.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
 
 
@@ -157,7 +157,7 @@ def _requeue_evicted(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(objects=clusters(), config=st.sampled_from([CONFIG, CONFIG, FINAL_ONLY]))
+@given(objects=clusters(), config=st.sampled_from([CONFIG, CONFIG, FINAL_ONLY, INITIAL_ONLY]))
 @example(objects=TREE_LOOP, config=CONFIG)
 def test_stepped_sessions_never_preempt_back_and_forth(
     objects: list[dict[str, Any]], config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
