@@ -8,7 +8,8 @@ hooks the framework keeps for this purpose, and changes nothing else:
 * ``may_search_victims`` — §7.3: a request above nominal also asks for victims
   when the queue's ``reclaimWithinCohort`` is not ``Never``;
 * ``victim_strategy`` — the fair victim search of §7.4 (:mod:`.search`), with the
-  configured ``preemption_strategies``;
+  configured ``preemption_strategies`` and the nominal floor (``protect_nominal``,
+  docs/fair-sharing.md) that keeps it free of preemption loops;
 
 and at ``session_close`` it reports every queue's share on the usage held once the
 decisions are committed (§7.6). Shares are exact (:mod:`.shares`).
@@ -47,6 +48,9 @@ class Config:
     """The table ``[plugins.fair-sharing]`` (CONTRACT §4)."""
 
     preemption_strategies: tuple[str, ...] = (FINAL, INITIAL)
+    # The nominal floor (search.py, docs/fair-sharing.md): a fair-sharing victim never
+    # brings its queue below nominal. ``false`` is SEMANTICS §7.4 as written (Kueue's rule).
+    protect_nominal: bool = True
 
     def __post_init__(self) -> None:
         if tuple(self.preemption_strategies) not in _STRATEGIES:
@@ -56,9 +60,9 @@ class Config:
             )
 
 
-def _strategies(session: Session) -> tuple[str, ...]:
+def _config(session: Session) -> Config:
     config = session.plugin_config(NAME)
-    return tuple(config.preemption_strategies) if isinstance(config, Config) else (FINAL, INITIAL)
+    return config if isinstance(config, Config) else Config()
 
 
 def _shares(session: Session) -> Shares:
@@ -94,10 +98,12 @@ def may_search_victims(session: Session) -> object:
 @hookimpl
 def victim_strategy(session: Session) -> object:
     shares = _shares(session)
-    strategies = _strategies(session)
+    config = _config(session)
+    strategies = tuple(config.preemption_strategies)
+    floor = config.protect_nominal
 
     def strategy(walk: VictimWalk) -> bool:
-        return FairSearch(walk, shares, strategies).run()
+        return FairSearch(walk, shares, strategies, floor).run()
 
     return strategy
 

@@ -12,6 +12,17 @@ on nothing, a parent that borrows on nothing and is not an ancestor of L, a
 parent with no child left). Every share is taken with the preemptor's request
 added at L and the victims taken so far removed (the walk evicts them from the
 session's accounting as it takes them).
+
+Nominal floor (``protect_nominal``, on by default; docs/fair-sharing.md): a
+fair-sharing victim (``InCohortFairSharing``, either pass) is never taken when its
+removal would bring its leaf from at or above its nominal quota to below it on a
+flavor-resource the victim uses. Such a victim, pending
+again, would find its queue within nominal and reclaim its place without any share
+test (the ``within`` rule), so the preemptor's gain would be undone by the next
+session. In pass 1 a refused candidate counts as failing (kept); in pass 2 the
+target's first kept candidate that is not refused is taken. In-queue and
+within-nominal reclamation victims are not concerned: the first never leaves L,
+and a preemptor within nominal does not borrow what it takes.
 """
 
 from __future__ import annotations
@@ -22,6 +33,7 @@ from typing import Any
 from preemptd.framework import (
     CLASS_OTHER_QUEUE,
     CLASS_SAME_QUEUE,
+    FR,
     IN_COHORT_FAIR_SHARING,
     IN_COHORT_RECLAIM,
     IN_QUEUE,
@@ -29,6 +41,7 @@ from preemptd.framework import (
     QuotaNode,
     VictimWalk,
     candidate_units,
+    format_quantity,
 )
 
 from .shares import Overlay, Share, Shares, bubble, shown
@@ -70,12 +83,26 @@ def _sides(leaf: QuotaNode, target: QuotaNode) -> tuple[QuotaNode, QuotaNode]:
 class FairSearch:
     """One preemptor's search: its candidate lists, the descent and the two passes."""
 
-    __slots__ = ("_cache", "_overlay", "ancestors", "leaf", "lists", "order", "shares", "strategies", "walk")
+    __slots__ = (
+        "_cache",
+        "_overlay",
+        "ancestors",
+        "floor",
+        "leaf",
+        "lists",
+        "order",
+        "shares",
+        "strategies",
+        "walk",
+    )
 
-    def __init__(self, walk: VictimWalk, shares: Shares, strategies: tuple[str, ...]) -> None:
+    def __init__(
+        self, walk: VictimWalk, shares: Shares, strategies: tuple[str, ...], protect_nominal: bool = True
+    ) -> None:
         self.walk = walk
         self.shares = shares
         self.strategies = strategies
+        self.floor = protect_nominal
         self.leaf = walk.request.leaf
         self.ancestors = {node.index for node in self.leaf.ancestors()}
         self.order: Callable[[Candidate], Any] = walk.order
@@ -135,6 +162,36 @@ class FairSearch:
         for node in self.leaf.path():
             self._cache.pop(node.index, None)
         self._overlay = None
+        return True
+
+    def below_nominal(self, candidate: Candidate) -> tuple[FR, int, int] | None:
+        """The nominal floor: the first fr (in the candidate's usage order) on which taking
+        ``candidate`` brings its leaf from at or above nominal to below it, with the usage
+        it would be left with and the nominal; ``None`` when there is none or the floor is off."""
+        if not self.floor:
+            return None
+        leaf = candidate.leaf
+        accounting = self.shares.accounting
+        for fr, amount in candidate.usage.items():
+            if amount <= 0:
+                continue
+            nominal = leaf.subtree.get(fr, 0)
+            before = accounting.used(leaf, fr)
+            if before >= nominal > before - amount:
+                return fr, before - amount, nominal
+        return None
+
+    def _refuse(self, candidate: Candidate, target: QuotaNode) -> bool:
+        """Whether the nominal floor refuses ``candidate``; says why in the explanation."""
+        below = self.below_nominal(candidate)
+        if below is None:
+            return False
+        fr, left, nominal = below
+        self.walk.lines.append(
+            f"fair sharing: {candidate.key} of {target.name} passed over: {target.name} would go below "
+            f"its nominal quota on {fr[0]}/{fr[1]} "
+            f"({format_quantity(left, fr[1])} < {format_quantity(nominal, fr[1])})"
+        )
         return True
 
     # -- the descent ---------------------------------------------------------
@@ -206,7 +263,7 @@ class FairSearch:
             while items:
                 candidate = items.pop(0)
                 passed, compared = self._passes(first, candidate, side_t, s_w, s_t)
-                if passed:
+                if passed and not self._refuse(candidate, target):
                     after = "" if first == INITIAL else " without it"
                     walk.lines.append(
                         f"fair sharing: {candidate.key} of {target.name} chosen ({first}): {side_l.name} "
@@ -251,7 +308,9 @@ class FairSearch:
             s_w, s_t = self.share(side_l, overlay), self.share(side_t, overlay)
             dropped.add(target.index)
             if s_w < s_t:
-                candidate = kept[target.index][0]
+                candidate = next((c for c in kept[target.index] if not self._refuse(c, target)), None)
+                if candidate is None:
+                    continue
                 walk.lines.append(
                     f"fair sharing: {candidate.key} of {target.name} chosen ({INITIAL}): "
                     f"{side_l.name} share {shown(s_w)} < {side_t.name} {shown(s_t)}"

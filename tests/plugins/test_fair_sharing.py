@@ -139,6 +139,25 @@ def test_fair_sharing_is_off_unless_enabled() -> None:
     assert info.installed and not info.enabled
 
 
+def test_the_nominal_floor_is_on_by_default_and_can_be_turned_off() -> None:
+    """docs/fair-sharing.md: ``protect_nominal`` defaults to true; false is accepted."""
+    assert fair_sharing.Config().protect_nominal is True
+    config, problems = parse_config(
+        "[plugins.fair-sharing]\nenabled = true\nprotect_nominal = false\n", source="t.toml"
+    )
+    assert not problems
+    _, problems = resolve_plugins(config)
+    assert not problems
+
+
+def test_a_nominal_floor_that_is_not_a_boolean_is_a_config_error() -> None:
+    config, problems = parse_config(
+        '[plugins.fair-sharing]\nenabled = true\nprotect_nominal = "yes"\n', source="t.toml"
+    )
+    problems = [*problems, *resolve_plugins(config)[1]]
+    assert any("protect_nominal" in str(p) for p in problems), problems
+
+
 # -- decisions --------------------------------------------------------------------
 
 
@@ -148,6 +167,34 @@ def test_shares_are_absent_from_the_json_without_the_plugin() -> None:
     on = decide(open_session(_reference_2(), [*BUILT_IN, FAIR], NOW)).to_dict()
     assert "shares" not in off
     assert [s["queue"] for s in on["shares"]] == ["a", "b", "c", "cohort"]
+
+
+def _below_nominal_by_the_second_pass() -> list[dict[str, Any]]:
+    """a {cpu 2} runs x (1), c2 (2), c1 (1), in admission order; w (3) pending in b {cpu 2,
+    weight 2}: pass 1 takes c1 (a 4 -> 3), pass 2 would take c2 (a 3 -> 1 < 2)."""
+    return [
+        FLAVOR,
+        _queue("a", 2),
+        _queue("b", 2, fairSharing={"weight": "2"}),
+        _workload("x", "a", 1, 10, admitted=True),
+        _workload("c2", "a", 2, 11, admitted=True),
+        _workload("c1", "a", 1, 12, admitted=True),
+        _workload("w", "b", 3, 20, admitted=False),
+    ]
+
+
+def test_explain_names_the_victim_the_nominal_floor_passed_over() -> None:
+    decisions = decide(open_session(_below_nominal_by_the_second_pass(), [*BUILT_IN, FAIR], NOW))
+    assert decisions.preempted == []
+    lines = decisions.explanations["ml/w"]
+    assert "fair sharing: ml/c2 of a passed over: a would go below its nominal quota on default/cpu (1 < 2)" in lines
+    assert any(line.startswith("fair sharing: ml/x of a chosen (LessThanInitialShare)") for line in lines)
+
+
+def test_without_the_nominal_floor_the_second_pass_takes_the_queue_below_nominal() -> None:
+    off = ("fair-sharing", fair_sharing, fair_sharing.Config(protect_nominal=False))
+    decisions = decide(open_session(_below_nominal_by_the_second_pass(), [*BUILT_IN, off], NOW))
+    assert sorted(p.workload for p in decisions.preempted) == ["ml/c1", "ml/c2"]
 
 
 # -- the policy hooks, answered by a third party ----------------------------------

@@ -8,6 +8,11 @@ workloads of a few priorities. Each step runs one session with ``--apply``; a
 victim that was evicted is then gone from the cluster and comes back as a pending
 workload (requeued, as Kueue requeues an evicted workload), the clock moves on, and
 the next session runs on the result.
+
+Every strategy list is stepped, the default one (both passes) most often.
+``LessThanInitialShare`` takes a victim whatever the target's share becomes; the nominal
+floor (search.py, docs/fair-sharing.md) keeps it from leaving the victim's queue below
+nominal, from where the victim would take its place straight back.
 """
 
 from __future__ import annotations
@@ -19,15 +24,13 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from preemptd.daemon.cli import main
 
 CONFIG = "[plugins.fair-sharing]\nenabled = true\n"
-# LessThanInitialShare alone or second may take a victim whatever the target's share
-# becomes (SEMANTICS §7.4 pass 2), which can bring the victim's queue back within
-# nominal: the property below is pinned for the final-share strategy.
 FINAL_ONLY = CONFIG + 'preemption_strategies = ["LessThanOrEqualToFinalShare"]\n'
+INITIAL_ONLY = CONFIG + 'preemption_strategies = ["LessThanInitialShare"]\n'
 FLAVOR = {"apiVersion": "preemptd.io/v1alpha1", "kind": "ResourceFlavor", "metadata": {"name": "default"}}
 
 
@@ -81,6 +84,51 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
     return objects
 
 
+def _workload(name: str, queue: str, cpu: int, minute: int, admitted: int | None = None) -> dict[str, Any]:
+    pod_set = {"name": "main", "count": 1, "requests": {"cpu": str(cpu)}}
+    workload: dict[str, Any] = {
+        "apiVersion": "preemptd.io/v1alpha1",
+        "kind": "Workload",
+        "metadata": {"name": name, "namespace": "ml", "creationTimestamp": f"2026-01-01T00:{minute:02d}:00Z"},
+        "spec": {"queueName": queue, "priority": 0, "podSets": [pod_set]},
+    }
+    if admitted is not None:
+        workload["status"] = {
+            "admission": {"queue": queue, "podSets": [{"name": "main", "count": 1, "flavors": {"cpu": "default"}}]},
+            "admittedAt": f"2026-01-01T00:{admitted:02d}:00Z",
+        }
+    return workload
+
+
+POLICY = {"preemption": {"reclaimWithinCohort": "Any", "withinQueue": "LowerPriority"}}
+# The second pass would take c2 after c1 from a, leaving it at 1 of its nominal 2; c1 and c2
+# would come back ahead of w (scenario cases fair_loop_*: flat, without the floor).
+FLAT_LOOP = [
+    FLAVOR,
+    _queue("a", "cohort", 2, POLICY),
+    _queue("b", "cohort", 2, {**POLICY, "fairSharing": {"weight": "2"}}),
+    _workload("x", "a", 1, 0, admitted=10),
+    _workload("c1", "a", 1, 1, admitted=12),
+    _workload("c2", "a", 2, 2, admitted=11),
+    _workload("w", "b", 3, 20),
+]
+# Found by the generator: q0 within nominal reclaims w6, borrows on with w2 and w3, then
+# the second pass takes w1 and w2 for w6, leaving q0 at 3 of its nominal 4.
+TREE_LOOP = [
+    FLAVOR,
+    _queue("root", None, 2, {}),
+    _queue("left", "root", None, {"fairSharing": {"weight": "0"}}),
+    _queue("right", "root", None, {}),
+    _queue("q0", "left", 4, POLICY),
+    _queue("q1", "right", 0, POLICY),
+    _workload("w0", "q0", 1, 0),
+    _workload("w1", "q0", 2, 1),
+    *(_workload(f"w{n}", "q0", 1, n) for n in (2, 3, 4)),
+    _workload("w5", "q0", 1, 5, admitted=15),
+    _workload("w6", "q1", 3, 6, admitted=16),
+]
+
+
 def _cycle(
     objects: list[dict[str, Any]], now: str, tmp: Path, capsys: pytest.CaptureFixture[str], config_text: str = CONFIG
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -109,20 +157,36 @@ def _requeue_evicted(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(objects=clusters())
+@given(objects=clusters(), config=st.sampled_from([CONFIG, CONFIG, FINAL_ONLY, INITIAL_ONLY]))
+@example(objects=TREE_LOOP, config=CONFIG)
 def test_stepped_sessions_never_preempt_back_and_forth(
-    objects: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    objects: list[dict[str, Any]], config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A workload preempted for a preemptor that the previous session admitted is never
     preempted in turn for that workload: after p took v's place, v never takes p's."""
     taken: set[tuple[str, str]] = set()  # (victim, preemptor) over all sessions so far
     for step in range(5):
-        raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys, FINAL_ONLY)
+        raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys, config)
         decisions = json.loads(raw)
         for victim in decisions["preempted"]:
             pair = (victim["workload"], victim["preemptor"])
             assert (pair[1], pair[0]) not in taken, f"step {step}: {pair[0]} preempted for {pair[1]}, its own victim"
             taken.add(pair)
+        objects = _requeue_evicted(applied)
+
+
+def test_fair_victims_left_within_nominal_do_not_come_back_before_their_preemptor(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """FLAT_LOOP stepped with the default strategies: the second pass may not leave a at 1
+    of its nominal 2, so w takes nothing, and the sessions settle at once; c1 and c2 are
+    never evicted, admitted back ahead of w (a within nominal goes first) and evicted again."""
+    objects = FLAT_LOOP
+    for step in range(3):
+        raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys)
+        decisions = json.loads(raw)
+        assert decisions["preempted"] == [], f"step {step}: {decisions['preempted']}"
+        assert [p["reason"] for p in decisions["pending"]] == ["PreemptionNoCandidates"]
         objects = _requeue_evicted(applied)
 
 
