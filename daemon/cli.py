@@ -243,6 +243,7 @@ def _parser() -> argparse.ArgumentParser:
             "preemptd run --config /etc/preemptd/preemptd.toml",
             "preemptd run --config preemptd.toml --dry-run --log-level debug",
             "preemptd run --config preemptd.toml --dry-run --kubeconfig ~/.kube/staging",
+            "preemptd run --config preemptd.toml --dry-run --context staging",
         ),
     )
     run.add_argument("--dry-run", action="store_true", help="decide and log, write nothing")
@@ -251,6 +252,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig file outside a cluster (default: $KUBECONFIG, ~/.kube/config)"
     )
+    run.add_argument("--context", metavar="NAME", help="kubeconfig context (default: its current context)")
     run.add_argument("--shadow", choices=("kueue",), help="read Kueue's objects, write nothing, report where "
                      "preemptd would decide otherwise (implies --dry-run)")
     run.add_argument("--shadow-grace", metavar="S", type=float, default=5.0,
@@ -762,7 +764,8 @@ def _daemon(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(run_daemon(
             config, plugins, dry_run=args.dry_run, config_path=args.config, http_address=args.http_address,
-            log_level=args.log_level, kubeconfig=args.kubeconfig, shadow=args.shadow, shadow_grace=args.shadow_grace,
+            log_level=args.log_level, kubeconfig=args.kubeconfig, context=args.context, shadow=args.shadow,
+            shadow_grace=args.shadow_grace,
         ))
     except OSError as exc:  # most often the HTTP address is taken
         _errors([f"preemptd: error: {exc}"])

@@ -479,6 +479,7 @@ async def run_daemon(
     *,
     dry_run: bool = False,
     kubeconfig: str | None = None,
+    context: str | None = None,
     stop: asyncio.Event | None = None,
     config_path: str | Path | None = None,
     http_address: str | None = None,
@@ -488,7 +489,7 @@ async def run_daemon(
     shadow_grace: float = 0.0,
 ) -> int:
     """Connect to the cluster and run a :class:`Daemon` until SIGTERM/SIGINT (or ``stop``); 0."""
-    kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig))
+    kube = Kube.from_configuration(await load_configuration(kubeconfig=kubeconfig, context=context))
     try:
         daemon = Daemon(
             kube, config, plugins, config_path=config_path, dry_run=dry_run, http_address=http_address,

@@ -194,14 +194,21 @@ def test_run_reads_the_cluster_of_kubeconfig(
     kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
     seen: list[str | None] = []
 
-    async def daemon(*args: object, kubeconfig: str | None = None, **kwargs: object) -> int:
+    contexts: list[str | None] = []
+
+    async def daemon(
+        *args: object, kubeconfig: str | None = None, context: str | None = None, **kwargs: object
+    ) -> int:
         seen.append(kubeconfig)
+        contexts.append(context)
         return 0
 
     monkeypatch.setattr(service, "run_daemon", daemon)
     monkeypatch.setattr("preemptd.daemon.logging.configure_logging", lambda **kwargs: None)
     assert 0 == main(["run", "--config", str(config), "--kubeconfig", str(kubeconfig)])
     assert [str(kubeconfig)] == seen
+    assert 0 == main(["run", "--config", str(config), "--kubeconfig", str(kubeconfig), "--context", "staging"])
+    assert [None, "staging"] == contexts
     missing = tmp_path / "nowhere"
     code, _, err = run(capsys, "run", "--config", str(config), "--kubeconfig", str(missing))
     assert (2, f"preemptd: error: --kubeconfig {missing}: no such file\n") == (code, err)
@@ -218,3 +225,32 @@ def test_a_dumps_configuration_is_checked_like_a_file(tmp_path: Path, capsys: py
     line = f"{dump}: config: scheduler.actoins: unknown key (known: actions, cycle_interval)\n"
     assert (78, "", line) == run(capsys, "validate", str(dump))
     assert (78, "", line) == run(capsys, "cycle", str(dump))
+
+
+@pytest.mark.asyncio
+async def test_the_context_chooses_the_cluster_the_daemon_connects_to(tmp_path: Path) -> None:
+    """`run --context NAME` connects to NAME's cluster, not the kubeconfig's current context."""
+    from preemptd.daemon.backends.kubernetes.client import load_configuration
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "prod",
+                "clusters": [
+                    {"name": "prod", "cluster": {"server": "https://prod.example:6443"}},
+                    {"name": "staging", "cluster": {"server": "https://staging.example:6443"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [
+                    {"name": "prod", "context": {"cluster": "prod", "user": "u"}},
+                    {"name": "staging", "context": {"cluster": "staging", "user": "u"}},
+                ],
+            }
+        )
+    )
+    assert "https://prod.example:6443" == (await load_configuration(kubeconfig=str(kubeconfig))).host
+    staging = await load_configuration(kubeconfig=str(kubeconfig), context="staging")
+    assert "https://staging.example:6443" == staging.host
