@@ -156,6 +156,16 @@ class Metrics:
             "Victims chosen, per queue of the preemptor and reason (InQueue, InCohortReclamation, ...).",
             ["preempting_queue", "reason"], registry=r,
         )
+        # Growth in place (docs/elastic.md) is not an admission: counted apart.
+        self.growths = Counter(
+            "preemptd_elastic_growths",
+            "Running workloads grown in place (an elastic workload growing back, a Deployment's "
+            "replicas raised), per queue; not counted in preemptd_admissions_total.",
+            ["queue"], registry=r,
+        )
+        self.grown_pods = Counter(
+            "preemptd_elastic_grown_pods", "Pods (replicas) those growths added, per queue.", ["queue"], registry=r,
+        )
 
     # -- feeds ------------------------------------------------------------------------------
 

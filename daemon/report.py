@@ -57,18 +57,26 @@ def _taken(count: int | None) -> str:
 
 
 def print_decisions(decisions: Decisions, console: Console) -> None:
-    """A summary line, then one table per non-empty kind of decision."""
+    """A summary line, then one table per non-empty kind of decision (growths apart from
+    admissions)."""
     data = decisions.to_dict()
+    # A running workload grown in place is an ``admitted`` entry marked ``grown``: it gets
+    # its own count and table, so "admitted" means newly admitted only.
+    admitted = [entry for entry in data["admitted"] if not entry.get("grown")]
+    grown = [entry for entry in data["admitted"] if entry.get("grown")]
     console.print(
-        f"Session at {data['now']}: {len(data['admitted'])} admitted, "
-        f"{len(data['preempted'])} preempted, {len(data['podActions'])} pod actions, "
+        f"Session at {data['now']}: {len(admitted)} admitted, "
+        + (f"{len(grown)} grown, " if grown else "")
+        + f"{len(data['preempted'])} preempted, {len(data['podActions'])} pod actions, "
         f"{len(data['pending'])} pending",
         soft_wrap=True,
     )
     tables = []
-    if data["admitted"]:
-        table = _table("Admitted", "workload", "queue", "podSets", "borrowing")
-        for entry in data["admitted"]:
+    for title, entries in (("Admitted", admitted), ("Grown (running, new totals)", grown)):
+        if not entries:
+            continue
+        table = _table(title, "workload", "queue", "podSets", "borrowing")
+        for entry in entries:
             borrowing = "yes" if entry["borrowing"] else "no"
             _row(table, entry["workload"], entry["queue"], _pod_set_lines(entry["podSets"]), borrowing)
         tables.append(table)
@@ -128,7 +136,9 @@ def explain_workload(key: str, decisions: Decisions, workload: Workload | None) 
     lines: list[str] = []
     data = decisions.to_dict()
     for entry in data["admitted"]:
-        if entry["workload"] == key:
+        if entry["workload"] == key and entry.get("grown"):
+            lines += _growth_lines(key, entry, workload, decisions.explain(key))
+        elif entry["workload"] == key:
             borrowing = ", borrowing" if entry["borrowing"] else ""
             lines.append(f"{key}: admitted to queue {entry['queue']}{borrowing}")
             lines += [f"  podSet {line}" for line in _pod_set_lines(entry["podSets"])]
@@ -165,6 +175,38 @@ def explain_workload(key: str, decisions: Decisions, workload: Workload | None) 
     if explanation:
         lines.append("explanation:")
         lines += [f"  {line}" for line in explanation]
+    return lines
+
+
+def _growth_lines(key: str, entry: Mapping[str, Any], workload: Workload | None, explanation: list[str]) -> list[str]:
+    """A running workload grown in place: each podSet's count before and after, its
+    flavors, and why it grew no more (its desired count reached, or what one more pod
+    would have exceeded)."""
+    borrowing = ", borrowing" if entry["borrowing"] else ""
+    kind = "grew in place" if workload is not None and workload.is_deployment else "grew back"
+    lines = [f"{key}: {kind} in queue {entry['queue']}{borrowing} (already running; not an admission)"]
+    before: dict[str, int] = {}
+    desired: dict[str, int] = {}
+    if workload is not None:
+        if workload.admission is not None:
+            before = {ps.name: ps.count for ps in workload.admission.pod_sets}
+        desired = {ps.name: ps.count for ps in workload.pod_sets}
+    stopped = next((line for line in explanation if line.startswith("grows no further: ")), None)
+    for ps in entry["podSets"]:
+        name, count = ps["name"], ps["count"]
+        old = before.get(name, count)
+        if old == count:
+            lines.append(f"  podSet {name} ×{count}: {_flavors(ps['flavors'])} (unchanged)")
+            continue
+        wanted = desired.get(name)
+        of = f" of {wanted}" if wanted is not None else ""
+        lines.append(f"  podSet {name}: {old} → {count}{of} pods on {_flavors(ps['flavors'])}")
+        if wanted is not None and count >= wanted:
+            lines.append(f"  no more: its desired count ({wanted}) is reached")
+        elif stopped is not None:
+            lines.append(f"  no more: {stopped.removeprefix('grows no further: ')}")
+        elif kind == "grew in place":
+            lines.append("  no more: its other replicas do not fit the free quota and node room now")
     return lines
 
 

@@ -442,12 +442,24 @@ def _count_decisions(
     previous: set[tuple[str, str, str]] | None = None,
     snapshot: Snapshot | None = None,
 ) -> set[tuple[str, str, str]]:
-    """Count the admissions and preemptions decided, leaving out those in ``previous``
-    (the last cycle's, for a dry run); returns this cycle's. ``snapshot`` gives the
-    admission waits and the preemptors' queues."""
+    """Count the admissions, growths and preemptions decided, leaving out those in
+    ``previous`` (the last cycle's, for a dry run); returns this cycle's. ``snapshot``
+    gives the admission waits, the pods a growth adds and the preemptors' queues."""
     current: set[tuple[str, str, str]] = set()
     workloads = snapshot.workloads if snapshot is not None else {}
     for admitted in decisions.admitted:
+        if admitted.grown:
+            # Running and grown in place: a growth, not an admission (no wait either).
+            identity = ("grow", admitted.workload, admitted.queue)
+            current.add(identity)
+            if previous is None or identity not in previous:
+                metrics.growths.labels(admitted.queue).inc()
+                workload = workloads.get(admitted.workload)
+                if workload is not None and workload.admission is not None:
+                    before = sum(ps.count for ps in workload.admission.pod_sets)
+                    after = sum(ps.count for ps in admitted.pod_sets)
+                    metrics.grown_pods.labels(admitted.queue).inc(max(0, after - before))
+            continue
         identity = ("admit", admitted.workload, admitted.queue)
         current.add(identity)
         if previous is None or identity not in previous:

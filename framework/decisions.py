@@ -51,16 +51,20 @@ class Admitted:
     pod_sets: tuple[AdmittedPodSet, ...]
     # Already running and grown in place (a Deployment's or an elastic workload's count
     # raised; ``pod_sets`` holds the new totals): a backend raises the owner's count and
-    # keeps ``admittedAt``. Not part of the JSON.
+    # keeps ``admittedAt``. In the JSON as ``"grown": true``, on such entries only, so an
+    # admission's entry keeps CONTRACT §3's exact keys.
     grown: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "workload": self.workload,
             "queue": self.queue,
             "borrowing": self.borrowing,
             "podSets": [ps.to_dict() for ps in self.pod_sets],
         }
+        if self.grown:
+            out["grown"] = True
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,6 +167,8 @@ class Commits:
             self.cluster.recount(job.key, {ps.name: ps.count for ps in entry.pod_sets}, scan=scan)
             changes = usage_difference(before, self.cluster.usage[job.key], self.resource)
             self.recorder.usage(t, entry.queue, changes)
+            added = sum(ps.count for ps in entry.pod_sets) - sum(ps.count for ps in workload.admission.pod_sets)
+            self.recorder.grown(entry.queue, max(0, added))
             return
         if job.state != _PENDING:
             raise SimulationError(f"{entry.workload} was admitted while not pending")

@@ -224,6 +224,8 @@ def _summary(runs: list[dict[str, Any]]) -> str:
     row("admissions", [r["admissions"] for r in runs])
     row("evictions", [r["preemptions"]["evictions"] for r in runs])
     row("shrinks", [r["preemptions"]["shrinks"] for r in runs])
+    row("growths in place", [r["growths"]["total"] for r in runs])
+    row("pods added by growths", [r["growths"]["pods"] for r in runs])
     for plugin in sorted({k for r in runs for k in r["vetoes"]}):
         row(f"vetoes by {plugin}", [r["vetoes"].get(plugin, 0) for r in runs])
     row("workloads preempted twice or more", [r["thrash"]["workloads"] for r in runs])
@@ -249,7 +251,7 @@ def _minutes(seconds: float) -> str:
 
 def _queue_table(runs: list[dict[str, Any]], unit: str) -> str:
     header = ["queue", "config", "admitted", "wait p50 (min)", "p95", "max", f"used {unit}-h", "nominal",
-              "borrowed", "lent", "evicted", "shrunk", "work lost", "pending"]
+              "borrowed", "lent", "evicted", "shrunk", "grown", "work lost", "pending"]
     rows = []
     for name in runs[0]["queues"]:
         for index, run in enumerate(runs):
@@ -259,7 +261,8 @@ def _queue_table(runs: list[dict[str, Any]], unit: str) -> str:
                 escape(name) if index == 0 else "", escape(run["label"]), f"{q['admissions']:,}",
                 _minutes(wait["p50"]), _minutes(wait["p95"]), _minutes(wait["max"]),
                 f"{q['usedHours']:,.1f}", f"{q['nominalHours']:,.1f}", f"{q['borrowedHours']:,.1f}",
-                f"{q['lentHours']:,.1f}", str(q["evicted"]), str(q["shrunk"]), f"{q['workLostHours']:,.1f}",
+                f"{q['lentHours']:,.1f}", str(q["evicted"]), str(q["shrunk"]), str(q["grown"]),
+                f"{q['workLostHours']:,.1f}",
                 str(q["pendingAtEnd"]),
             ])
     return _table(header, rows)

@@ -126,6 +126,7 @@ class _Leaf:
         "curve_pending",
         "curve_used",
         "evicted",
+        "grown",
         "lendable",
         "lent",
         "lost",
@@ -133,6 +134,7 @@ class _Leaf:
         "node",
         "nominal",
         "pending",
+        "pods_grown",
         "preemptor_of",
         "shrunk",
         "usage",
@@ -156,6 +158,8 @@ class _Leaf:
         self.admissions = 0
         self.evicted = 0
         self.shrunk = 0
+        self.grown = 0  # growths in place (docs/elastic.md), not admissions
+        self.pods_grown = 0
         self.preemptor_of = 0
         self.lost = 0  # resource-ms of work lost by evictions
         self.lost_runtime = 0  # ms of run time lost by evictions
@@ -196,6 +200,8 @@ class Recorder:
         self.shrinks = 0
         self.sessions = 0
         self.admissions = 0
+        self.growths = 0
+        self.pods_grown = 0
         # Shares: every node below a root (a root's share is always 0), by name.
         self.nodes = {name: node for name, node in sorted(tree.nodes.items()) if node.parent is not None}
         self.parent_of = {name: node.parent.name for name, node in self.nodes.items() if node.parent is not None}
@@ -356,6 +362,15 @@ class Recorder:
             leaf.admissions += 1
             leaf.waits.append(wait)
 
+    def grown(self, queue: str, pods: int) -> None:
+        """A running workload of ``queue`` grown in place by ``pods`` (not an admission)."""
+        self.growths += 1
+        self.pods_grown += pods
+        leaf = self.leaves.get(queue)
+        if leaf is not None:
+            leaf.grown += 1
+            leaf.pods_grown += pods
+
     def preempted(
         self, *, victim: str, victim_queue: str, preemptor_queue: str, reason: str, whole: bool, lost: int, ran: int
     ) -> None:
@@ -426,6 +441,8 @@ class Recorder:
                 "lentHours": hours(leaf.lent.integral),
                 "evicted": leaf.evicted,
                 "shrunk": leaf.shrunk,
+                "grown": leaf.grown,
+                "podsGrown": leaf.pods_grown,
                 "preemptorOf": leaf.preemptor_of,
                 "workLostHours": hours(leaf.lost),
                 "runLostHours": round(leaf.lost_runtime / HOUR_MS, 3),
@@ -449,6 +466,7 @@ class Recorder:
         return {
             **counters,
             "admissions": self.admissions,
+            "growths": {"total": self.growths, "pods": self.pods_grown},
             "preemptions": {
                 "total": self.evictions + self.shrinks,
                 "evictions": self.evictions,

@@ -317,6 +317,11 @@ def _summary(runs: list[dict[str, Any]]) -> _Grid:
     ])
     for reason in sorted({k for r in runs for k in r["preemptions"]["byReason"]}):
         row(f"  {reason}", [f"{r['preemptions']['byReason'].get(reason, 0):,}" for r in runs])
+    if any(r["growths"]["total"] for r in runs):
+        # Running workloads grown in place: not admissions (docs/elastic.md).
+        row("growths in place (pods added)", [
+            f"{r['growths']['total']:,} ({r['growths']['pods']:,})" for r in runs
+        ])
     for plugin in sorted({k for r in runs for k in r["vetoes"]}):
         row(f"vetoes by {plugin}", [f"{r['vetoes'].get(plugin, 0):,}" for r in runs])
     for plugin in sorted({k for r in runs for k in r["pluginFailures"]}):
@@ -346,11 +351,13 @@ def _summary(runs: list[dict[str, Any]]) -> _Grid:
 
 
 def _queues(runs: list[dict[str, Any]], unit: str) -> _Grid:
+    # Growths in place share the shrinks' column, only when a run has any.
+    growing = any(r["growths"]["total"] for r in runs)
     grid = _Grid(
         f"Queues ({unit}-hours)",
         ["queue", *(["config"] if len(runs) > 1 else [])],
         ["admitted", "wait p50", "wait p95", "wait max", "pending",
-         "used", "nominal", "borrowed", "lent", "evicted/shrunk", "lost"],
+         "used", "nominal", "borrowed", "lent", "evicted/shrunk/grown" if growing else "evicted/shrunk", "lost"],
         parts=[("Queues: admissions and waits", [0, 1, 2, 3, 4]),
                (f"Queues: quota ({unit}-hours)", [5, 6, 7, 8, 9, 10])],
     )
@@ -368,7 +375,7 @@ def _queues(runs: list[dict[str, Any]], unit: str) -> _Grid:
                     _hours(q["nominalHours"]),
                     _hours(q["borrowedHours"]),
                     _hours(q["lentHours"]),
-                    f"{q['evicted']}/{q['shrunk']}",
+                    f"{q['evicted']}/{q['shrunk']}" + (f"/{q['grown']}" if growing else ""),
                     _hours(q["workLostHours"]),
                 ],
             )

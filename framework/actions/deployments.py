@@ -152,19 +152,33 @@ def nominate_growth(session: Session, leaf: QuotaNode, workload: Workload) -> As
     assignment.level = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
     assignment.committed_total = {spec.name: committed + fitting}
     assignment.tried.append(f"grows podSet {spec.name} from {committed} to {committed + fitting} of {spec.count} pods")
+    if committed + fitting < spec.count:
+        stop = _growth_stop(session, leaf, spec, flavors, fitting + 1)
+        assignment.tried.append(f"grows no further: one more pod would exceed {stop}")
     return assignment
 
 
 def _grows_by(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> bool:
-    """``count`` more pods fit Available without borrowing (the queue stays within its
-    nominal) and, for a podSet on one flavor with nodes, the nodes' free room (where
-    admission will place them, :func:`.books.place`)."""
+    return not _growth_stop(session, leaf, spec, flavors, count)
+
+
+def _growth_stop(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> str:
+    """"" when ``count`` more pods fit Available without borrowing (the queue stays
+    within its nominal) and, for a podSet on one flavor with nodes, the nodes' free room
+    (where admission will place them, :func:`.books.place`); else what they exceed."""
     accounting = session.accounting
-    for fr, amount in pod_set_usage(spec, count, flavors).items():
-        if amount > accounting.available(leaf, fr) or accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-            return False
+    for (flavor, resource), amount in pod_set_usage(spec, count, flavors).items():
+        fr = (flavor, resource)
+        if accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+            return f"queue {leaf.name}'s nominal quota of {resource} on flavor {flavor} (growth never borrows)"
+        if amount > accounting.available(leaf, fr):
+            return f"the free quota of {resource} on flavor {flavor} for queue {leaf.name}"
     on = set(flavors.values())
-    return len(on) != 1 or session.pods_fit([(spec, count, on.pop())])
+    if len(on) == 1:
+        flavor = on.pop()
+        if not session.pods_fit([(spec, count, flavor)]):
+            return f"the free room on flavor {flavor}'s nodes"
+    return ""
 
 
 def _fits_now(session: Session, leaf: QuotaNode, spec: PodSet, flavors: dict[str, str], count: int) -> bool:

@@ -6,6 +6,7 @@ is worked out by hand in the test's docstring from SEMANTICS §1."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import platform
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from preemptd.daemon.http import HttpServer
 from preemptd.daemon.metrics import Metrics
 from preemptd.daemon.service import _count_decisions, _queue_of
 from preemptd.framework.decisions import Admitted, AdmittedPodSet, Decisions, Pending, Preempted
+from preemptd.framework.model import PodSetAdmission
 from preemptd.framework.snapshot import Snapshot
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
 from prometheus_client.parser import text_string_to_metric_families
@@ -128,6 +130,35 @@ async def test_admission_waits_pending_and_preemptions_by_queue_and_reason() -> 
     # The pending gauges follow the last cycle.
     metrics.observe_pending(Decisions(now=NOW), _queue_of(snap))
     assert not [name for name, _ in samples(metrics.exposition().decode()) if name == "preemptd_pending_workloads"]
+
+
+async def test_a_growth_is_counted_as_a_growth_with_its_pods_not_as_an_admission() -> None:
+    """Queue solo {cpu 8}: e (count 6, minCount 2, 1 cpu per pod) runs with a committed
+    count of 2 and grows to 5 (3 pods more); n, pending, is admitted. One admission (n),
+    one growth (e) of 3 pods; e observes no admission wait. A dry run deciding the same
+    growth again next cycle does not count it twice."""
+    e = workload("e", "solo", 1, count=6, min_count=2, admitted=True)
+    assert e.admission is not None
+    e = dataclasses.replace(
+        e, admission=dataclasses.replace(e.admission, pod_sets=(PodSetAdmission("main", 2, {"cpu": "default"}),))
+    )
+    snap = snapshot(inventory([queue("solo", cpu=8)], [e, workload("n", "solo", 1, created=NOW - 30_000)]), NOW)
+    decisions = Decisions(
+        now=NOW,
+        admitted=[
+            Admitted("ns/e", "solo", False, (AdmittedPodSet("main", 5, {"cpu": "default"}),), grown=True),
+            Admitted("ns/n", "solo", False, (AdmittedPodSet("main", 1, {"cpu": "default"}),)),
+        ],
+    )
+    metrics = Metrics()
+    counted = _count_decisions(metrics, decisions, snapshot=snap)
+    _count_decisions(metrics, decisions, counted, snap)
+    found = await scrape(metrics)
+    solo = (("queue", "solo"),)
+    assert found[("preemptd_admissions_total", solo)] == 1
+    assert found[("preemptd_elastic_growths_total", solo)] == 1
+    assert found[("preemptd_elastic_grown_pods_total", solo)] == 3
+    assert found[("preemptd_admission_wait_time_seconds_count", solo)] == 1  # n's only
 
 
 async def test_build_info_names_the_version_and_python() -> None:

@@ -67,11 +67,14 @@ def _scenario() -> dict[str, Any]:
     }
 
 
-def _admitted(name: str, count: int) -> dict[str, Any]:
-    return {
+def _admitted(name: str, count: int, *, grown: bool = False) -> dict[str, Any]:
+    entry: dict[str, Any] = {
         "workload": f"ml/{name}", "queue": "solo", "borrowing": False,
         "podSets": [{"name": "main", "count": count, "flavors": {GPU: "default"}}],
     }
+    if grown:
+        entry["grown"] = True
+    return entry
 
 
 def _shrink(preemptor: str, count: int) -> dict[str, Any]:
@@ -122,8 +125,8 @@ def test_elastic_workload_shrinks_under_preemption_and_grows_back_over_sessions(
         (610, {"admitted": [_admitted("urgent-a", 1)], "preempted": []}),
         (1200, {"admitted": [], "preempted": [_shrink("urgent-b", 4)]}),
         (1210, {"admitted": [_admitted("urgent-b", 4)], "preempted": []}),
-        (1810, {"admitted": [_admitted("e", 8)], "preempted": []}),
-        (2410, {"admitted": [_admitted("e", 16)], "preempted": []}),
+        (1810, {"admitted": [_admitted("e", 8, grown=True)], "preempted": []}),
+        (2410, {"admitted": [_admitted("e", 16, grown=True)], "preempted": []}),
     ] == sorted(seen.items())
     figures = outcome.figures
     assert 3 == outcome.admissions  # e, urgent-a, urgent-b: a growth is not an admission

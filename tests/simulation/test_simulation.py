@@ -646,11 +646,14 @@ def sessions(monkeypatch: pytest.MonkeyPatch, data: dict[str, Any]) -> tuple[lis
 START_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z, the default start
 
 
-def admitted(name: str, count: int) -> dict[str, Any]:
-    return {
+def admitted(name: str, count: int, *, grown: bool = False) -> dict[str, Any]:
+    entry: dict[str, Any] = {
         "workload": f"web/{name}", "queue": "serving", "borrowing": False,
         "podSets": [{"name": "main", "count": count, "flavors": {GPU: "default"}}],
     }
+    if grown:
+        entry["grown"] = True  # running, its count raised in place
+    return entry
 
 
 def test_deployment_scale_up_preempts_one_pod_and_grows_after_the_grace(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -678,7 +681,7 @@ def test_deployment_scale_up_preempts_one_pod_and_grows_after_the_grace(monkeypa
                            "count": 1, "pods": ["web/low-main-2"]}],
             "podActions": [],
         }),
-        (70, {"admitted": [admitted("high", 2)], "preempted": [], "podActions": []}),
+        (70, {"admitted": [admitted("high", 2, grown=True)], "preempted": [], "podActions": []}),
     ] == seen
     assert {"total": 1, "evictions": 0, "shrinks": 1, "byReason": {"InQueue": 1}} == figures["preemptions"]
     assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
@@ -698,7 +701,7 @@ def test_a_terminating_victim_pod_is_force_deleted_when_the_grace_outlasts_a_cyc
     )
     assert [0, 60, 70, 80] == [t for t, _ in seen]
     assert [{"pod": "web/low-main-2", "action": "ForceDelete", "preemptor": "web/high"}] == seen[2][1]["podActions"]
-    assert [admitted("high", 2)] == seen[3][1]["admitted"]
+    assert [admitted("high", 2, grown=True)] == seen[3][1]["admitted"]
     assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
 
 
@@ -721,7 +724,7 @@ def test_replica_changes_apply_at_their_time_scale_down_and_up(monkeypatch: pyte
     )
     assert [0, 130, 140] == [t for t, _ in seen]
     assert ["web/low-main-1", "web/low-main-2"] == sorted(a["pod"] for a in seen[1][1]["podActions"])
-    assert [admitted("high", 3)] == seen[2][1]["admitted"]
+    assert [admitted("high", 3, grown=True)] == seen[2][1]["admitted"]
     assert 0.322 == figures["queues"]["serving"]["usedHours"]
     assert {"quotaExceeded": 0, "minRuntimeViolations": 0, "preemptorStalls": 0} == violations(figures)
 
