@@ -605,8 +605,9 @@ def _cycle(args: argparse.Namespace) -> int:
 def _decisions_answer(decisions: Decisions) -> Answer:
     def names() -> list[str]:
         data = decisions.to_dict()
-        found = [f"{section}/{entry['workload']}" for section in ("admitted", "preempted", "pending")
-                 for entry in data[section]]
+        # A growth in place is listed as such (CONTRACT §3 keeps it among "admitted").
+        found = [f"{'grown' if entry.get('grown') else section}/{entry['workload']}"
+                 for section in ("admitted", "preempted", "pending") for entry in data[section]]
         return found + [f"podAction/{entry['pod']}" for entry in data["podActions"]]
 
     return Answer(

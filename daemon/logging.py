@@ -116,7 +116,7 @@ def decision_records(decisions: Decisions, queue_of: QueueOf) -> list[dict[str, 
     for admitted in decisions.admitted:
         flavors = sorted({flavor for ps in admitted.pod_sets for flavor in ps.flavors.values()})
         records.append({
-            "event": "admit", "workload": admitted.workload, "queue": admitted.queue,
+            "event": "grow" if admitted.grown else "admit", "workload": admitted.workload, "queue": admitted.queue,
             "borrowing": admitted.borrowing, "flavors": flavors,
         })
     for preempted in decisions.preempted:

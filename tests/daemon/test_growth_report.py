@@ -152,3 +152,21 @@ def test_explain_json_growth_entry_is_marked(tmp_path: Path, capsys: pytest.Capt
     data = json.loads(_run(tmp_path, capsys, objects, "explain", "ml/e", "-o", "json"))
     assert True is data["admitted"]["grown"]
     assert "ml/e: grew back in queue q (already running; not an admission)" == data["lines"][0]
+
+
+def test_name_output_and_decision_log_call_a_growth_a_growth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nominal 14 as above: ``-o name`` lists ``grown/ml/e`` beside ``admitted/ml/n`` (in the JSON's order), and the
+    daemon's decision records say ``grow`` for e and ``admit`` for n."""
+    from preemptd.daemon.logging import decision_records
+    from preemptd.framework.decisions import Admitted, AdmittedPodSet, Decisions
+
+    objects = [FLAVOR, _queue("14"), _elastic(), _workload("n", 1, None)]
+    assert "grown/ml/e\nadmitted/ml/n\n" == _run(tmp_path, capsys, objects, "cycle", "-o", "name")
+    decisions = Decisions(now=0)
+    for key, grown in (("ml/e", True), ("ml/n", False)):
+        pod_sets = (AdmittedPodSet("main", 1, {"cpu": "default"}),)
+        decisions.admitted.append(Admitted(key, "q", False, pod_sets, grown=grown))
+    events = [(record["event"], record["workload"]) for record in decision_records(decisions, lambda key: "q")]
+    assert [("grow", "ml/e"), ("admit", "ml/n")] == events
