@@ -50,8 +50,8 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    Workload's conditions only. ``events = "all"`` adds those, and the admission
    and preemption Events on the owner too (see ``events``).
 9. **A victim's quota is given back by the next commit, with its next status.**
-   Once an evicted Job has stopped (suspended, no pod left) the inventory reads
-   its Workload as released (``inventory``), so the session that follows queues
+   Once an evicted owner has stopped (suspended or scaled to zero, no pod left:
+   ``Integration.stopped``, for every kind) the inventory reads its Workload as released (``inventory``), so the session that follows queues
    it again. That session's commit writes the release (``admission`` removed,
    ``QuotaReserved``/``Admitted`` False with reason ``Evicted``, ``Evicted`` kept
    as the record) together with what the session decided for it — its pending

@@ -17,6 +17,11 @@ one kind, and nothing else. It
   are gone; shrunk — run fewer pods; no quota — stay held. ``sync`` is level
   triggered and idempotent: the owner reconciler calls it after every change and
   until it answers True (see ``reconciler``);
+* **says when an evicted owner has stopped** (:meth:`Integration.stopped`): held
+  (suspended, scaled to zero, its pods deleted) and none of its pods left alive.
+  The inventory then reads its Workload as released, and the next commit writes
+  the release together with the Workload's next status (``commit``, point 9), so
+  ``sync`` never writes a release itself;
 * **finds its pods**: every pod it makes carries the label ``preemptd.io/workload``
   with its Workload's name (:meth:`Integration.sync` puts it in the templates), which
   is how the backend counts a stopping owner's pods (``Cluster.live_pods``);
@@ -115,6 +120,12 @@ class Integration:
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         """Bring ``owner`` in line with ``workload`` (creating it when None); True when it is."""
         raise NotImplementedError
+
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        """The owner of the evicted Workload ``workload_key`` is held and has no live pod left:
+        its quota is free, and the next commit says so (module docstring). False (the default):
+        the integration gives its quota back in its own :meth:`sync`."""
+        return False
 
     def rules(self) -> tuple[Rule, ...]:
         """The RBAC rules :meth:`sync` needs; by default, read and patch the owners, and

@@ -15,7 +15,7 @@ managed).
 * **Admitted**: every pod gets the flavor's node selector and tolerations (the API
   lets a gated pod gain them) and loses the gate, in one write per pod.
 * **Evicted**: pods cannot be suspended, so they are deleted; once none runs the
-  Workload gives its quota back. A group with no pod left has no Workload either
+  next commit gives the Workload's quota back (:meth:`PodGroupIntegration.stopped`). A group with no pod left has no Workload either
   (whoever created the pods creates the group again, and it queues anew).
 * **Finished**: every pod of the group ended (``Succeeded``; ``Failed`` if any failed).
 """
@@ -32,7 +32,6 @@ from ..workloads import (
     WORKLOAD_LABEL,
     Owner,
     condition_true,
-    eviction_finished_patch,
     finished_patch,
     workload_name,
 )
@@ -124,6 +123,10 @@ class PodGroupIntegration(Integration):
     def rules(self) -> tuple[Rule, ...]:
         return (Rule("", ("pods",), ("delete", "get", "list", "patch", "watch")),)
 
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        pods: list[Obj] = owner.get("pods") or []
+        return not any(_live(p) for p in pods) and not cluster.live_pods(workload_key)
+
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         pods: list[Obj] = owner.get("pods") or []
         group = Owner(self.resource, owner)
@@ -163,11 +166,9 @@ class PodGroupIntegration(Integration):
             return await update_workload_spec(cluster, group, workload, shapes, admitted=False) is not None
         if condition_true(workload, "Evicted"):
             deleted = [await cluster.writer.delete(PODS, _name(p), group.namespace) for p in live]
-            if not all(deleted) or cluster.live_pods(f"{group.namespace}/{name}"):
-                return False  # their kubelets are still stopping them
-            patch = eviction_finished_patch(workload, cluster.now_ms())
-            written = await cluster.writer.patch(WORKLOADS, name, group.namespace, patch, subresource="status")
-            return written is not None
+            # Not yet while their kubelets are still stopping them; then the next commit gives
+            # the quota back.
+            return all(deleted) and not cluster.live_pods(f"{group.namespace}/{name}")
         selector, tolerations = pod_set_placement(workload, cluster.flavors()).get("main", ({}, []))
         label = workload_name(group.kind, group.name)
         released = True
