@@ -96,8 +96,11 @@ class PodGroupIntegration(Integration):
             (p for k, p in store.items() if k.partition("/")[0] == namespace and self.owner_key(p) == key),
             key=lambda p: str((p.get("metadata") or {}).get("name", "")),
         )
-        labels = ((pods[0].get("metadata") or {}).get("labels") or {}) if pods else {}
-        metadata = {"name": group, "namespace": namespace, "labels": {QUEUE_LABEL: labels.get(QUEUE_LABEL, "")}}
+        first = (pods[0].get("metadata") or {}) if pods else {}
+        # The group's labels and annotations are its first pod's (its Workload carries them).
+        labels = {**(first.get("labels") or {}), QUEUE_LABEL: (first.get("labels") or {}).get(QUEUE_LABEL, "")}
+        metadata = {"name": group, "namespace": namespace, "labels": labels,
+                    "annotations": dict(first.get("annotations") or {})}
         return {"apiVersion": "v1", "kind": "PodGroup", "metadata": metadata, "pods": pods}
 
     def pod_sets(self, owner: Obj) -> list[PodSetShape]:

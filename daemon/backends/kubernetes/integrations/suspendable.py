@@ -47,6 +47,7 @@ from ..owners import (
     version_of,
 )
 from ..workloads import (
+    ORIGINAL_PLACEMENT_ANNOTATION,
     WORKLOAD_LABEL,
     Owner,
     admitted_counts,
@@ -58,7 +59,6 @@ from . import Integration, InvalidOwner
 
 __all__ = ["ORIGINAL_PLACEMENT_ANNOTATION", "Suspendable", "deep_merge", "pod_set_placement"]
 
-ORIGINAL_PLACEMENT_ANNOTATION = "preemptd.io/original-placement"
 
 
 def deep_merge(into: Obj, other: Mapping[str, Any]) -> Obj:
