@@ -277,6 +277,7 @@ class KubernetesBackend:
             if obj is None:
                 return
             if (integration := self.integrations.get(kind)) is not None:
+                integration.observe(old, None if deleted else new)
                 self.owners.mark((kind, integration.owner_key(obj)))
             else:
                 self.inventory.apply(kind, obj, deleted=deleted)
@@ -351,11 +352,13 @@ class KubernetesBackend:
                 self.owners.mark((kind, key))
 
     def _owner_of(self, workload: Obj) -> Obj | None:
+        """The object the Events about the Workload's owner are about (``Integration.event_target``)."""
         reference = self._owner_reference(workload)
         if reference is None:
             return None
         integration = self.integrations[reference[0]]
-        return integration.owner(self.informers[integration.resource].store, reference[1])
+        owner = integration.owner(self.informers[integration.resource].store, reference[1])
+        return None if owner is None else integration.event_target(owner)
 
     def _conflict(self) -> None:
         self.resync = True

@@ -199,16 +199,18 @@ def _metadata_patch(workload: Obj, owner: Obj) -> Obj:
 
 
 async def ensure_workload(
-    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True
+    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True,
+    about: Obj | None = None,
 ) -> bool:
     """Create the owner's Workload; an unusable pod template is a Warning on the owner instead.
+    The Events are about ``about`` when the owner is not one object (a pod group's first pod).
 
     True when done (created, or nothing to create until the owner changes); False
     when the create was refused and must be tried again.
     """
     pod_sets, problem = workload_pod_sets(shapes, owner.namespace)
     if pod_sets is None:
-        cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
+        cluster.events.record(owner.obj if about is None else about, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
         return True
     if queue is None:
         queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
@@ -226,7 +228,7 @@ async def ensure_workload(
     created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
-        cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message, routine=True)
+        cluster.events.record(owner.obj if about is None else about, "Normal", "CreatedWorkload", message, routine=True)
     return created is not None
 
 

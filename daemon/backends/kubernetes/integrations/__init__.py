@@ -144,6 +144,15 @@ class Integration:
         """The owner ``key`` as the watch cache holds it; None when it is gone."""
         return store.get(key)
 
+    def observe(self, old: Obj | None, new: Obj | None) -> None:
+        """A watched object of the kind changed (``new`` None: deleted), after the watch
+        cache took it: for an integration that keeps an index of its own (the pod groups)."""
+
+    def event_target(self, owner: Obj) -> Obj | None:
+        """The object the owner's Events are about: the owner itself, unless it is not one
+        object of the API (a pod group's Events are about its first pod); None: no Event."""
+        return owner
+
     # -- read the same way for every kind ---------------------------------------------
 
     def queue(self, owner: Obj) -> str:

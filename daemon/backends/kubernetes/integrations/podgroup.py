@@ -84,6 +84,28 @@ class PodGroupIntegration(Integration):
     resource = POD_GROUPS
     label_selector = f"{QUEUE_LABEL},{GROUP_LABEL}"
 
+    def __init__(self) -> None:
+        self._groups: dict[str, set[str]] = {}  # namespace/group -> its pods' keys
+
+    def observe(self, old: Obj | None, new: Obj | None) -> None:
+        """Index the pods by group, so that an owner is read from its own pods alone."""
+        for pod, add in ((old, False), (new, True)):
+            if pod is None:
+                continue
+            group = self.owner_key(pod)
+            metadata = pod.get("metadata") or {}
+            key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
+            if add:
+                self._groups.setdefault(group, set()).add(key)
+            elif (keys := self._groups.get(group)) is not None:
+                keys.discard(key)
+                if not keys:  # forgotten with its last pod
+                    del self._groups[group]
+
+    def event_target(self, owner: Obj) -> Obj | None:
+        pods: list[Obj] = owner.get("pods") or []
+        return pods[0] if pods else None
+
     def owner_key(self, obj: Obj) -> str:
         metadata = obj.get("metadata") or {}
         group = (metadata.get("labels") or {}).get(GROUP_LABEL, "")
@@ -92,8 +114,10 @@ class PodGroupIntegration(Integration):
     def owner(self, store: Mapping[str, Obj], key: str) -> Obj | None:
         """The group as one object: ``pods`` are its pods by name (none: the group is gone)."""
         namespace, _, group = key.partition("/")
+        # From the index (``observe``); a pod relabelled out of the group since is left out.
+        found = (store.get(k) for k in self._groups.get(key, ()))
         pods = sorted(
-            (p for k, p in store.items() if k.partition("/")[0] == namespace and self.owner_key(p) == key),
+            (p for p in found if p is not None and self.owner_key(p) == key),
             key=lambda p: str((p.get("metadata") or {}).get("name", "")),
         )
         first = (pods[0].get("metadata") or {}) if pods else {}
@@ -155,7 +179,7 @@ class PodGroupIntegration(Integration):
                 message = f"pod group {group.name}: not held by the scheduling gate {ADMISSION_GATE}; not managed"
                 cluster.events.record(ungated[0], "Warning", "UngatedPod", message)
                 return True
-            return await ensure_workload(cluster, group, shapes, queue=self.queue(owner), owned=False)
+            return await ensure_workload(cluster, group, shapes, queue=self.queue(owner), owned=False, about=pods[0])
         name = str((workload.get("metadata") or {}).get("name", ""))
         ended = [p for p in pods if _phase(p) in _DONE]
         if len(ended) >= total and not condition_true(workload, "Evicted"):
