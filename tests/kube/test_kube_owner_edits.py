@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from .cluster import flavor, job, node, priority_class, queue, settle, step, until
+from .cluster import deployment, flavor, job, node, priority_class, queue, settle, step, until
 
 pytestmark = pytest.mark.asyncio
 
@@ -124,3 +124,17 @@ async def test_a_workload_carries_its_owners_labels_and_annotations_and_follows_
     await step(backend, server)
     assert [] == [r for r in server.requests[since:]
                   if r.verb in ("patch", "update") and r.plural in ("workloads", "jobs")]
+
+
+async def test_a_deployments_workload_carries_its_users_annotations_not_its_bookkeeping(server, backend) -> None:
+    """A Deployment's own state (preemptd's desired and scaled replicas, the controller's
+    revision) stays on the Deployment; what its user wrote reaches the Workload."""
+    _setup(server)
+    served = deployment("web", "team", {"cpu": "1"}, replicas=2)
+    served["metadata"]["annotations"] = {"deployment.kubernetes.io/revision": "3", "team.example/tier": "gold"}
+    server.put("apps", "deployments", served)
+    await step(backend, server)
+    await step(backend, server)
+    annotations = server.get("apps", "deployments", "web", "default")["metadata"]["annotations"]
+    assert {"preemptd.io/desired-replicas", "preemptd.io/scaled-replicas"} <= set(annotations)
+    assert {"team.example/tier": "gold"} == _metadata(server, "deployment-web")[1]

@@ -137,6 +137,7 @@ BOOKKEEPING_ANNOTATIONS = frozenset({
     FORCE_DELETE_ANNOTATION,
     DELETION_COST_ANNOTATION,
     "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
 })
 """Annotations that are state about the object itself (preemptd's, kubectl's): never copied."""
 
