@@ -167,6 +167,13 @@ class Metrics:
             "preemptd_elastic_grown_pods", "Pods (replicas) those growths added, per queue.", ["queue"], registry=r,
         )
 
+        self.webhook_reviews = Counter(
+            "preemptd_webhook_reviews",
+            "Admission reviews answered by the webhook, per object kind and outcome "
+            "(patched, unchanged, allowed-malformed).",
+            ["kind", "outcome"], registry=r,
+        )
+
     # -- feeds ------------------------------------------------------------------------------
 
     def observe_write(self, verb: str, resource: str, seconds: float, status: int | None) -> None:
@@ -232,6 +239,9 @@ class Metrics:
         for plugin, count in vetoes.items():
             if count:
                 self.plugin_vetoes.labels(plugin).inc(count)
+
+    def count_webhook_review(self, kind: str, outcome: str) -> None:
+        self.webhook_reviews.labels(kind, outcome).inc()
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1 if leading else 0)

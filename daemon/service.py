@@ -206,7 +206,8 @@ class Daemon:
             else:
                 enabled = list(resolve_integrations(config)[0].by_kind().values())
             self.webhook = WebhookServer(
-                hook, suspend_fields=suspend_fields(enabled), pod_groups=pod_groups(enabled), keeper=keeper
+                hook, suspend_fields=suspend_fields(enabled), pod_groups=pod_groups(enabled), keeper=keeper,
+                on_review=self.metrics.count_webhook_review,
             )
         self.synced = False
         self.exit_code = 0

@@ -51,6 +51,10 @@ never leaves the server without a certificate. With ``certificate =
 :class:`~.webhook_certs.CertificateKeeper` (its module says how); the server
 listens at once and completes handshakes once the first pair is written.
 
+Counted. Every review answered is counted by the object's kind and by what was
+answered (:func:`review_outcome`: ``patched``, ``unchanged``, ``allowed-malformed``),
+through ``on_review`` (the daemon's ``preemptd_webhook_reviews_total``).
+
 Not served: ``apps/v1`` Deployments, StatefulSets, LeaderWorkerSets. They have
 no suspend field; the backend takes a new one's replicas into an annotation and
 scales it to what is admitted, a mutation of another shape than this table's.
@@ -67,7 +71,7 @@ import os
 import shutil
 import ssl
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +94,8 @@ __all__ = [
     "pod_groups",
     "pointer",
     "review_admission",
+    "review_kind",
+    "review_outcome",
     "server_context",
     "suspend_fields",
     "suspend_patch",
@@ -261,6 +267,23 @@ def review_admission(review: Any, kinds: Mapping[GroupKind, str], *, pod_groups:
     return Verdict(uid, patch, "suspended", f"{what}: suspended at creation ({pointer})")
 
 
+def review_kind(review: Any) -> str:
+    """The kind of the object a review is about (``Job``, ``Pod``...); ``unknown`` when it
+    names none it can be read from."""
+    request = review.get("request") if isinstance(review, dict) else None
+    obj = request.get("object") if isinstance(request, dict) else None
+    found = _group_kind(request, obj if isinstance(obj, dict) else {}) if isinstance(request, dict) else None
+    return found[1] if found is not None and found[1] else "unknown"
+
+
+def review_outcome(verdict: Verdict) -> str:
+    """What was answered, for counting: ``patched`` (suspended or gated), ``allowed-malformed``
+    (a review it could not read, allowed as it is) or ``unchanged`` (anything else)."""
+    if verdict.patch:
+        return "patched"
+    return "allowed-malformed" if verdict.outcome == "malformed" else "unchanged"
+
+
 # --- TLS ---------------------------------------------------------------------------------
 
 
@@ -373,6 +396,7 @@ class WebhookServer:
         address: str | None = None,
         keeper: CertificateKeeper | None = None,
         keep_interval: float = KEEP_INTERVAL,
+        on_review: Callable[[str, str], None] | None = None,
     ) -> None:
         self.host, self.port = split_address(address or config.address)
         self.kinds: dict[GroupKind, str] = dict(suspend_fields)  # the served kinds and their pointers
@@ -382,6 +406,7 @@ class WebhookServer:
         self.keeper = keeper
         self.keep_interval = keep_interval
         self.outcomes: Counter[str] = Counter()  # reviews answered, by Verdict.outcome
+        self.on_review = on_review  # (kind, review_outcome) of every review answered
         self._runner: web.AppRunner | None = None
         self._watch: asyncio.Task[None] | None = None
 
@@ -454,10 +479,11 @@ class WebhookServer:
                 retry = min(retry * 2, max(self.keep_interval, self.reload_interval))
 
     async def _review(self, request: web.Request) -> web.Response:
+        review: Any = None
         try:
             body = await request.read()
             try:
-                review: Any = json.loads(body)
+                review = json.loads(body)
             except ValueError:
                 review = None
             verdict = review_admission(review, self.kinds, pod_groups=self.pod_groups)
@@ -465,6 +491,11 @@ class WebhookServer:
             log.exception("admission review failed; allowed unchanged")
             verdict = Verdict("", (), "malformed", f"{type(exc).__name__}: {exc}")
         self.outcomes[verdict.outcome] += 1
+        if self.on_review is not None:
+            try:
+                self.on_review(review_kind(review), review_outcome(verdict))
+            except Exception:  # a count never costs an answer
+                log.exception("counting an admission review failed")
         if verdict.outcome == "malformed":
             log.warning("admission review allowed unchanged: %s", verdict.reason)
         elif verdict.outcome == "suspended":

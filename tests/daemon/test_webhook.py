@@ -18,6 +18,7 @@ from kube.apiserver import json_patch
 from kube.cluster import job
 from preemptd.daemon.backends.kubernetes.integrations.registry import resolve_integrations
 from preemptd.daemon.config import Config, WebhookConfig, parse_config
+from preemptd.daemon.metrics import Metrics
 from preemptd.daemon.webhook import (
     CertificateError,
     WebhookServer,
@@ -300,3 +301,30 @@ def test_the_webhook_table_is_checked_with_file_and_line() -> None:
 def test_a_key_path_becomes_the_pointer_the_table_holds() -> None:
     assert SERVED[("kubeflow.org", "PyTorchJob")] == pointer(("spec", "runPolicy", "suspend"))
     assert "/metadata/annotations/a~1b~0c" == pointer(("metadata", "annotations", "a/b~c"))
+
+
+@https
+async def test_every_review_is_counted_by_kind_and_outcome_in_the_metrics(served: Served) -> None:
+    """preemptd_webhook_reviews_total: a Job suspended (patched), one already suspended
+    (unchanged), an unreadable body (allowed-malformed, kind unknown), a grouped Pod gated."""
+    metrics = Metrics()
+    served.server.on_review = metrics.count_webhook_review
+    await served.ask(review(job("a", "team-a", {"cpu": "1"}, suspend=False)))
+    await served.ask(review(job("b", "team-a", {"cpu": "1"}, suspend=False)))
+    await served.ask(review(job("c", "team-a", {"cpu": "1"}, suspend=True)))
+    answer = await served.ask(b"{not json")
+    assert answer["response"]["allowed"] is True
+    pod = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": "p-0", "namespace": "default",
+                        "labels": {"preemptd.io/queue-name": "team-a", "preemptd.io/pod-group": "p"}},
+           "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    await served.ask(review(pod, group="", kind="Pod"))
+    text = metrics.exposition().decode()
+    counted = {line.rpartition(" ")[0]: float(line.rpartition(" ")[2]) for line in text.splitlines()
+               if line.startswith("preemptd_webhook_reviews_total{")}
+    assert {
+        'preemptd_webhook_reviews_total{kind="Job",outcome="patched"}': 2.0,
+        'preemptd_webhook_reviews_total{kind="Job",outcome="unchanged"}': 1.0,
+        'preemptd_webhook_reviews_total{kind="unknown",outcome="allowed-malformed"}': 1.0,
+        'preemptd_webhook_reviews_total{kind="Pod",outcome="patched"}': 1.0,
+    } == counted

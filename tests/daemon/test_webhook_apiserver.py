@@ -143,6 +143,9 @@ async def test_a_job_created_running_is_stored_suspended_and_runs_once_admitted(
         assert [("train", True), ("plain", False)] == [
             (r["request"]["object"]["metadata"]["name"], "patch" in a["response"]) for r, a in server.reviews]
         assert 1 == daemon.webhook.outcomes["suspended"] and 1 == daemon.webhook.outcomes["unmanaged"]
+        exposed = daemon.metrics.exposition().decode()
+        assert 'preemptd_webhook_reviews_total{kind="Job",outcome="patched"} 1.0' in exposed
+        assert 'preemptd_webhook_reviews_total{kind="Job",outcome="unchanged"} 1.0' in exposed
         url = daemon.webhook.url
     finally:
         assert 0 == await running.stop()

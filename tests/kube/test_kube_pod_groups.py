@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from preemptd.daemon.backends.kubernetes.integrations.podgroup import PodGroupIntegration
 
 from .cluster import (
     QUEUE_LABEL,
@@ -138,3 +139,57 @@ async def test_an_ungated_pod_or_a_bad_count_is_a_warning_and_no_workload(server
     assert f"pod group loose: not held by the scheduling gate {GATE}; not managed" == messages["loose-0"]
     assert ("no Workload created: Pod odd-0: metadata.annotations[preemptd.io/pod-group-total-count]: "
             "expected the group's pod count, got 'two'") == messages["odd-0"]
+
+
+async def test_with_every_event_a_pod_groups_events_are_about_its_first_pod(server, make_backend) -> None:
+    """A pod group is no object of the API: its CreatedWorkload and Admitted Events (events =
+    "all") are about its first pod by name, never about a "PodGroup" nobody can describe."""
+    _setup(server)
+    backend = await make_backend(events="all")
+    for name in ("train-1", "train-0"):
+        server.put("", "pods", grouped_pod(name, "train", 2))
+    await step(backend, server)
+    await step(backend, server)
+    assert server.get("preemptd.io", "workloads", "podgroup-train", "default")["status"]["admission"]
+    await backend.events.flush()
+    involved = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"])
+                for e in server.list("", "events", "default")}
+    assert not [i for i in involved if i[0] == "PodGroup"]
+    assert {("Pod", "train-0", "CreatedWorkload"), ("Pod", "train-0", "Admitted"),
+            ("Workload", "podgroup-train", "Admitted")} <= involved
+    first = server.get("", "pods", "train-0", "default")["metadata"]["uid"]
+    assert all(e["involvedObject"]["uid"] == first for e in server.list("", "events", "default")
+               if e["involvedObject"]["kind"] == "Pod")
+
+
+class _NoScan(dict):
+    """A watch cache that may be read by key only: a sync that scans every pod fails."""
+
+    def items(self):  # type: ignore[override]
+        raise AssertionError("scanned every pod")
+
+    def values(self):  # type: ignore[override]
+        raise AssertionError("scanned every pod")
+
+    def __iter__(self):
+        raise AssertionError("scanned every pod")
+
+
+async def test_a_pod_group_is_read_from_its_own_pods_by_their_group_label() -> None:
+    """The group's pods come from an index kept by the watch events, not from a scan of every
+    grouped pod; a pod relabelled into another group, or deleted, leaves it."""
+    integration = PodGroupIntegration()
+    pods = {f"default/{p['metadata']['name']}": p
+            for p in (grouped_pod("a-0", "a", 2), grouped_pod("a-1", "a", 2), grouped_pod("b-0", "b", 1))}
+    for pod in pods.values():
+        integration.observe(None, pod)
+    store = _NoScan(pods)
+    group = integration.owner(store, "default/a")
+    assert ["a-0", "a-1"] == [p["metadata"]["name"] for p in group["pods"]]
+
+    moved = grouped_pod("a-1", "b", 1)
+    integration.observe(pods["default/a-1"], moved)
+    integration.observe(pods["default/b-0"], None)
+    store = _NoScan({"default/a-0": pods["default/a-0"], "default/a-1": moved})
+    assert ["a-0"] == [p["metadata"]["name"] for p in integration.owner(store, "default/a")["pods"]]
+    assert ["a-1"] == [p["metadata"]["name"] for p in integration.owner(store, "default/b")["pods"]]

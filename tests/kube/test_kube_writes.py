@@ -14,8 +14,10 @@ from collections import Counter
 
 import pytest
 
+from . import crds
 from .apiserver import ApiServer
 from .cluster import Controllers, conditions, flavor, job, node, priority_class, queue, settle, step
+from .kinds import KindControllers, jobset, leaderworkerset, pod_template
 
 pytestmark = pytest.mark.asyncio
 
@@ -191,3 +193,87 @@ async def test_a_victim_whose_pods_are_still_terminating_keeps_its_quota_and_not
     assert server.get("preemptd.io", "workloads", "job-low", "default")["status"]["admission"]
     assert [] == [r for r in server.requests[since:]
                   if r.verb in WRITES and r.name in ("low", "job-low")]
+
+
+def _writes_about_owner(
+    server: ApiServer, plural: str, owner: str, workload: str, since_request: int, since_change: int
+) -> Counter[str]:
+    """The writes about one owner of any kind and its Workload since the marks."""
+    counts: Counter[str] = Counter()
+    for record in server.requests[since_request:]:
+        if record.verb not in WRITES:
+            continue
+        if (record.plural, record.name) == (plural, owner):
+            what = "owner"
+        elif (record.plural, record.name) == ("workloads", workload):
+            what = "Workload"
+        else:
+            continue
+        counts[f"{what} {record.verb}{'/' + record.subresource if record.subresource else ''}"] += 1
+    for change in server.journal[since_change:]:
+        if (change.kind.plural == "events" and change.type in ("ADDED", "MODIFIED")
+                and change.obj["involvedObject"]["name"] in (owner, workload)):
+            counts[f"Event {change.obj['reason']}"] += 1
+    return counts
+
+
+async def _preempted_and_waiting(
+    server: ApiServer, backend, controllers: Controllers, kinds: KindControllers,  # type: ignore[no-untyped-def]
+    group: str, plural: str, owner: dict,
+) -> Counter[str]:
+    """``owner`` admitted and running, then preempted by a high-priority Job; its writes from
+    the preemption to its waiting (three more cycles after the preemptor's admission)."""
+    _setup(server)
+    server.put(group, plural, owner)
+    name = owner["metadata"]["name"]
+    workload = f"{owner['kind'].lower()}-{name}"
+    await step(backend, server, controllers)
+    await step(backend, server, controllers)
+    kinds.step()
+    await settle(backend, server)
+    assert kinds.pods(server.get(group, plural, name, "default"))
+    since_request, since_change = len(server.requests), len(server.journal)
+    server.put("batch", "jobs", job("high", "team-a", {"cpu": "2", "nvidia.com/gpu": "2"}, priority_class_name="high"))
+    report = await step(backend, server, controllers)
+    assert [f"default/{workload}"] == [p.workload for p in report.decisions.preempted]
+    kinds.step()
+    controllers.finish_terminating()
+    controllers.step()
+    report = await step(backend, server, controllers)
+    assert ["default/job-high"] == [a.workload for a in report.decisions.admitted]
+    for _ in range(2):
+        await step(backend, server, controllers)
+    await backend.events.flush()
+    await settle(backend, server)
+    victim = server.get("preemptd.io", "workloads", workload, "default")
+    assert "admission" not in victim["status"]
+    assert "PreemptionNoCandidates" == conditions(victim)["QuotaReserved"]["reason"]
+    return _writes_about_owner(server, plural, name, workload, since_request, since_change)
+
+
+async def test_a_jobset_victim_costs_four_writes_its_release_written_with_its_reason(
+    server, make_backend, controllers: Controllers
+) -> None:
+    """Like a Job: Workload evicted, Event, JobSet suspended, then release and reason in one
+    status write, once its pods are gone (the commit writes it, not the JobSet's sync)."""
+    crds.install(server, crds.JOBSET)
+    backend = await make_backend()
+    kinds = KindControllers(server, controllers)
+    owner = jobset("low", "team-a", [("workers", 2, 2, pod_template({"cpu": "1", "nvidia.com/gpu": "1"}, "low"))])
+    writes = await _preempted_and_waiting(server, backend, controllers, kinds, "jobset.x-k8s.io", "jobsets", owner)
+    assert {"Workload patch/status": 2, "owner patch": 1, "Event Preempted": 1} == dict(writes)
+
+
+async def test_a_leaderworkerset_victim_costs_four_writes_its_release_written_with_its_reason(
+    server, make_backend, controllers: Controllers
+) -> None:
+    """Scaled to zero groups, then release and reason in one status write."""
+    crds.install(server, crds.LEADERWORKERSET)
+    backend = await make_backend()
+    kinds = KindControllers(server, controllers)
+    worker = pod_template({"cpu": "1", "nvidia.com/gpu": "1"}, "low")
+    owner = leaderworkerset("serve", "team-a", None, worker, size=2, replicas=2)
+    writes = await _preempted_and_waiting(
+        server, backend, controllers, kinds, "leaderworkerset.x-k8s.io", "leaderworkersets", owner
+    )
+    assert {"Workload patch/status": 2, "owner patch": 1, "Event Preempted": 1} == dict(writes)

@@ -277,6 +277,7 @@ class KubernetesBackend:
             if obj is None:
                 return
             if (integration := self.integrations.get(kind)) is not None:
+                integration.observe(old, None if deleted else new)
                 self.owners.mark((kind, integration.owner_key(obj)))
             else:
                 self.inventory.apply(kind, obj, deleted=deleted)
@@ -330,17 +331,14 @@ class KubernetesBackend:
         return str(kind), f"{namespace}/{name}"
 
     def _owner_stopped(self, workload_key: str, workload: Obj) -> bool:
-        """An evicted Workload's Job has stopped: suspended, no pod active nor alive (terminating
-        pods still hold their room). Its quota is then free (``inventory``, "Released")."""
+        """An evicted Workload's owner has stopped, as its integration says (held, no live pod:
+        ``Integration.stopped``). Its quota is then free (``inventory``, "Released")."""
         reference = self._owner_reference(workload)
-        if reference is None or reference[0] != "Job":
-            return False  # every other kind gives its quota back itself (its ``sync``)
-        job = self.informers[self.integrations["Job"].resource].store.get(reference[1])
-        if job is None or (job.get("spec") or {}).get("suspend") is not True:
+        if reference is None:
             return False
-        if (job.get("status") or {}).get("active"):
-            return False
-        return not self.live_pods(workload_key)
+        integration = self.integrations[reference[0]]
+        owner = integration.owner(self.informers[integration.resource].store, reference[1])
+        return owner is not None and integration.stopped(self, owner, workload_key)
 
     def _mark_owner(self, workload: Obj) -> None:
         reference = self._owner_reference(workload)
@@ -354,11 +352,13 @@ class KubernetesBackend:
                 self.owners.mark((kind, key))
 
     def _owner_of(self, workload: Obj) -> Obj | None:
+        """The object the Events about the Workload's owner are about (``Integration.event_target``)."""
         reference = self._owner_reference(workload)
         if reference is None:
             return None
         integration = self.integrations[reference[0]]
-        return integration.owner(self.informers[integration.resource].store, reference[1])
+        owner = integration.owner(self.informers[integration.resource].store, reference[1])
+        return None if owner is None else integration.event_target(owner)
 
     def _conflict(self) -> None:
         self.resync = True

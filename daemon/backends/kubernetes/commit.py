@@ -41,8 +41,14 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    pending scale-down explains.
 7. **A waiting workload's status changes with its meaning only.** Its
    ``QuotaReserved`` condition (and the Event that goes with it) is rewritten
-   when the reason or the set of victims it waits for changes, not when only
-   the wording of the message would: the message already written is kept.
+   when its meaning changes: the reason, or the cause its message gives. The
+   cause of a ``PendingPreemption`` is the set of victims it waits for (not the
+   order they are named in); of an ``Inadmissible`` workload, its message as it
+   is (it is read from the objects alone, so it moves only when they do); of
+   any other reason, its words before the first figure or parenthesis (``needs
+   2 more cpu`` moves with every other workload's usage, ``is not covered by
+   queue`` is another cause). When only the wording of the victims or a detail
+   would change, the message already written is kept.
 8. **Events say what is notable, once.** With the default ``events = "changes"``
    a commit posts one Event per preemption, on the victim's Workload (naming the
    preemptor and the reason), and a Warning when a workload becomes
@@ -50,8 +56,8 @@ Design note — how a commit stays correct when writes race, fail or stop halfwa
    Workload's conditions only. ``events = "all"`` adds those, and the admission
    and preemption Events on the owner too (see ``events``).
 9. **A victim's quota is given back by the next commit, with its next status.**
-   Once an evicted Job has stopped (suspended, no pod left) the inventory reads
-   its Workload as released (``inventory``), so the session that follows queues
+   Once an evicted owner has stopped (suspended or scaled to zero, no pod left:
+   ``Integration.stopped``, for every kind) the inventory reads its Workload as released (``inventory``), so the session that follows queues
    it again. That session's commit writes the release (``admission`` removed,
    ``QuotaReserved``/``Admitted`` False with reason ``Evicted``, ``Evicted`` kept
    as the record) together with what the session decided for it — its pending
@@ -71,6 +77,7 @@ import contextvars
 import functools
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -458,10 +465,10 @@ class Committer:
 def _message_of_meaning(workload: Obj, pending: Pending) -> str:
     """The message to write for ``pending``: the one already there when it means the same.
 
-    A waiting workload's meaning is its reason and the set of victims it waits for, not
-    the words of its message (which may name them in another order, or carry figures that
-    move at every cycle); so a status is rewritten, and an Event asked for, only when the
-    reason or the victims change (design note, point 7).
+    A waiting workload's meaning is its reason and its message's cause (:func:`_cause`),
+    not the words of its message (which may name its victims in another order, or carry
+    figures that move at every cycle); so a status is rewritten, and an Event asked for,
+    only when the reason or the cause changes (design note, point 7).
     """
     status = workload.get("status") or {}
     current = next(
@@ -471,9 +478,21 @@ def _message_of_meaning(workload: Obj, pending: Pending) -> str:
     if current is None or current.get("status") != "False" or current.get("reason") != pending.reason:
         return pending.message
     text = current.get("message")
-    if not isinstance(text, str) or _victims_named(text) != frozenset(pending.waiting_for):
+    if not isinstance(text, str) or _cause(pending.reason, text) != _cause(pending.reason, pending.message):
         return pending.message
     return text
+
+
+_DETAIL = re.compile(r"[\d(]")  # where a message's figures and details begin
+
+
+def _cause(reason: str, message: str) -> object:
+    """What a pending message says, for ``reason``, beyond its wording (design note, point 7)."""
+    if message.startswith("preempting "):
+        return _victims_named(message)
+    if reason == "Inadmissible":
+        return message
+    return _DETAIL.split(message, maxsplit=1)[0].rstrip(" ;:,")
 
 
 def _victims_named(message: str) -> frozenset[str]:

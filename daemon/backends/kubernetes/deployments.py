@@ -13,7 +13,8 @@ the first session admits it.
 * a replica preempted: the commit has marked the chosen pod with the lowest
   pod-deletion-cost and lowered the committed count; the scale-down here makes
   the ReplicaSet remove exactly that pod;
-* evicted whole: ``replicas`` = 0; once no pod is left, the quota is given back;
+* evicted whole: ``replicas`` = 0; once no pod is left, the next commit gives the
+  quota back (:meth:`Scalable.stopped`);
 * the desired count changed: the Workload's spec follows; below the committed
   count, the committed count is lowered first (the Workload stays the source of
   truth), then the Deployment.
@@ -55,7 +56,6 @@ from .workloads import (
     WORKLOAD_LABEL,
     Owner,
     condition_true,
-    eviction_finished_patch,
     workload_name,
 )
 
@@ -103,6 +103,9 @@ class Scalable(Integration):
             replicas = (owner.get("spec") or {}).get("replicas")
             desired = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
         return single(owner, count=desired, min_count=1 if self.elastic else None)
+
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        return (owner.get("spec") or {}).get("replicas") == 0 and not cluster.live_pods(workload_key)
 
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         return await sync_deployment(cluster, owner, workload, resource=self.resource, elastic=self.elastic)
@@ -163,14 +166,9 @@ async def sync_deployment(
             return False
         if not count:
             return True
-        if cluster.live_pods(key):
-            return False  # the ReplicaSet is still stopping its pods
-        patch = eviction_finished_patch(workload, cluster.now_ms())
-        written = await cluster.writer.patch(WORKLOADS, name, owner.namespace, patch, subresource="status")
-        if written is None:
-            return False
-        cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
-        return True
+        # Not yet while the ReplicaSet is still stopping its pods; then the next commit gives
+        # the quota back.
+        return not cluster.live_pods(key)
     if count > desired:
         lowered = await _lower_committed(cluster, workload, desired)
         if lowered is None:

@@ -25,8 +25,8 @@ A Workload whose ``Finished`` condition is True is gone as far as scheduling
 goes: its Job completed and the quota is free.
 
 **Released.** An evicted Workload (``Evicted`` True, ``status.admission``
-still there) whose owner has stopped — ``owner_stopped`` says so; for a Job:
-suspended, no active pod, no live pod labelled for it — no longer uses its
+still there) whose owner has stopped — ``owner_stopped`` says so, through the owner's integration (for a Job:
+suspended, no active pod, no live pod labelled for it) — no longer uses its
 quota, whatever its status says yet. It is read as if its quota were given
 back (:func:`released_view`: no ``admission``, no ``admittedAt``), so the
 next session queues it again; that session's commit writes the release and

@@ -83,6 +83,12 @@ class JobIntegration(Integration):
 
     suspend_path = ("spec", "suspend")
 
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        """Suspended, no pod active nor alive (terminating pods still hold their room)."""
+        if (owner.get("spec") or {}).get("suspend") is not True or (owner.get("status") or {}).get("active"):
+            return False
+        return not cluster.live_pods(workload_key)
+
     def rules(self) -> tuple[Rule, ...]:
         # status: a Job that ran loses its startTime before it is placed anew.
         return (*super().rules(), Rule("batch", ("jobs/status",), ("patch",)))

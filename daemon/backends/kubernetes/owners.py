@@ -14,15 +14,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from preemptd.framework.model import Flavor
+from preemptd.framework.model import (
+    DELETION_COST_ANNOTATION,
+    FORCE_DELETE_ANNOTATION,
+    WORKLOAD_LABEL,
+    Flavor,
+)
 
 from .client import WORKLOADS, Obj, Resource
 from .commit import Writer
 from .events import EventRecorder
 from .workloads import (
+    DESIRED_REPLICAS_ANNOTATION,
+    ORIGINAL_PLACEMENT_ANNOTATION,
     ORIGINAL_TEMPLATE_ANNOTATION,
     POD_SET,
     QUEUE_LABEL,
+    SCALED_REPLICAS_ANNOTATION,
     Owner,
     admitted_counts,
     flavor_placement,
@@ -38,6 +46,7 @@ __all__ = [
     "committed",
     "ensure_workload",
     "map_patch",
+    "owner_metadata",
     "placement_patch",
     "restore_patch",
     "single",
@@ -116,17 +125,93 @@ def single(owner: Obj, *, count: int, min_count: int | None) -> list[PodSetShape
     return [PodSetShape(POD_SET, user_template(owner), count, min_count)]
 
 
+OWNER_KEYS_ANNOTATION = "preemptd.io/owner-metadata"
+"""On a Workload: which of its labels and annotations are its owner's copies (JSON)."""
+
+BOOKKEEPING_ANNOTATIONS = frozenset({
+    DESIRED_REPLICAS_ANNOTATION,
+    SCALED_REPLICAS_ANNOTATION,
+    ORIGINAL_TEMPLATE_ANNOTATION,
+    ORIGINAL_PLACEMENT_ANNOTATION,
+    OWNER_KEYS_ANNOTATION,
+    FORCE_DELETE_ANNOTATION,
+    DELETION_COST_ANNOTATION,
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "deployment.kubernetes.io/revision",
+})
+"""Annotations that are state about the object itself (preemptd's, kubectl's): never copied."""
+
+
+def _strings(found: Any, leave_out: frozenset[str]) -> dict[str, str]:
+    if not isinstance(found, dict):
+        return {}
+    return {str(k): v for k, v in found.items() if isinstance(v, str) and k not in leave_out}
+
+
+def owner_metadata(owner: Obj, queue: str) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations of the owner's Workload: the owner's own (so a policy that
+    reads a workload's labels, such as "never preempt what is labelled X", sees what the
+    user put on the Job), without the bookkeeping of :data:`BOOKKEEPING_ANNOTATIONS` and
+    the Workload label of pods, and with the queue label saying the Workload's queue.
+    Their keys are recorded in :data:`OWNER_KEYS_ANNOTATION`, so that a key the owner
+    loses is removed from the Workload, while one set on the Workload by someone else is
+    left alone."""
+    metadata = owner.get("metadata") or {}
+    labels = _strings(metadata.get("labels"), frozenset({WORKLOAD_LABEL}))
+    annotations = _strings(metadata.get("annotations"), BOOKKEEPING_ANNOTATIONS)
+    record = _keys_record(labels, annotations)
+    labels[QUEUE_LABEL] = queue
+    if record is not None:
+        annotations[OWNER_KEYS_ANNOTATION] = record
+    return labels, annotations
+
+
+def _keys_record(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str | None:
+    found = {name: sorted(keys) for name, keys in (("annotations", annotations), ("labels", labels)) if keys}
+    return json.dumps(found, sort_keys=True, separators=(",", ":")) if found else None
+
+
+def _recorded(workload: Obj, field: str) -> set[str]:
+    text = annotations_of(workload).get(OWNER_KEYS_ANNOTATION)
+    try:
+        data = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        data = None
+    keys = data.get(field) if isinstance(data, dict) else None
+    return {str(k) for k in keys} if isinstance(keys, list) else set()
+
+
+def _metadata_patch(workload: Obj, owner: Obj) -> Obj:
+    """The merge patch of metadata that brings the owner's labels and annotations to its
+    Workload again (empty when they are there): the owner's keys set, the keys it had
+    (:data:`OWNER_KEYS_ANNOTATION`) and no longer has removed, any other key kept."""
+    metadata = workload.get("metadata") or {}
+    queue = str((workload.get("spec") or {}).get("queueName", ""))
+    patch: Obj = {}
+    for field, wanted in zip(("labels", "annotations"), owner_metadata(owner, queue), strict=True):
+        found = metadata.get(field)
+        current: dict[str, Any] = found if isinstance(found, dict) else {}
+        changes: Obj = {k: v for k, v in wanted.items() if current.get(k) != v}
+        gone = _recorded(workload, field) | ({OWNER_KEYS_ANNOTATION} if field == "annotations" else set())
+        changes.update({k: None for k in sorted(gone) if k in current and k not in wanted})
+        if changes:
+            patch[field] = changes
+    return patch
+
+
 async def ensure_workload(
-    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True
+    cluster: Cluster, owner: Owner, shapes: list[PodSetShape], *, queue: str | None = None, owned: bool = True,
+    about: Obj | None = None,
 ) -> bool:
     """Create the owner's Workload; an unusable pod template is a Warning on the owner instead.
+    The Events are about ``about`` when the owner is not one object (a pod group's first pod).
 
     True when done (created, or nothing to create until the owner changes); False
     when the create was refused and must be tried again.
     """
     pod_sets, problem = workload_pod_sets(shapes, owner.namespace)
     if pod_sets is None:
-        cluster.events.record(owner.obj, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
+        cluster.events.record(owner.obj if about is None else about, "Warning", "InvalidPodTemplate", f"no Workload created: {problem}")
         return True
     if queue is None:
         queue = str(((owner.obj.get("metadata") or {}).get("labels") or {}).get(QUEUE_LABEL, ""))
@@ -135,12 +220,16 @@ async def ensure_workload(
         owner, queue=queue, pod_set=pod_sets[0], priority=cluster.priority(class_name), priority_class=class_name
     )
     body["spec"]["podSets"] = pod_sets
+    labels, annotations = owner_metadata(owner.obj, queue)
+    body["metadata"]["labels"] = labels
+    if annotations:
+        body["metadata"]["annotations"] = annotations
     if not owned:  # no one object to be owned by (a group of pods): deleted by its integration
         del body["metadata"]["ownerReferences"]
     created = await cluster.writer.create(WORKLOADS, body, owner.namespace)
     if created is not None:
         message = f"Created Workload {owner.namespace}/{body['metadata']['name']} in Queue {queue}"
-        cluster.events.record(owner.obj, "Normal", "CreatedWorkload", message, routine=True)
+        cluster.events.record(owner.obj if about is None else about, "Normal", "CreatedWorkload", message, routine=True)
     return created is not None
 
 
@@ -160,12 +249,14 @@ async def update_workload_spec(
     While nothing is admitted, everything follows the owner (its templates may have
     been edited while it waited: requests, counts, placement, priority class). Once
     admitted only the counts follow (a Deployment's desired replicas): the shape of
-    what runs does not change under it. Returns the Workload as it now is; None
-    when the write was refused.
+    what runs does not change under it. While it waits its labels and annotations
+    follow the owner's too (:func:`owner_metadata`), in the same write. Returns the
+    Workload as it now is; None when the write was refused.
     """
     current = workload.get("spec") or {}
     pod_sets = current.get("podSets") or []
     changes: Obj = {}
+    metadata: Obj = {}
     if admitted:
         counts: dict[Any, int] = {shape.name: shape.count for shape in shapes}
         wanted = [
@@ -184,10 +275,13 @@ async def update_workload_spec(
             changes["priority"] = priority
         if class_name != current.get("priorityClassName"):
             changes["priorityClassName"] = class_name
-    if not changes:
+        metadata = _metadata_patch(workload, owner.obj)
+    if not changes and not metadata:
         return workload
     name = (workload.get("metadata") or {}).get("name", "")
-    patch = {"metadata": {"resourceVersion": version_of(workload)}, "spec": changes}
+    patch: Obj = {"metadata": {**metadata, "resourceVersion": version_of(workload)}}
+    if changes:
+        patch["spec"] = changes
     return await cluster.writer.patch(WORKLOADS, str(name), owner.namespace, patch)
 
 

@@ -29,6 +29,7 @@ from .inventory import entry_of
 __all__ = [
     "DESIRED_REPLICAS_ANNOTATION",
     "MIN_PARALLELISM_ANNOTATION",
+    "ORIGINAL_PLACEMENT_ANNOTATION",
     "ORIGINAL_TEMPLATE_ANNOTATION",
     "QUEUE_LABEL",
     "SCALED_REPLICAS_ANNOTATION",
@@ -56,6 +57,7 @@ DESIRED_REPLICAS_ANNOTATION = "preemptd.io/desired-replicas"
 # someone else (an HPA through /scale, kubectl scale, a GitOps sync), and says the desired count.
 SCALED_REPLICAS_ANNOTATION = "preemptd.io/scaled-replicas"
 ORIGINAL_TEMPLATE_ANNOTATION = "preemptd.io/original-template"
+ORIGINAL_PLACEMENT_ANNOTATION = "preemptd.io/original-placement"
 POD_SET = "main"
 
 

@@ -17,6 +17,11 @@ one kind, and nothing else. It
   are gone; shrunk — run fewer pods; no quota — stay held. ``sync`` is level
   triggered and idempotent: the owner reconciler calls it after every change and
   until it answers True (see ``reconciler``);
+* **says when an evicted owner has stopped** (:meth:`Integration.stopped`): held
+  (suspended, scaled to zero, its pods deleted) and none of its pods left alive.
+  The inventory then reads its Workload as released, and the next commit writes
+  the release together with the Workload's next status (``commit``, point 9), so
+  ``sync`` never writes a release itself;
 * **finds its pods**: every pod it makes carries the label ``preemptd.io/workload``
   with its Workload's name (:meth:`Integration.sync` puts it in the templates), which
   is how the backend counts a stopping owner's pods (``Cluster.live_pods``);
@@ -116,6 +121,12 @@ class Integration:
         """Bring ``owner`` in line with ``workload`` (creating it when None); True when it is."""
         raise NotImplementedError
 
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        """The owner of the evicted Workload ``workload_key`` is held and has no live pod left:
+        its quota is free, and the next commit says so (module docstring). False (the default):
+        the integration gives its quota back in its own :meth:`sync`."""
+        return False
+
     def rules(self) -> tuple[Rule, ...]:
         """The RBAC rules :meth:`sync` needs; by default, read and patch the owners, and
         list and watch what it :attr:`reads`."""
@@ -132,6 +143,15 @@ class Integration:
     def owner(self, store: Mapping[str, Obj], key: str) -> Obj | None:
         """The owner ``key`` as the watch cache holds it; None when it is gone."""
         return store.get(key)
+
+    def observe(self, old: Obj | None, new: Obj | None) -> None:
+        """A watched object of the kind changed (``new`` None: deleted), after the watch
+        cache took it: for an integration that keeps an index of its own (the pod groups)."""
+
+    def event_target(self, owner: Obj) -> Obj | None:
+        """The object the owner's Events are about: the owner itself, unless it is not one
+        object of the API (a pod group's Events are about its first pod); None: no Event."""
+        return owner
 
     # -- read the same way for every kind ---------------------------------------------
 

@@ -36,7 +36,6 @@ from ..workloads import (
     WORKLOAD_LABEL,
     Owner,
     condition_true,
-    eviction_finished_patch,
     workload_name,
 )
 from . import Integration, InvalidOwner
@@ -91,6 +90,8 @@ class LeaderWorkerSetIntegration(Integration):
             replicas = (owner.get("spec") or {}).get("replicas", 1)
             groups = replicas if isinstance(replicas, int) and not isinstance(replicas, bool) else 1
         saved = _saved(owner)
+        if LEADER not in saved and WORKERS in saved:
+            saved[LEADER] = saved[WORKERS]  # no leader template: the leader runs the workers'
         counts = {LEADER: groups, WORKERS: groups * (_size(owner) - 1)}
         return [
             PodSetShape(name, _with_placement(template, *saved.get(name, _own(template))), counts[name])
@@ -133,15 +134,16 @@ class LeaderWorkerSetIntegration(Integration):
                 return False
             if not admitted:
                 return True
-            if cluster.live_pods(f"{held.namespace}/{name}"):
-                return False  # its groups are still stopping
-            patch = eviction_finished_patch(updated, cluster.now_ms())
-            return await cluster.writer.patch(WORKLOADS, name, held.namespace, patch, subresource="status") is not None
+            # Not yet while its groups are still stopping; then the next commit gives its quota back.
+            return not cluster.live_pods(f"{held.namespace}/{name}")
         if not admitted:
             return await self._scale(cluster, held, None, 0)
         leaders = next((ps.get("count") for ps in (updated.get("status") or {}).get("admission", {}).get("podSets") or []
                         if isinstance(ps, dict) and ps.get("name") == LEADER), 0)
         return await self._scale(cluster, held, updated, int(leaders or 0))
+
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        return (owner.get("spec") or {}).get("replicas") == 0 and not cluster.live_pods(workload_key)
 
     async def _scale(self, cluster: Cluster, owner: Owner, workload: Obj | None, groups: int) -> bool:
         """``groups`` groups; with an admitted ``workload``, both templates on its flavors."""

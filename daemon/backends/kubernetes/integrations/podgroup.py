@@ -15,7 +15,7 @@ managed).
 * **Admitted**: every pod gets the flavor's node selector and tolerations (the API
   lets a gated pod gain them) and loses the gate, in one write per pod.
 * **Evicted**: pods cannot be suspended, so they are deleted; once none runs the
-  Workload gives its quota back. A group with no pod left has no Workload either
+  next commit gives the Workload's quota back (:meth:`PodGroupIntegration.stopped`). A group with no pod left has no Workload either
   (whoever created the pods creates the group again, and it queues anew).
 * **Finished**: every pod of the group ended (``Succeeded``; ``Failed`` if any failed).
 """
@@ -32,7 +32,6 @@ from ..workloads import (
     WORKLOAD_LABEL,
     Owner,
     condition_true,
-    eviction_finished_patch,
     finished_patch,
     workload_name,
 )
@@ -85,6 +84,28 @@ class PodGroupIntegration(Integration):
     resource = POD_GROUPS
     label_selector = f"{QUEUE_LABEL},{GROUP_LABEL}"
 
+    def __init__(self) -> None:
+        self._groups: dict[str, set[str]] = {}  # namespace/group -> its pods' keys
+
+    def observe(self, old: Obj | None, new: Obj | None) -> None:
+        """Index the pods by group, so that an owner is read from its own pods alone."""
+        for pod, add in ((old, False), (new, True)):
+            if pod is None:
+                continue
+            group = self.owner_key(pod)
+            metadata = pod.get("metadata") or {}
+            key = f"{metadata.get('namespace') or 'default'}/{metadata.get('name', '')}"
+            if add:
+                self._groups.setdefault(group, set()).add(key)
+            elif (keys := self._groups.get(group)) is not None:
+                keys.discard(key)
+                if not keys:  # forgotten with its last pod
+                    del self._groups[group]
+
+    def event_target(self, owner: Obj) -> Obj | None:
+        pods: list[Obj] = owner.get("pods") or []
+        return pods[0] if pods else None
+
     def owner_key(self, obj: Obj) -> str:
         metadata = obj.get("metadata") or {}
         group = (metadata.get("labels") or {}).get(GROUP_LABEL, "")
@@ -93,12 +114,17 @@ class PodGroupIntegration(Integration):
     def owner(self, store: Mapping[str, Obj], key: str) -> Obj | None:
         """The group as one object: ``pods`` are its pods by name (none: the group is gone)."""
         namespace, _, group = key.partition("/")
+        # From the index (``observe``); a pod relabelled out of the group since is left out.
+        found = (store.get(k) for k in self._groups.get(key, ()))
         pods = sorted(
-            (p for k, p in store.items() if k.partition("/")[0] == namespace and self.owner_key(p) == key),
+            (p for p in found if p is not None and self.owner_key(p) == key),
             key=lambda p: str((p.get("metadata") or {}).get("name", "")),
         )
-        labels = ((pods[0].get("metadata") or {}).get("labels") or {}) if pods else {}
-        metadata = {"name": group, "namespace": namespace, "labels": {QUEUE_LABEL: labels.get(QUEUE_LABEL, "")}}
+        first = (pods[0].get("metadata") or {}) if pods else {}
+        # The group's labels and annotations are its first pod's (its Workload carries them).
+        labels = {**(first.get("labels") or {}), QUEUE_LABEL: (first.get("labels") or {}).get(QUEUE_LABEL, "")}
+        metadata = {"name": group, "namespace": namespace, "labels": labels,
+                    "annotations": dict(first.get("annotations") or {})}
         return {"apiVersion": "v1", "kind": "PodGroup", "metadata": metadata, "pods": pods}
 
     def pod_sets(self, owner: Obj) -> list[PodSetShape]:
@@ -123,6 +149,10 @@ class PodGroupIntegration(Integration):
 
     def rules(self) -> tuple[Rule, ...]:
         return (Rule("", ("pods",), ("delete", "get", "list", "patch", "watch")),)
+
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        pods: list[Obj] = owner.get("pods") or []
+        return not any(_live(p) for p in pods) and not cluster.live_pods(workload_key)
 
     async def sync(self, cluster: Cluster, owner: Obj, workload: Obj | None) -> bool:
         pods: list[Obj] = owner.get("pods") or []
@@ -149,7 +179,7 @@ class PodGroupIntegration(Integration):
                 message = f"pod group {group.name}: not held by the scheduling gate {ADMISSION_GATE}; not managed"
                 cluster.events.record(ungated[0], "Warning", "UngatedPod", message)
                 return True
-            return await ensure_workload(cluster, group, shapes, queue=self.queue(owner), owned=False)
+            return await ensure_workload(cluster, group, shapes, queue=self.queue(owner), owned=False, about=pods[0])
         name = str((workload.get("metadata") or {}).get("name", ""))
         ended = [p for p in pods if _phase(p) in _DONE]
         if len(ended) >= total and not condition_true(workload, "Evicted"):
@@ -163,11 +193,9 @@ class PodGroupIntegration(Integration):
             return await update_workload_spec(cluster, group, workload, shapes, admitted=False) is not None
         if condition_true(workload, "Evicted"):
             deleted = [await cluster.writer.delete(PODS, _name(p), group.namespace) for p in live]
-            if not all(deleted) or cluster.live_pods(f"{group.namespace}/{name}"):
-                return False  # their kubelets are still stopping them
-            patch = eviction_finished_patch(workload, cluster.now_ms())
-            written = await cluster.writer.patch(WORKLOADS, name, group.namespace, patch, subresource="status")
-            return written is not None
+            # Not yet while their kubelets are still stopping them; then the next commit gives
+            # the quota back.
+            return all(deleted) and not cluster.live_pods(f"{group.namespace}/{name}")
         selector, tolerations = pod_set_placement(workload, cluster.flavors()).get("main", ({}, []))
         label = workload_name(group.kind, group.name)
         released = True

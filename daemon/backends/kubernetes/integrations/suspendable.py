@@ -16,8 +16,8 @@ no quota                       suspended; the Workload's pod sets follow its tem
                                (an edit while it waits is seen, point 5 of the issue)
 admitted                       every template on its pod set's flavors, labelled with
                                the Workload's name, and ``suspend: false``, in one write
-evicted                        suspended; once none of its pods is left, the Workload
-                               gives its quota back
+evicted                        suspended; once none of its pods is left, the next
+                               commit gives its quota back (:meth:`Suspendable.stopped`)
 finished                       Workload ``Finished``: quota free
 =============================  ==========================================================
 
@@ -47,11 +47,11 @@ from ..owners import (
     version_of,
 )
 from ..workloads import (
+    ORIGINAL_PLACEMENT_ANNOTATION,
     WORKLOAD_LABEL,
     Owner,
     admitted_counts,
     condition_true,
-    eviction_finished_patch,
     finished_patch,
     workload_name,
 )
@@ -59,7 +59,6 @@ from . import Integration, InvalidOwner
 
 __all__ = ["ORIGINAL_PLACEMENT_ANNOTATION", "Suspendable", "deep_merge", "pod_set_placement"]
 
-ORIGINAL_PLACEMENT_ANNOTATION = "preemptd.io/original-placement"
 
 
 def deep_merge(into: Obj, other: Mapping[str, Any]) -> Obj:
@@ -157,6 +156,9 @@ class Suspendable(Integration):
             value = value.get(key) if isinstance(value, dict) else None
         return value is True
 
+    def stopped(self, cluster: Cluster, owner: Obj, workload_key: str) -> bool:
+        return self.suspended(owner) and not cluster.live_pods(workload_key)
+
     def suspend_patch(self, owner: Obj, suspend: bool) -> Obj:
         value: Any = suspend
         for key in reversed(self.suspend_path):
@@ -194,14 +196,9 @@ class Suspendable(Integration):
         if condition_true(workload, "Evicted"):
             if await self._stop(cluster, held) is None:
                 return False
-            if cluster.live_pods(f"{held.namespace}/{name}"):
-                return False  # its operator is still stopping the pods
-            patch = eviction_finished_patch(workload, cluster.now_ms())
-            written = await cluster.writer.patch(WORKLOADS, name, held.namespace, patch, subresource="status")
-            if written is None:
-                return False
-            cluster.events.record(written, "Normal", "EvictionFinished", "All pods stopped; queued again", routine=True)
-            return True
+            # Not yet while its operator is still stopping the pods; once stopped, the next
+            # commit gives its quota back.
+            return not cluster.live_pods(f"{held.namespace}/{name}")
         if self.suspended(owner):
             return await self._start(cluster, held, workload)
         # Running: an elastic pod set shrunk by a preemption runs its admitted count, and
