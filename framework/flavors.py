@@ -259,10 +259,14 @@ def finish_assignment(
     if not search.victims:
         assignment.mode = NOCANDIDATES
         assignment.message = search.message or _shortage(session, assignment, needed)
-        # SEMANTICS §2.3: without victims the level is measured on current usage.
-        assignment.level = max(
-            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-        )
+        # SEMANTICS §2.3: without victims the level is measured on current usage. The option
+        # whose search is reused measured it on the same usage and the same state.
+        if reused is not None and only is not None and only.mode == NOCANDIDATES:
+            assignment.level = only.level
+        else:
+            assignment.level = max(
+                (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
+            )
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing

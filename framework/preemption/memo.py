@@ -12,8 +12,10 @@ The memo is consulted and filled only when the statement holds no uncommitted
 operation (nomination runs at the start of a round, between commits), so the
 epochs name the state exactly. It repeats:
 
-* the search of the chosen flavor that ``finish_assignment`` runs again after the
-  flavor scan;
+* the search of the chosen flavor that ``finish_assignment`` asks again after the
+  flavor scan (``flavor-fungibility`` hands the option over; :func:`asked_again` then
+  answers it without building its key again, when the state it was kept for has not
+  moved);
 * the searches of a head nominated again (``WaitingForQuota``, partial admission)
   in a state of its tree that has not moved.
 
