@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
-from .preemption import find_victims
+from .preemption import asked_again, find_victims
 from .quantity import format_quantity
 from .quota import QuotaNode
 from .session import (
@@ -27,6 +27,7 @@ from .session import (
     Assignment,
     FlavorOption,
     PodSetAssignment,
+    SearchResult,
     Session,
 )
 
@@ -202,12 +203,19 @@ def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, 
     return usage
 
 
-def finish_assignment(session: Session, assignment: Assignment, only: FlavorOption | None = None) -> Assignment:
+def finish_assignment(
+    session: Session, assignment: Assignment, only: FlavorOption | None = None, *, again: bool = False
+) -> Assignment:
     """Total usage, borrowing level and — when something does not fit — the victims for
     the whole assignment, measured against the session's accounting as it stands.
 
     ``only``: the single flavor option the assignment consists of (one podSet, one
     resource group); its victim search already covered the whole request and is reused.
+    ``again``: the search is counted as asked once more, as the search memo answers an
+    identical search (its vetoes counted again; ``memo_hits``), or run again when the
+    memo does not keep it. ``flavor-fungibility`` hands its option over this way, so its
+    counts are those of asking the search a second time, which it did before it handed
+    the option over.
     """
     usage: dict[FR, int] = {}
     for ps in assignment.pod_sets:
@@ -237,8 +245,11 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
             (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
         )
         return assignment
+    reused: SearchResult | None = None
     if only is not None and only.search is not None and only.usage == usage:
-        search = only.search
+        reused = asked_again(session, only.search, leaf, usage) if again else only.search
+    if reused is not None:
+        search = reused
     else:
         search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
     assignment.tried.extend(search.lines)
@@ -248,10 +259,14 @@ def finish_assignment(session: Session, assignment: Assignment, only: FlavorOpti
     if not search.victims:
         assignment.mode = NOCANDIDATES
         assignment.message = search.message or _shortage(session, assignment, needed)
-        # SEMANTICS §2.3: without victims the level is measured on current usage.
-        assignment.level = max(
-            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-        )
+        # SEMANTICS §2.3: without victims the level is measured on current usage. The option
+        # whose search is reused measured it on the same usage and the same state.
+        if reused is not None and only is not None and only.mode == NOCANDIDATES:
+            assignment.level = only.level
+        else:
+            assignment.level = max(
+                (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
+            )
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing

@@ -352,21 +352,34 @@ class Placements:
         free = self.free.get(node_name)
         if free is None:
             return
-        stale = self._stale
-        indexed = stale.get(node_name)
-        if indexed is None and node_name in self._node_flavors:
-            indexed = (gpu_amount(free), free.get("cpu", 0))
+        moved = self._moved
+        # (gpus, cpu) of the node before this change: kept for a stale node, else what
+        # the index holds (its room is that of the index while it is not stale).
+        before = moved.get(node_name)
+        if before is None:
+            if node_name not in self._node_flavors:
+                for resource, amount in requests.items():
+                    free[resource] = free.get(resource, 0) + sign * amount
+                return  # a node of no flavor: not in any index
+            gpus = 0
+            for resource in GPU_RESOURCES:
+                gpus += free.get(resource, 0)
+            indexed = before = (gpus, free.get("cpu", 0))
+        else:
+            indexed = self._stale[node_name]
         for resource, amount in requests.items():
             free[resource] = free.get(resource, 0) + sign * amount
-        if indexed is None:
-            return  # a node of no flavor: not in any index
-        now = (gpu_amount(free), free.get("cpu", 0))
+        # Room changes additively, so (gpus, cpu) moves by the request's own.
+        gpus = 0
+        for resource in GPU_RESOURCES:
+            gpus += requests.get(resource, 0)
+        now = (before[0] + sign * gpus, before[1] + sign * requests.get("cpu", 0))
         if now != indexed:
-            stale[node_name] = indexed
-            self._moved[node_name] = now
-        elif node_name in stale:
-            del stale[node_name]
-            del self._moved[node_name]
+            self._stale[node_name] = indexed
+            moved[node_name] = now
+        elif node_name in moved:
+            del self._stale[node_name]
+            del moved[node_name]
 
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
         free = self.free.get(node_name)

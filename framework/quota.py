@@ -190,12 +190,33 @@ class Accounting:
             node = node.parent
 
     def add_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
+        """:meth:`add` of each flavor-resource (inlined: victim searches call this per step)."""
+        all_usage = self.usage
         for fr, amount in usage.items():
-            self.add(node, fr, amount)
+            at: QuotaNode | None = node
+            while at is not None and amount > 0:
+                here = all_usage[at.index]
+                used = here.get(fr, 0)
+                headroom = at.guaranteed.get(fr, 0) - used
+                here[fr] = used + amount
+                if headroom > 0:
+                    amount -= headroom
+                at = at.parent
 
     def remove_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
+        """:meth:`remove` of each flavor-resource (inlined as :meth:`add_all` is)."""
+        all_usage = self.usage
         for fr, amount in usage.items():
-            self.remove(node, fr, amount)
+            at: QuotaNode | None = node
+            while at is not None and amount > 0:
+                here = all_usage[at.index]
+                used = here.get(fr, 0)
+                stored_in_parent = used - at.guaranteed.get(fr, 0)
+                here[fr] = used - amount
+                if stored_in_parent <= 0:
+                    break
+                amount = min(amount, stored_in_parent)
+                at = at.parent
 
     def used(self, node: QuotaNode, fr: FR) -> int:
         return self.usage[node.index].get(fr, 0)
@@ -282,9 +303,16 @@ def lender_may_give(
     still borrow on some needed flavor-resource the taken usage holds (SEMANTICS §4).
     ``path``: the preemptor's leaf and ancestors, when the caller has it already."""
     preemptor_path = path if path is not None else frozenset(leaf.path())
+    held = [fr for fr in needed if fr in usage]
+    all_usage = accounting.usage
     node: QuotaNode | None = lender
     while node is not None and node not in preemptor_path:
-        if not any(accounting.used(node, fr) > node.subtree.get(fr, 0) for fr in needed if fr in usage):
+        used = all_usage[node.index]
+        subtree = node.subtree
+        for fr in held:
+            if used.get(fr, 0) > subtree.get(fr, 0):
+                break
+        else:
             return False
         node = node.parent
     return True

@@ -12,8 +12,9 @@ the other way round (Kueue's ``preemptionOracle`` keeps the same direction).
 
 from __future__ import annotations
 
+from .memo import asked_again
 from .unitindex import QueueUnits, queue_units
 from .units import candidate_units, pod_unit
 from .victims import find_victims
 
-__all__ = ["QueueUnits", "candidate_units", "find_victims", "pod_unit", "queue_units"]
+__all__ = ["QueueUnits", "asked_again", "candidate_units", "find_victims", "pod_unit", "queue_units"]

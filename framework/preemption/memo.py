@@ -12,8 +12,10 @@ The memo is consulted and filled only when the statement holds no uncommitted
 operation (nomination runs at the start of a round, between commits), so the
 epochs name the state exactly. It repeats:
 
-* the search of the chosen flavor that ``finish_assignment`` runs again after the
-  flavor scan;
+* the search of the chosen flavor that ``finish_assignment`` asks again after the
+  flavor scan (``flavor-fungibility`` hands the option over; :func:`asked_again` then
+  answers it without building its key again, when the state it was kept for has not
+  moved);
 * the searches of a head nominated again (``WaitingForQuota``, partial admission)
   in a state of its tree that has not moved.
 
@@ -34,9 +36,11 @@ from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session
 
-__all__ = ["memo_key", "recall", "remember"]
+__all__ = ["asked_again", "memo_key", "recall", "remember"]
 
 Key = tuple[Any, ...]
+_LEAF = 6  # where memo_key puts the leaf's index
+_USAGE = 7  # and the usage asked for
 
 
 def memo_key(
@@ -98,18 +102,47 @@ def snapshot_counts(session: Session) -> tuple[dict[str, int], int]:
     return dict(registry.vetoes), sum(registry.failures.values())
 
 
-def remember(session: Session, key: Key, result: SearchResult, before: tuple[dict[str, int], int]) -> None:
-    """Keep ``result`` under ``key`` with the vetoes its search counted."""
+def remember(session: Session, key: Key, result: SearchResult, before: tuple[dict[str, int], int]) -> bool:
+    """Keep ``result`` under ``key`` with the vetoes its search counted; whether it was kept."""
     assert session.memo is not None
     if result.replicas or result.resume is not None:
-        return
+        return False
     vetoes_before, failures_before = before
     registry = session.registry
     if sum(registry.failures.values()) != failures_before:
-        return
+        return False
     vetoes = tuple(
         (plugin, count - vetoes_before.get(plugin, 0))
         for plugin, count in registry.vetoes.items()
         if count != vetoes_before.get(plugin, 0)
     )
     session.memo[key] = (result, vetoes)
+    return True
+
+
+def asked_again(
+    session: Session, result: SearchResult, leaf: QuotaNode, usage: dict[FR, int]
+) -> SearchResult | None:
+    """``result`` asked for once more, exactly as :func:`recall` answers it (a fresh copy,
+    its vetoes counted again), by whoever holds it and knows that the search would be the
+    same: same preemptor, needed flavor-resources and node targets (the leaf and the
+    usage, in the same order, are checked here). ``None`` when it is not kept in the memo
+    or the state it was kept for moved (then the caller searches)."""
+    key = result.memo_key
+    statement = session.statement
+    if key is None or session.memo is None or statement.ops:
+        return None
+    leaf_epoch, nodes, relied, taken = key[-4:]
+    if (
+        key[_LEAF] != leaf.index
+        or key[_USAGE] != tuple(usage.items())
+        or leaf_epoch != statement.epoch(leaf)
+        or (nodes != -1 and nodes != statement.node_epoch)
+        or relied != len(session.relied)
+        or taken != len(session.taken)
+    ):
+        return None
+    found = recall(session, key)
+    if found is not None:
+        found.memo_key = key
+    return found

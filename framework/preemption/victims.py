@@ -40,6 +40,7 @@ def find_victims(
         if key is not None:
             found = recall(session, key)
             if found is not None:
+                found.memo_key = key
                 return found
             before = snapshot_counts(session)
         session.counters.searches += 1
@@ -48,8 +49,8 @@ def find_victims(
             result = _replicas(session, preemptor, leaf, targets[0])
         else:
             result = find_minimal(session, preemptor, leaf, usage, needed, targets)
-        if key is not None:
-            remember(session, key, result, before)
+        if key is not None and remember(session, key, result, before):
+            result.memo_key = key
         return result
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"

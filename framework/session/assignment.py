@@ -66,6 +66,8 @@ class SearchResult:
     # Deployments: the replicas placed so far and the search that can place more.
     replicas: list[Any] = field(default_factory=list)
     resume: Any = None
+    # The search memo's key this answer is kept under, when it is (``preemption/memo.py``).
+    memo_key: Any = None
 
 
 @dataclass(slots=True)

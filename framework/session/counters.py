@@ -18,8 +18,9 @@ class Counters:
         self.flavors = 0  # flavors evaluated for a podSet's resource group
         self.searches = 0  # victim searches run
         # Victim searches answered from the memo instead. With flavor-fungibility this
-        # includes, once per head whose scan searched, finish_assignment asking the scan's
-        # search again (the plugin does not hand its option over): an exact repeat.
+        # includes, once per head of one podSet and one resource group whose scan
+        # searched, finish_assignment asking the chosen option's search again (handed
+        # over, answered from the memo without keying it anew: see ``memo.asked_again``).
         self.memo_hits = 0
         self.candidates = 0  # candidates examined by the searches run
         self.bounded = 0  # searches the quota bound proved fail: walked without fit tests

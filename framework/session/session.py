@@ -225,11 +225,14 @@ class Session:
         A plugin that raises, or answers anything but a bool or ``None``, vetoes (fail
         safe) and is counted as failed.
         """
-        for impl in self._preemptible:
+        impls = self._preemptible
+        if not impls:
+            return None
+        # One argument map for every plugin: Impl.call hands each only its values.
+        arguments = {"session": self, "action": action, "preemptor": preemptor, "preemptee": candidate}
+        for impl in impls:
             try:
-                ok = impl.call(
-                    {"session": self, "action": action, "preemptor": preemptor, "preemptee": candidate}
-                )
+                ok = impl.call(arguments)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:

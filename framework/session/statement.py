@@ -149,9 +149,18 @@ class Statement:
     def evict(self, candidate: Candidate, *, nodes: bool = True) -> None:
         """Virtually take one candidate unit: its quota and (with ``nodes``) its pods'
         room come free. A search that does not place pods leaves node room alone."""
-        self.remove_usage(candidate.leaf, candidate.usage)
-        if nodes and self.placements is not None:
+        leaf = candidate.leaf
+        self.accounting.remove_all(leaf, candidate.usage)
+        ops = self.ops
+        ops.append((_REMOVE, leaf, candidate.usage))
+        self._touched.add(leaf.root.index)
+        placements = self.placements
+        if nodes and placements is not None and candidate.room:
+            # give_room, inlined: a victim search evicts once per step.
+            give = placements.give_back_tentatively
             for node, requests in candidate.room:
-                self.give_room(node, requests)
+                give(node, requests)
+                ops.append((_GIVE, node, requests))
+            self._nodes_touched = True
         if self.on_evict is not None:
             self.on_evict(candidate.workload, candidate.count)

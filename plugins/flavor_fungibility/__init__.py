@@ -102,6 +102,7 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
         assignment.tried.append(forgotten)
     prior: dict[FR, int] = {}
     scan: dict[str, dict[str, int]] = {}
+    options: list[FlavorOption] = []
     for pod_set in workload.pod_sets:
         groups = [g for g in leaf.spec.resource_groups if any(pod_set.requests.get(r, 0) for r in g.covered)]
         failure = _uncovered(pod_set, groups, leaf)
@@ -122,6 +123,7 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
                     flavors[resource] = chosen.flavor
             assignment.vetoed_by |= chosen.vetoed_by
             prior.update(chosen.usage)
+            options.append(chosen)
         if failure is not None:
             # Kueue keeps no position for a podSet that found no flavor: it starts
             # over at the first flavor of every group next time.
@@ -140,7 +142,10 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
         # Only a position to resume from needs its context; -1 starts over anyway.
         scan[CONTEXT_KEY] = dict(context_entry(session, state, leaf))
     assignment.flavor_scan = scan
-    return finish_assignment(session, assignment)
+    # One podSet and one resource group: the option chosen is the whole request, and its
+    # search is the one finish_assignment would run; it is asked again from the memo.
+    only = options[0] if len(options) == 1 else None
+    return finish_assignment(session, assignment, only, again=True)
 
 
 def preference_of(fungibility: FlavorFungibility, config: Config) -> str:

@@ -103,6 +103,30 @@ def test_tentative_room_changes_answer_as_a_fresh_index_and_sync_moves_the_nodes
     assert room._index["f"].keys == fresh._index["f"].keys
 
 
+@pytest.mark.parametrize("seed", range(25))
+def test_a_stale_node_is_judged_on_its_room_now_whatever_mix_of_changes_moved_it(seed: int) -> None:
+    """Tentative and immediate changes, of either GPU kind, mixed on the same nodes: every
+    stale node is judged by its (gpus, cpu) as they are now, a node back at its indexed
+    place is not stale, and ``sync`` leaves the index of the room as it is."""
+    rng = random.Random(seed)
+    room = _gpu_placements(rng, 12)
+    for _ in range(rng.randrange(1, 60)):
+        node = f"n{rng.randrange(12):02d}"
+        gpu = rng.choice(("nvidia.com/gpu", "amd.com/gpu"))
+        requests = {gpu: rng.randrange(3), "cpu": rng.randrange(0, 3000, 500), "memory": rng.randrange(2)}
+        change = rng.choice((room.take_tentatively, room.give_back_tentatively, room.take, room.give_back))
+        change(node, requests)
+        for name, now in room._moved.items():
+            free = room.free[name]
+            assert now == (gpu_amount(free), free.get("cpu", 0))
+            assert now != room._stale[name]
+        assert room._moved.keys() == room._stale.keys()
+    fresh = _fresh(room)
+    room.sync()
+    assert room._index["f"].buckets == fresh._index["f"].buckets
+    assert room._index["f"].keys == fresh._index["f"].keys
+
+
 def test_a_statement_moves_nodes_in_the_index_on_commit_not_per_operation() -> None:
     """A victim search's evictions change free room only; the commit (or a rollback back
     to the last commit) brings the sorted index up to date."""

@@ -217,3 +217,59 @@ def test_cycle_timings_print_the_session_counters(tmp_path: Path, capsys: pytest
     for name in ("nominations", "flavors-scanned", "victim-searches", "memo-hits", "candidates-examined"):
         assert f"count {name} " in err
     assert "count memo on" in err
+
+
+def test_flavor_fungibility_hands_its_option_over_and_counts_the_search_as_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A head of one podSet and one resource group that needs victims: the flavor scan
+    searches once, and finish_assignment takes the chosen option's search from the memo
+    without keying it again; the veto is counted as if the search had been asked twice
+    (as before the option was handed over), on the memo path and on the plain path."""
+    from preemptd.framework.preemption import memo as memo_module
+    from preemptd.framework.preemption import victims as victims_module
+
+    keyed = []
+    real_key = memo_module.memo_key
+
+    def counting_key(*args: Any) -> Any:
+        keyed.append(args[1].key)
+        return real_key(*args)
+
+    monkeypatch.setattr(victims_module, "memo_key", counting_key)
+
+    class Veto:
+        MEMO_SAFE = True
+
+        @staticmethod
+        @hookimpl
+        def is_preemptible(session: Any, action: str, preemptor: Any, preemptee: Any) -> bool | None:
+            return False if preemptee.workload.key.endswith("/guarded") else None
+
+    parsed = inventory(
+        [cohort("root"), queue("a", "root", cpu=8, preemption=PreemptionPolicy(within_queue="LowerPriority"))],
+        [
+            # The newer of two equals is the first victim tried: "guarded" is asked first.
+            workload("low", "a", 4, priority=0, created=1, admitted=True),
+            workload("guarded", "a", 4, priority=0, created=2, admitted=True),
+            workload("high", "a", 4, priority=5, created=3),
+        ],
+    )
+    outputs = []
+    for memo in (True, False):
+        keyed.clear()
+        registry = Registry(
+            [("priority", priority, None), ("flavor-fungibility", flavor_fungibility, None), ("veto", Veto(), None)]
+        )
+        counters: dict[str, int | str] = {}
+        decisions = run_session(snapshot(parsed, 100_000), registry, counters=counters, memo=memo)
+        outputs.append(decisions.to_json())
+        assert [p.workload for p in decisions.preempted] == ["ns/low"]
+        # Asked twice: by the scan and once more by finish_assignment.
+        assert registry.vetoes["veto"] == 2
+        if memo:
+            assert keyed == ["ns/high"], "the option's search is not keyed a second time"
+            assert (counters["victim-searches"], counters["memo-hits"]) == (1, 1)
+        else:
+            assert counters["victim-searches"] == 2
+    assert outputs[0] == outputs[1]
