@@ -219,8 +219,11 @@ def test_a_slow_load_off_a_terminal_prints_progress(
     monkeypatch.setattr(cli, "parse_objects", slow)
     code, _, err = run(capsys, "cycle", snapshot, "--now", NOW, "-o", "json")
     lines = err.splitlines()
-    assert (0, True) == (code, len(lines) >= 2)
-    assert all(line.startswith(f"loading {snapshot}: reading objects, ") for line in lines)
+    # The slow phase is reported while it lasts; on a loaded machine the other phases
+    # (reading the file, building the snapshot) may take an interval too and say so.
+    reading = [line for line in lines if line.startswith(f"loading {snapshot}: reading objects, ")]
+    assert (0, True) == (code, len(reading) >= 2)
+    assert all(line.startswith(f"loading {snapshot}: ") for line in lines)
 
 
 def test_the_crds_let_the_api_server_prune_unknown_fields() -> None:
