@@ -341,19 +341,28 @@ def _parser() -> argparse.ArgumentParser:
     pending.add_arguments(waiting := command("pending", pending.HELP, examples=pending.EXAMPLES))
     waiting.set_defaults(decide=_run)
 
+    manifests = command(
+        "manifests",
+        "print the ClusterRole the enabled integrations need (--webhook: the webhook's rules)",
+        examples=(
+            "preemptd manifests --config preemptd.toml > 20-rbac-role.yaml",
+            "preemptd manifests --webhook --config preemptd.toml",
+        ),
+    )
+    manifests.add_argument(
+        "--webhook", action="store_true",
+        help="print the admission webhook's rules (deploy/webhook/webhook.yaml) instead of the ClusterRole",
+    )
+    manifests.set_defaults(handler=_manifests)
+    return parser
+
+
+def _manifests(args: argparse.Namespace) -> int:
+    # The Kubernetes backend (and its client, a sixth of a large cycle's memory) loads only
+    # for the commands that use it.
     from .backends.kubernetes import manifests
 
-    manifests.add_arguments(
-        command(
-            "manifests",
-            "print the ClusterRole the enabled integrations need (--webhook: the webhook's rules)",
-            examples=(
-                "preemptd manifests --config preemptd.toml > 20-rbac-role.yaml",
-                "preemptd manifests --webhook --config preemptd.toml",
-            ),
-        )
-    )
-    return parser
+    return manifests.run(args)
 
 
 def _examples(*lines: str) -> str:
@@ -382,12 +391,19 @@ def _errors(lines: Iterable[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def _check_setup(path: str | None) -> tuple[Config, Plugins, list[ConfigProblem]]:
-    from .backends.kubernetes.integrations.registry import resolve_integrations
-
+def _check_setup(
+    path: str | None, *, integrations: bool = False
+) -> tuple[Config, Plugins, list[ConfigProblem]]:
+    """The configuration and the plugins, with every problem; ``integrations`` also checks
+    the ``[integrations]`` tables (``validate``). The commands that only read files leave
+    them to ``run`` and ``validate``: checking them loads the Kubernetes client, which
+    alone is a sixth of a large ``cycle``'s memory."""
     config, problems = read_config(path)
     plugins, more = resolve_plugins(config)
-    more += resolve_integrations(config)[1]
+    if integrations:
+        from .backends.kubernetes.integrations.registry import resolve_integrations
+
+        more += resolve_integrations(config)[1]
     _errors(f"warning: {warning}" for warning in plugins.warnings)
     return config, plugins, sorted(problems + more, key=ConfigProblem.sort_key)
 
@@ -619,7 +635,7 @@ def _decisions_answer(decisions: Decisions) -> Answer:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    _, _, config_problems = _check_setup(args.config)
+    _, _, config_problems = _check_setup(args.config, integrations=True)
     problems: list[str] = []
     warnings: list[str] = []
     documents = Loaded([])

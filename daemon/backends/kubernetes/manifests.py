@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 from .integrations import Integration
 
-__all__ = ["CORE_RULES", "add_arguments", "cluster_role", "render", "render_webhook_rules", "run", "webhook_rules"]
+__all__ = ["CORE_RULES", "cluster_role", "render", "render_webhook_rules", "run", "webhook_rules"]
 
 # (group, resources, verbs); each owner kind's rules come from its integration.
 CORE_RULES: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
@@ -106,14 +106,6 @@ def render_webhook_rules(rules: list[dict[str, object]]) -> str:
             lines.append(f"    {key}: [{', '.join(values)}]")
         lines.append(f"    scope: {rule['scope']}")
     return "\n".join(lines) + "\n"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--webhook", action="store_true",
-        help="print the admission webhook's rules (deploy/webhook/webhook.yaml) instead of the ClusterRole",
-    )
-    parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
