@@ -41,7 +41,6 @@ import hmac
 import json
 import logging
 import os
-import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -49,6 +48,7 @@ from aiohttp import web
 
 from .config import split_address
 from .metrics import CONTENT_TYPE_LATEST
+from .tls import ReloadingCertificate
 
 __all__ = ["Check", "HttpServer"]
 
@@ -86,10 +86,9 @@ class HttpServer:
         self.pending = pending
         self.divergence = divergence  # shadow mode's report (JSON), else no /divergence
         self._runner: web.AppRunner | None = None
-        self.tls = _Watched(cert_file, key_file) if cert_file else None
+        self.tls = ReloadingCertificate(cert_file, key_file, what="metrics certificate") if cert_file else None
         self.token = _Watched(token_file) if token_file else None
         self.reload_interval = reload_interval
-        self._context: ssl.SSLContext | None = None
         self._secret = b""
         self._watch: asyncio.Task[None] | None = None
 
@@ -111,16 +110,13 @@ class HttpServer:
         app.router.add_get("/", self._index)
         # Unreadable TLS or token files are an error at start, like a taken address.
         if self.tls is not None:
-            self._context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            self._context.minimum_version = ssl.TLSVersion.TLSv1_2
-            self._context.load_cert_chain(*self.tls.paths)
-            self.tls.changed()
+            self.tls.load()
         if self.token is not None:
             self._secret = _read_token(self.token.paths[0])
             self.token.changed()
         self._runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"), shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self._context)
+        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self.tls.context if self.tls is not None else None)
         try:
             await site.start()
         except OSError:
@@ -181,13 +177,8 @@ class HttpServer:
 
     def reload(self) -> None:
         """Load the certificate pair and the token again if their files changed."""
-        if self.tls is not None and self._context is not None and self.tls.changed():
-            try:
-                self._context.load_cert_chain(*self.tls.paths)
-            except (OSError, ssl.SSLError) as exc:
-                log.warning("keeping the previous TLS certificate: %s", exc)
-            else:
-                log.info("loaded the TLS certificate again from %s", self.tls.paths[0])
+        if self.tls is not None and self.tls.loaded:
+            self.tls.refresh()
         if self.token is not None and self.token.changed():
             try:
                 self._secret = _read_token(self.token.paths[0])

@@ -47,7 +47,7 @@ def test_ruff_finds_nothing() -> None:
 
 # The daemon's process modules (issue 9) and what they import are held to the same bar.
 DAEMON_MODULES = (
-    "clock", "backends.kubernetes.lease", "loop", "service", "http", "webhook", "webhook_certs", "metrics",
+    "clock", "backends.kubernetes.lease", "loop", "service", "http", "tls", "webhook", "webhook_certs", "metrics",
     "notify", "logging", "convert", "pending",
 )
 
@@ -182,7 +182,7 @@ SESSION_TYPE_ONLY = (("framework/session/hooks.py", "preemptd.framework.session.
 PREEMPTION_ORDER = ("units", "nodeindex", "nodechoice", "replicas", "search", "victims")
 # daemon/, from the top down (LAYOUT.md §1): cli > service, simulation/ > loop, backends/ > the rest.
 DAEMON_FLOORS: tuple[tuple[str, ...], ...] = (
-    ("config", "plugins", "logging", "metrics", "clock", "http", "notify", "report", "pending", "output", "completion"),
+    ("config", "plugins", "logging", "metrics", "clock", "http", "tls", "notify", "report", "pending", "output", "completion"),
     ("loop", "backends", "webhook_certs", "webhook"),
     ("service", "simulation", "convert", "dump"),
     ("cli",),

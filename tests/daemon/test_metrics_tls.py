@@ -179,3 +179,25 @@ async def test_pending_needs_the_same_bearer_token_as_metrics(tmp_path: Path) ->
         assert status == 200 and '"team-a"' in text
     finally:
         await server.stop()
+
+
+@needs_openssl
+async def test_a_half_written_rotation_keeps_serving_the_previous_pair(tls_files: tuple[Path, Path, Path]) -> None:
+    """A Secret rotated in two steps: the new certificate lands before its key. Until the
+    key follows, new connections still get the previous pair (a context loaded in place
+    would hold the new certificate with the old key and fail every handshake)."""
+    cert, key, folder = tls_files
+    server = HttpServer("127.0.0.1:0", live=lambda: (True, "ok"), ready=lambda: (True, "ok"),
+                        metrics=Metrics().exposition, cert_file=str(cert), key_file=str(key),
+                        reload_interval=3600)
+    await server.start()
+    try:
+        second_cert, second_key = certificate(folder, "second")
+        cert.write_bytes(second_cert.read_bytes())  # the key is still the first's
+        server.reload()
+        assert await served_name(server.port, folder / "first.crt") == "first"
+        key.write_bytes(second_key.read_bytes())
+        server.reload()
+        assert await served_name(server.port, second_cert) == "second"
+    finally:
+        await server.stop()
