@@ -108,6 +108,7 @@ class Walk:
         lazy = hopeless or room is not None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
+        unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
@@ -116,7 +117,7 @@ class Walk:
                     if others:
                         waiting = others.pop(self._top(candidate.leaf), None)
                         if waiting:
-                            self._take(waiting, nodes)
+                            self._take(waiting, unplaced)
                     if not self._lender_may_give(candidate):
                         continue
                 if (
@@ -146,10 +147,21 @@ class Walk:
                         others.setdefault(self._top(candidate.leaf), []).append(candidate)
                     if room is None or not self._may_fit_with(room, candidate):
                         continue
-                    self._take(own, nodes)
+                    self._take(own, unplaced)
                     for waiting in others.values():
-                        self._take(waiting, nodes)
+                        self._take(waiting, unplaced)
                     others.clear()
+                    if not self._fits_quota(allow_borrowing):
+                        continue
+                    if unplaced:
+                        if nodes:
+                            self._give_room(unplaced)
+                        unplaced.clear()
+                    if self.targets and not self.session.pods_fit(self.targets):
+                        continue
+                    self._fill_back(victims, allow_borrowing)
+                    level = self._level()
+                    return victims, level
                 if self._fits(allow_borrowing):
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
@@ -185,11 +197,20 @@ class Walk:
                 fits = False
         return fits
 
-    def _take(self, waiting: list[Candidate], nodes: bool) -> None:
+    def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
+        """Take the waiting victims from the quota only; their node room comes free
+        (:meth:`_give_room`) once a fit test reads it."""
         evict = self.session.statement.evict
         for victim in waiting:
-            evict(victim, nodes=nodes)
+            evict(victim, nodes=False)
+        unplaced.extend(waiting)
         waiting.clear()
+
+    def _give_room(self, victims: list[Candidate]) -> None:
+        give = self.session.statement.give_room
+        for victim in victims:
+            for node, requests in victim.room:
+                give(node, requests)
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
@@ -329,20 +350,33 @@ class Walk:
         """Walk the victims in reverse from the second-to-last, putting back each one
         the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
         statement = self.session.statement
+        targets = self.targets
+        # Workloads whose remainder (a victim that is not a single pod) is in the set.
+        remainders: dict[int, int] = {}
+        for v in victims:
+            if not v.single_pod:
+                remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
         for i in range(len(victims) - 2, -1, -1):
             victim = victims[i]
-            if victim.single_pod and any(
-                v.workload is victim.workload and not v.single_pod for v in victims
-            ):
+            if victim.single_pod and remainders.get(id(victim.workload)):
                 continue  # its remainder is gone: the pod cannot stay on its own
             mark = statement.checkpoint()
             statement.add_usage(victim.leaf, victim.usage)
-            if self.targets:
+            # The quota is tested before the room is taken back: a victim the quota
+            # still needs (most of them) costs no node change.
+            if not self._fits_quota(allow_borrowing):
+                statement.rollback(mark)
+                continue
+            if targets:
                 for node, requests in victim.room:
                     statement.take_room(node, requests)
-            remaining = victims[:i] + victims[i + 1 :]
-            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
+                if not self.session.pods_fit(targets):
+                    statement.rollback(mark)
+                    continue
+            if self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
                 del victims[i]
+                if not victim.single_pod:
+                    remainders[id(victim.workload)] -= 1
                 continue
             statement.rollback(mark)
 
