@@ -348,7 +348,15 @@ class Walk:
 
     def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
         """Walk the victims in reverse from the second-to-last, putting back each one
-        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
+        the preemptor does not need (Kueue keeps the last victim added: it made it fit).
+
+        A victim the quota still needs is known without a test when an earlier victim
+        of the same queue, using no more of any of the preemptor's flavor-resources,
+        failed the quota test: the state only gains usage as the fill-back goes on
+        (victims are put back, never taken), the fit test is monotone in usage (see the
+        module notes), and one flavor-resource's usage never changes another's
+        Available, so the test that failed then fails now. Only quota failures are
+        remembered; nothing a plugin is asked depends on such a step."""
         statement = self.session.statement
         targets = self.targets
         # Workloads whose remainder (a victim that is not a single pod) is in the set.
@@ -356,16 +364,29 @@ class Walk:
         for v in victims:
             if not v.single_pod:
                 remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
+        frs = tuple(self.usage)
+        # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
+        # failed the quota test: see the docstring.
+        failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
         for i in range(len(victims) - 2, -1, -1):
             victim = victims[i]
             if victim.single_pod and remainders.get(id(victim.workload)):
                 continue  # its remainder is gone: the pod cannot stay on its own
+            usage = victim.usage
+            shape = tuple([usage.get(fr, 0) for fr in frs])
+            known = failed.get(victim.leaf)
+            if known is not None and any(_covers(shape, smaller) for smaller in known):
+                continue
             mark = statement.checkpoint()
-            statement.add_usage(victim.leaf, victim.usage)
+            statement.add_usage(victim.leaf, usage)
             # The quota is tested before the room is taken back: a victim the quota
             # still needs (most of them) costs no node change.
             if not self._fits_quota(allow_borrowing):
                 statement.rollback(mark)
+                if known is None:
+                    failed[victim.leaf] = [shape]
+                else:
+                    known.append(shape)
                 continue
             if targets:
                 for node, requests in victim.room:
@@ -373,7 +394,7 @@ class Walk:
                 if not self.session.pods_fit(targets):
                     statement.rollback(mark)
                     continue
-            if self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
+            if not self.filters or self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
                 del victims[i]
                 if not victim.single_pod:
                     remainders[id(victim.workload)] -= 1
@@ -386,3 +407,8 @@ class Walk:
             (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
             default=0,
         )
+
+
+def _covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
+    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
+    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))
