@@ -31,6 +31,7 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+from .waiting import covers, forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
 
@@ -109,16 +110,28 @@ class Walk:
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
+        # Per queue or cohort off the preemptor's path: the needed usage of the waiting
+        # victims under it (see ``waiting.py``).
+        pending: dict[QuotaNode, dict[FR, int]] = {}
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 if candidate.group != CLASS_SAME_QUEUE:
+                    gives = False
                     if others:
-                        waiting = others.pop(self._top(candidate.leaf), None)
+                        top = self._top(candidate.leaf)
+                        waiting = others.get(top)
                         if waiting:
-                            self._take(waiting, unplaced)
-                    if not self._lender_may_give(candidate):
+                            if lender_gives_anyway(
+                                self.session.accounting, candidate, pending, self.needed, self.path
+                            ):
+                                gives = True
+                            else:
+                                del others[top]
+                                forget(waiting, pending, self.path)
+                                self._take(waiting, unplaced)
+                    if not gives and not self._lender_may_give(candidate):
                         continue
                 if (
                     not candidate.single_pod
@@ -145,12 +158,14 @@ class Walk:
                         own.append(candidate)
                     else:
                         others.setdefault(self._top(candidate.leaf), []).append(candidate)
+                        remember(candidate, pending, self.needed, self.path)
                     if room is None or not self._may_fit_with(room, candidate):
                         continue
                     self._take(own, unplaced)
                     for waiting in others.values():
                         self._take(waiting, unplaced)
                     others.clear()
+                    pending.clear()
                     if not self._fits_quota(allow_borrowing):
                         continue
                     if unplaced:
@@ -198,11 +213,24 @@ class Walk:
         return fits
 
     def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
-        """Take the waiting victims from the quota only; their node room comes free
-        (:meth:`_give_room`) once a fit test reads it."""
-        evict = self.session.statement.evict
-        for victim in waiting:
-            evict(victim, nodes=False)
+        """Take the waiting victims from the quota only, in one step per queue (taking
+        usage away is additive); their node room comes free (:meth:`_give_room`) once a
+        fit test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        remove = self.session.statement.remove_usage
+        if len(waiting) == 1:
+            victim = waiting[0]
+            remove(victim.leaf, victim.usage)
+        else:
+            by_leaf: dict[QuotaNode, dict[FR, int]] = {}
+            for victim in waiting:
+                summed = by_leaf.get(victim.leaf)
+                if summed is None:
+                    by_leaf[victim.leaf] = dict(victim.usage)
+                    continue
+                for fr, amount in victim.usage.items():
+                    summed[fr] = summed.get(fr, 0) + amount
+            for leaf, summed in by_leaf.items():
+                remove(leaf, summed)
         unplaced.extend(waiting)
         waiting.clear()
 
@@ -375,7 +403,7 @@ class Walk:
             usage = victim.usage
             shape = tuple([usage.get(fr, 0) for fr in frs])
             known = failed.get(victim.leaf)
-            if known is not None and any(_covers(shape, smaller) for smaller in known):
+            if known is not None and any(covers(shape, smaller) for smaller in known):
                 continue
             mark = statement.checkpoint()
             statement.add_usage(victim.leaf, usage)
@@ -407,8 +435,3 @@ class Walk:
             (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
             default=0,
         )
-
-
-def _covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
-    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
-    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))
