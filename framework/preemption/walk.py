@@ -86,8 +86,11 @@ class Walk:
         preemptor's path: all inside the subtree of the highest of them (its *top*, a
         child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
-        the test reads: those are taken before it, the others (and the victims of the
-        preemptor's own queue, whose usage leaves only the path) keep waiting. Taking
+        the test reads: the test is first asked on a lower bound of what they leave
+        (``waiting.py``), and only when that is not enough are they taken before it; the
+        others (and the victims of the preemptor's own queue, whose usage leaves only the
+        path) keep waiting. Victims are taken from the quota first; their node room comes
+        free only when the quota fits, before the pods' fit test reads it. Taking
         usage away is additive and order-free, so waiting victims taken together leave
         the quota as taking them one by one does. A victim a scenario filter rejects is
         never taken, as it is rolled back in the step-by-step walk.
