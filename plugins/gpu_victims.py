@@ -8,7 +8,9 @@ through their lifecycle. Then pod priority, the preemptor's placement score
 
 Eligibility: for a Deployment preemptor a pod of equal or higher priority is
 never a victim; and no preemption takes a Deployment's last committed replica
-(a scenario filter, so surplus and terminating pods stay eligible).
+(a scenario filter, so surplus and terminating pods stay eligible). A session
+whose snapshot holds no Deployment gets no filter: every victim would be accepted,
+and the filter would otherwise read every search's accumulated victims at each step.
 """
 
 from __future__ import annotations
@@ -78,10 +80,13 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
     return key
 
 
+NAME = "gpu-victims"
+
+
 def _keeps_one_replica(scenario: Scenario) -> bool:
     taking: dict[str, int] = {}
     for victim in scenario.victims:
-        if victim.workload.is_deployment and victim.pod_class == NORMAL and victim.count is not None:
+        if victim.count is not None and victim.pod_class == NORMAL and victim.workload.is_deployment:
             taking[victim.key] = taking.get(victim.key, 0) + victim.count
     if not taking:
         return True
@@ -100,4 +105,12 @@ def _keeps_one_replica(scenario: Scenario) -> bool:
 def get_accumulated_scenario_filters(
     session: Session, action: str, preemptor: Workload
 ) -> list[Callable[[Scenario], bool]]:
-    return [_keeps_one_replica]
+    # Victims are units of the snapshot's workloads: without a Deployment among them
+    # the filter accepts every scenario. Asked once per session (session.state).
+    state = session.state
+    deployments = state.get(NAME)
+    if deployments is None:
+        deployments = state[NAME] = any(
+            w.is_deployment for w in session.snapshot.workloads.values()
+        )
+    return [_keeps_one_replica] if deployments else []

@@ -31,6 +31,7 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+from .waiting import covers, forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
 
@@ -85,8 +86,11 @@ class Walk:
         preemptor's path: all inside the subtree of the highest of them (its *top*, a
         child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
-        the test reads: those are taken before it, the others (and the victims of the
-        preemptor's own queue, whose usage leaves only the path) keep waiting. Taking
+        the test reads: the test is first asked on a lower bound of what they leave
+        (``waiting.py``), and only when that is not enough are they taken before it; the
+        others (and the victims of the preemptor's own queue, whose usage leaves only the
+        path) keep waiting. Victims are taken from the quota first; their node room comes
+        free only when the quota fits, before the pods' fit test reads it. Taking
         usage away is additive and order-free, so waiting victims taken together leave
         the quota as taking them one by one does. A victim a scenario filter rejects is
         never taken, as it is rolled back in the step-by-step walk.
@@ -108,16 +112,29 @@ class Walk:
         lazy = hopeless or room is not None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
+        unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
+        # Per queue or cohort off the preemptor's path: the needed usage of the waiting
+        # victims under it (see ``waiting.py``).
+        pending: dict[QuotaNode, dict[FR, int]] = {}
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 if candidate.group != CLASS_SAME_QUEUE:
+                    gives = False
                     if others:
-                        waiting = others.pop(self._top(candidate.leaf), None)
+                        top = self._top(candidate.leaf)
+                        waiting = others.get(top)
                         if waiting:
-                            self._take(waiting, nodes)
-                    if not self._lender_may_give(candidate):
+                            if lender_gives_anyway(
+                                self.session.accounting, candidate, pending, self.needed, self.path
+                            ):
+                                gives = True
+                            else:
+                                del others[top]
+                                forget(waiting, pending, self.path)
+                                self._take(waiting, unplaced)
+                    if not gives and not self._lender_may_give(candidate):
                         continue
                 if (
                     not candidate.single_pod
@@ -144,12 +161,25 @@ class Walk:
                         own.append(candidate)
                     else:
                         others.setdefault(self._top(candidate.leaf), []).append(candidate)
+                        remember(candidate, pending, self.needed, self.path)
                     if room is None or not self._may_fit_with(room, candidate):
                         continue
-                    self._take(own, nodes)
+                    self._take(own, unplaced)
                     for waiting in others.values():
-                        self._take(waiting, nodes)
+                        self._take(waiting, unplaced)
                     others.clear()
+                    pending.clear()
+                    if not self._fits_quota(allow_borrowing):
+                        continue
+                    if unplaced:
+                        if nodes:
+                            self._give_room(unplaced)
+                        unplaced.clear()
+                    if self.targets and not self.session.pods_fit(self.targets):
+                        continue
+                    self._fill_back(victims, allow_borrowing)
+                    level = self._level()
+                    return victims, level
                 if self._fits(allow_borrowing):
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
@@ -185,11 +215,33 @@ class Walk:
                 fits = False
         return fits
 
-    def _take(self, waiting: list[Candidate], nodes: bool) -> None:
-        evict = self.session.statement.evict
-        for victim in waiting:
-            evict(victim, nodes=nodes)
+    def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
+        """Take the waiting victims from the quota only, in one step per queue (taking
+        usage away is additive); their node room comes free (:meth:`_give_room`) once a
+        fit test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        remove = self.session.statement.remove_usage
+        if len(waiting) == 1:
+            victim = waiting[0]
+            remove(victim.leaf, victim.usage)
+        else:
+            by_leaf: dict[QuotaNode, dict[FR, int]] = {}
+            for victim in waiting:
+                summed = by_leaf.get(victim.leaf)
+                if summed is None:
+                    by_leaf[victim.leaf] = dict(victim.usage)
+                    continue
+                for fr, amount in victim.usage.items():
+                    summed[fr] = summed.get(fr, 0) + amount
+            for leaf, summed in by_leaf.items():
+                remove(leaf, summed)
+        unplaced.extend(waiting)
         waiting.clear()
+
+    def _give_room(self, victims: list[Candidate]) -> None:
+        give = self.session.statement.give_room
+        for victim in victims:
+            for node, requests in victim.room:
+                give(node, requests)
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
@@ -327,22 +379,56 @@ class Walk:
 
     def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
         """Walk the victims in reverse from the second-to-last, putting back each one
-        the preemptor does not need (Kueue keeps the last victim added: it made it fit)."""
+        the preemptor does not need (Kueue keeps the last victim added: it made it fit).
+
+        A victim the quota still needs is known without a test when an earlier victim
+        of the same queue, using no more of any of the preemptor's flavor-resources,
+        failed the quota test: the state only gains usage as the fill-back goes on
+        (victims are put back, never taken), the fit test is monotone in usage (see the
+        module notes), and one flavor-resource's usage never changes another's
+        Available, so the test that failed then fails now. Only quota failures are
+        remembered; nothing a plugin is asked depends on such a step."""
         statement = self.session.statement
+        targets = self.targets
+        # Workloads whose remainder (a victim that is not a single pod) is in the set.
+        remainders: dict[int, int] = {}
+        for v in victims:
+            if not v.single_pod:
+                remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
+        frs = tuple(self.usage)
+        # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
+        # failed the quota test: see the docstring.
+        failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
         for i in range(len(victims) - 2, -1, -1):
             victim = victims[i]
-            if victim.single_pod and any(
-                v.workload is victim.workload and not v.single_pod for v in victims
-            ):
+            if victim.single_pod and remainders.get(id(victim.workload)):
                 continue  # its remainder is gone: the pod cannot stay on its own
+            usage = victim.usage
+            shape = tuple([usage.get(fr, 0) for fr in frs])
+            known = failed.get(victim.leaf)
+            if known is not None and any(covers(shape, smaller) for smaller in known):
+                continue
             mark = statement.checkpoint()
-            statement.add_usage(victim.leaf, victim.usage)
-            if self.targets:
+            statement.add_usage(victim.leaf, usage)
+            # The quota is tested before the room is taken back: a victim the quota
+            # still needs (most of them) costs no node change.
+            if not self._fits_quota(allow_borrowing):
+                statement.rollback(mark)
+                if known is None:
+                    failed[victim.leaf] = [shape]
+                else:
+                    known.append(shape)
+                continue
+            if targets:
                 for node, requests in victim.room:
                     statement.take_room(node, requests)
-            remaining = victims[:i] + victims[i + 1 :]
-            if self._fits(allow_borrowing) and self._scenario_ok(remaining, veto=False):
+                if not self.session.pods_fit(targets):
+                    statement.rollback(mark)
+                    continue
+            if not self.filters or self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
                 del victims[i]
+                if not victim.single_pod:
+                    remainders[id(victim.workload)] -= 1
                 continue
             statement.rollback(mark)
 

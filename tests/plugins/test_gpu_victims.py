@@ -564,3 +564,28 @@ def test_filter_applies_to_job_preemptors_too(cluster: Session) -> None:
     """No preemption — whoever the preemptor — takes a Deployment's last committed replica."""
     low = units(cluster, "low")
     assert not accepts(cluster, "job", [low["low-1"], low["low-2"]])
+
+
+def test_no_last_replica_filter_in_a_session_without_deployments() -> None:
+    """Victims are units of the snapshot's workloads: with no Deployment among them the
+    last-replica rule has nothing to restrict, so the search runs without the filter."""
+    session = open_session(
+        [
+            _deployment("job", 10, 1, owner="Job"),
+            _deployment("other", 100, 0, owner="Job"),
+            _pod("job-0", "job", 1),
+        ]
+    )
+    workload = session.snapshot.workloads["ml/other"]
+    filters = gpu_victims.get_accumulated_scenario_filters(
+        session=session, action="preempt", preemptor=workload
+    )
+    assert filters == []
+
+
+def test_last_replica_filter_kept_while_the_snapshot_holds_a_deployment(cluster: Session) -> None:
+    workload = cluster.snapshot.workloads["ml/job"]
+    filters = gpu_victims.get_accumulated_scenario_filters(
+        session=cluster, action="preempt", preemptor=workload
+    )
+    assert len(filters) == 1
