@@ -51,17 +51,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from ..model import (
-    BorrowWithinCohort,
     Flavor,
     FlavorFungibility,
     LabelSelector,
     PreemptionPolicy,
-    Preference,
-    QueueingStrategy,
     QueueSpec,
-    ReclaimWithinCohort,
     WhenCan,
-    WithinQueue,
     Workload,
 )
 from .fields import Catalog, Entry, Fields, Problem, child
@@ -80,7 +75,17 @@ from .kueue_workloads import (
 )
 from .local_queues import parse_label_selector
 from .nodes import parse_flavor
-from .queues import _resource_groups, _weight
+from .queues import (
+    _BORROW,
+    _PREFERENCE,
+    _QUEUEING,
+    _RECLAIM,
+    _WHEN_CAN_BORROW,
+    _WHEN_CAN_PREEMPT,
+    _WITHIN_QUEUE,
+    _resource_groups,
+    _weight,
+)
 
 __all__ = [
     "GROUP",
@@ -96,29 +101,9 @@ __all__ = [
 
 T = TypeVar("T")
 
-_WITHIN_CLUSTER_QUEUE: dict[str, WithinQueue] = {
-    "Never": "Never",
-    "LowerPriority": "LowerPriority",
-    "LowerOrNewerEqualPriority": "LowerOrNewerEqualPriority",
-}
-_RECLAIM: dict[str, ReclaimWithinCohort] = {
-    "Never": "Never",
-    "LowerPriority": "LowerPriority",
-    "Any": "Any",
-}
-_BORROW: dict[str, BorrowWithinCohort] = {"Never": "Never", "LowerPriority": "LowerPriority"}
+# Kueue's enum spellings are preemptd's own (.queues); v1beta2 dropped `Borrow`/`Preempt`,
+# v1beta1's deprecated first spellings of MayStopSearch.
 _WHEN_CAN: dict[str, WhenCan] = {"MayStopSearch": "MayStopSearch", "TryNextFlavor": "TryNextFlavor"}
-# v1beta1 still accepts the deprecated first spellings of MayStopSearch.
-_WHEN_CAN_BORROW_V1BETA1: dict[str, WhenCan] = {**_WHEN_CAN, "Borrow": "MayStopSearch"}
-_WHEN_CAN_PREEMPT_V1BETA1: dict[str, WhenCan] = {**_WHEN_CAN, "Preempt": "MayStopSearch"}
-_PREFERENCE: dict[str, Preference] = {
-    "BorrowingOverPreemption": "BorrowingOverPreemption",
-    "PreemptionOverBorrowing": "PreemptionOverBorrowing",
-}
-_QUEUEING: dict[str, QueueingStrategy] = {
-    "BestEffortFIFO": "BestEffortFIFO",
-    "StrictFIFO": "StrictFIFO",
-}
 
 # Spec fields preemptd does not act on: a warning each, once per object.
 _IGNORED: dict[str, tuple[str, ...]] = {
@@ -398,7 +383,7 @@ def _renamed(problems: list[Problem], parent_field: str) -> list[Problem]:
 def _preemption(fields: Fields, spec: Mapping[str, Any]) -> PreemptionPolicy:
     at = "spec.preemption"
     preemption = fields.section(spec, "preemption", "spec")
-    within = fields.choice(preemption, "withinClusterQueue", at, _WITHIN_CLUSTER_QUEUE) or "Never"
+    within = fields.choice(preemption, "withinClusterQueue", at, _WITHIN_QUEUE) or "Never"
     reclaim = fields.choice(preemption, "reclaimWithinCohort", at, _RECLAIM) or "Never"
     borrow_at = child(at, "borrowWithinCohort")
     borrow = fields.section(preemption, "borrowWithinCohort", at)
@@ -416,8 +401,8 @@ def _fungibility(fields: Fields, spec: Mapping[str, Any], version: str) -> Flavo
     at = "spec.flavorFungibility"
     section = fields.section(spec, "flavorFungibility", "spec")
     old = version == "v1beta1"
-    borrow = fields.choice(section, "whenCanBorrow", at, _WHEN_CAN_BORROW_V1BETA1 if old else _WHEN_CAN)
-    preempt = fields.choice(section, "whenCanPreempt", at, _WHEN_CAN_PREEMPT_V1BETA1 if old else _WHEN_CAN)
+    borrow = fields.choice(section, "whenCanBorrow", at, _WHEN_CAN_BORROW if old else _WHEN_CAN)
+    preempt = fields.choice(section, "whenCanPreempt", at, _WHEN_CAN_PREEMPT if old else _WHEN_CAN)
     preference = fields.choice(section, "preference", at, _PREFERENCE)
     result = FlavorFungibility(borrow or "MayStopSearch", preempt or "TryNextFlavor", preference)
     if preference is not None and (result.when_can_borrow, result.when_can_preempt) != (
