@@ -50,7 +50,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,6 +86,7 @@ from .integrations import Integration
 from .integrations.registry import Integrations, resolve_integrations
 from .inventory import ClusterInventory
 from .reconciler import OwnerReconciler
+from .sessions import SessionThread
 from .workloads import workload_name
 
 __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
@@ -152,10 +152,7 @@ class KubernetesBackend:
             self._sync_owner, concurrency=max(1, concurrency // 2), gate=gate,
             first_retry=first_retry, max_retry=max_retry,
         )
-        self.sessions_discarded = 0  # sessions that ended after their cycle was abandoned
-        self.on_discard: Callable[[], None] = lambda: None  # hears of each (metrics)
-        self._session_ended: asyncio.Future[None] | None = None
-        self._session_began = 0.0  # time.monotonic() when the last session thread started
+        self.sessions = SessionThread("preemptd-session")
         self._pods_by_workload: dict[str, set[str]] = {}
         self._queue_status: dict[str, Obj] = {}
         if integrations is None:
@@ -398,7 +395,7 @@ class KubernetesBackend:
         elif self.settle_owners > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.owners.idle(), self.settle_owners)
-        await self._previous_session()
+        await self.sessions.previous()
         timings["sync"] = time.perf_counter() - started
         # A frozen view: the watch events applied while the session runs do not reach it,
         # and the Workloads as they are now are the versions its decisions are about.
@@ -414,7 +411,7 @@ class KubernetesBackend:
             timings["snapshot"] = time.perf_counter() - began
             return snapshot, run_session(snapshot, registry, actions=actions, timings=timings)
 
-        snapshot, decisions = await self._off_loop(session)
+        snapshot, decisions = await self.sessions.run(session)
         self.plugin_failures.report(registry, log, time.monotonic())
         seen = seen_workloads(decisions, workloads, released)
         self.decision_log(decisions, lambda key: w.queue if (w := snapshot.workloads.get(key)) else None)
@@ -440,55 +437,22 @@ class KubernetesBackend:
         report.synced_owners = self.owners.synced - synced
         return report
 
-    async def _previous_session(self) -> None:
-        """Wait for an abandoned session still running: never two session threads at once."""
-        ended = self._session_ended
-        if ended is None or ended.done():
-            return
-        log.warning("the previous session was abandoned and is still running; waiting for it to end")
-        await asyncio.shield(ended)
+    @property
+    def sessions_discarded(self) -> int:
+        """Sessions that ended after their cycle was abandoned (see :mod:`.sessions`)."""
+        return self.sessions.discarded
+
+    @property
+    def on_discard(self) -> Callable[[], None]:
+        return self.sessions.on_discard
+
+    @on_discard.setter
+    def on_discard(self, hear: Callable[[], None]) -> None:
+        self.sessions.on_discard = hear
 
     def session_age(self) -> float:
         """Seconds the session thread under way has been running (0 when none runs)."""
-        ended = self._session_ended
-        if ended is None or ended.done():
-            return 0.0
-        return time.monotonic() - self._session_began
-
-    def _off_loop(self, work: Callable[[], T]) -> asyncio.Future[T]:
-        """Run ``work`` in a session thread; its result, unless the awaiting cycle was abandoned."""
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[T] = loop.create_future()
-        ended: asyncio.Future[None] = loop.create_future()
-        self._session_ended = ended
-        began = self._session_began = time.monotonic()
-
-        def finish(value: T | None, error: BaseException | None) -> None:
-            ended.set_result(None)
-            if result.cancelled():
-                self.sessions_discarded += 1
-                self.on_discard()
-                log.warning("an abandoned session ended after %.1fs; its decisions are discarded",
-                            time.monotonic() - began)
-            elif error is not None:
-                result.set_exception(error)
-            else:
-                result.set_result(value)  # type: ignore[arg-type]
-
-        def target() -> None:
-            value: T | None = None
-            error: BaseException | None = None
-            try:
-                value = work()
-            except Exception as exc:
-                error = exc
-            except BaseException as exc:  # e.g. sys.exit in a hook: this session failed, not the daemon
-                error = RuntimeError(f"the session raised {type(exc).__name__}: {exc}")
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the process is ending
-                loop.call_soon_threadsafe(finish, value, error)
-
-        threading.Thread(target=target, name="preemptd-session", daemon=True).start()
-        return result
+        return self.sessions.age()
 
     async def _write_queue_status(self, snapshot: Snapshot, shares: list[QueueShare] | None = None) -> None:
         """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``;

@@ -30,11 +30,9 @@ session whose cycle was abandoned runs to its end with its result discarded.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
@@ -54,6 +52,7 @@ from .divergence import Divergence, DivergenceLog, admitted_without_preemptd, fr
 from .informers import Informer
 from .inventory import SOURCE
 from .reconciler import OwnerReconciler
+from .sessions import SessionThread
 
 __all__ = ["KUEUE_KINDS", "SHADOW_SOURCES", "KueueShadow", "ShadowError", "served_resources"]
 
@@ -144,8 +143,7 @@ class KueueShadow:
         self.divergences = DivergenceLog(registry, grace=round(grace * 1000))
         self.informers: dict[str, Informer] = {}
         self.resources: list[Resource] = []
-        self.sessions_discarded = 0
-        self.on_discard: Callable[[], None] = lambda: None
+        self.sessions = SessionThread("preemptd-shadow-session", "shadow session")
         self.plugin_failures = FailureLog()
         self._tasks: list[asyncio.Task[None]] = []
         self._changed = True  # a watch event since the stores were last read
@@ -153,8 +151,6 @@ class KueueShadow:
         self._admitted: set[str] | None = None  # workloads Kueue ran at the last cycle (None: before the first)
         self._judged: dict[str, Divergence] = {}  # would-not-admit, kept while Kueue keeps it admitted
         self._problems: set[str] = set()
-        self._session_ended: asyncio.Future[None] | None = None
-        self._session_began = 0.0
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -198,7 +194,7 @@ class KueueShadow:
         self.wake.clear()
         timings: dict[str, float] = {}
         started = time.perf_counter()
-        await self._previous_session()
+        await self.sessions.previous()
         stores = None
         if self._changed or self._read is None:
             stores = [dict(informer.store) for informer in self.informers.values()]
@@ -230,7 +226,7 @@ class KueueShadow:
             return inventory, objects, snapshot, decisions, judged, counterfactual
 
         try:
-            inventory, objects, snapshot, decisions, judged, counterfactual = await self._off_loop(session)
+            inventory, objects, snapshot, decisions, judged, counterfactual = await self.sessions.run(session)
         except BaseException:  # failed or abandoned: what it read is read again next time
             self._changed = self._changed or stores is not None
             raise
@@ -264,51 +260,24 @@ class KueueShadow:
             log.warning("invalid object, left out: %s", text)
         self._problems = current
 
-    # -- the session thread (as the Kubernetes backend's) ---------------------------------
+    # -- the session thread (see .sessions) ------------------------------------------------
 
-    async def _previous_session(self) -> None:
-        ended = self._session_ended
-        if ended is not None and not ended.done():
-            log.warning("the previous session was abandoned and is still running; waiting for it to end")
-            await asyncio.shield(ended)
+    @property
+    def sessions_discarded(self) -> int:
+        """Sessions that ended after their cycle was abandoned (see :mod:`.sessions`)."""
+        return self.sessions.discarded
+
+    @property
+    def on_discard(self) -> Callable[[], None]:
+        return self.sessions.on_discard
+
+    @on_discard.setter
+    def on_discard(self, hear: Callable[[], None]) -> None:
+        self.sessions.on_discard = hear
 
     def session_age(self) -> float:
-        ended = self._session_ended
-        if ended is None or ended.done():
-            return 0.0
-        return time.monotonic() - self._session_began
-
-    def _off_loop(self, work: Callable[[], T]) -> asyncio.Future[T]:
-        loop = asyncio.get_running_loop()
-        result: asyncio.Future[T] = loop.create_future()
-        ended: asyncio.Future[None] = loop.create_future()
-        self._session_ended = ended
-        self._session_began = time.monotonic()
-
-        def finish(outcome: tuple[T] | BaseException) -> None:
-            ended.set_result(None)
-            if result.cancelled():
-                self.sessions_discarded += 1
-                self.on_discard()
-                log.warning("an abandoned shadow session ended; its decisions are discarded")
-            elif isinstance(outcome, BaseException):
-                result.set_exception(outcome)
-            else:
-                result.set_result(outcome[0])
-
-        def target() -> None:
-            outcome: tuple[T] | BaseException
-            try:
-                outcome = (work(),)
-            except Exception as exc:
-                outcome = exc
-            except BaseException as exc:  # sys.exit in a hook: this session failed, not the daemon
-                outcome = RuntimeError(f"the session raised {type(exc).__name__}: {exc}")
-            with contextlib.suppress(RuntimeError):  # the loop is closed: the process is ending
-                loop.call_soon_threadsafe(finish, outcome)
-
-        threading.Thread(target=target, name="preemptd-shadow-session", daemon=True).start()
-        return result
+        """Seconds the session thread under way has been running (0 when none runs)."""
+        return self.sessions.age()
 
 
 def _running(inventory: Inventory) -> set[str]:
