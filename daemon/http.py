@@ -41,6 +41,7 @@ import hmac
 import json
 import logging
 import os
+import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -50,7 +51,7 @@ from .config import split_address
 from .metrics import CONTENT_TYPE_LATEST
 from .tls import ReloadingCertificate
 
-__all__ = ["Check", "HttpServer"]
+__all__ = ["Check", "HttpServer", "close", "serve"]
 
 log = logging.getLogger("preemptd.http")
 
@@ -114,31 +115,15 @@ class HttpServer:
         if self.token is not None:
             self._secret = _read_token(self.token.paths[0])
             self.token.changed()
-        self._runner = web.AppRunner(app, access_log=logging.getLogger("aiohttp.access"), shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True, ssl_context=self.tls.context if self.tls is not None else None)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            self._runner = None
-            raise
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        context = self.tls.context if self.tls is not None else None
+        self._runner, self.port = await serve(app, self.host, self.port, context, logging.getLogger("aiohttp.access"))
         if self.tls is not None or self.token is not None:
             self._watch = asyncio.get_running_loop().create_task(self._watch_files(), name="http-file-watch")
         log.info("serving /healthz, /readyz and /metrics on %s", self.url)
 
     async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await close(self._runner, self._watch)
+        self._runner = self._watch = None
 
     @staticmethod
     def _probe(check: Check) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
@@ -196,6 +181,34 @@ class HttpServer:
     async def _index(self, request: web.Request) -> web.Response:
         shadow = " /divergence" if self.divergence is not None else ""
         return web.Response(text=f"preemptd: /healthz /readyz /metrics /pending{shadow}\n")
+
+
+async def serve(
+    app: web.Application, host: str, port: int, context: ssl.SSLContext | None, access_log: logging.Logger | None
+) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on ``host:port`` (over TLS with ``context``): its runner and the bound
+    port (``0`` picks one). An address that cannot be bound raises ``OSError`` and leaves
+    nothing running."""
+    runner = web.AppRunner(app, access_log=access_log, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, reuse_address=True, ssl_context=context)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    sockets = getattr(site._server, "sockets", None) or []
+    return runner, int(sockets[0].getsockname()[1]) if sockets else port
+
+
+async def close(runner: web.AppRunner | None, watch: asyncio.Task[None] | None) -> None:
+    """Stop a server :func:`serve` started, and the task that watches its files."""
+    if watch is not None:
+        watch.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watch
+    if runner is not None:
+        await runner.cleanup()
 
 
 class _Watched:

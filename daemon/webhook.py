@@ -64,7 +64,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import json
 import logging
 import shutil
@@ -80,6 +79,7 @@ from .backends.kubernetes.integrations import Integration
 from .backends.kubernetes.integrations.podgroup import GROUP_LABEL, PodGroupIntegration, gate_patch
 from .backends.kubernetes.workloads import QUEUE_LABEL
 from .config import WebhookConfig, split_address
+from .http import close, serve
 from .tls import CertificateError, ReloadingCertificate, server_context
 from .webhook_certs import CertificateKeeper, OpensslError
 
@@ -336,18 +336,7 @@ class WebhookServer:
             raise CertificateError('certificate = "self-managed" needs the openssl binary on PATH')
         app = web.Application(client_max_size=_MAX_BODY)
         app.router.add_post(PATH, self._review)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.certificate.context, reuse_address=True)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            self._runner = None
-            raise
-        sockets = getattr(site._server, "sockets", None) or []
-        if sockets:
-            self.port = int(sockets[0].getsockname()[1])
+        self._runner, self.port = await serve(app, self.host, self.port, self.certificate.context, None)
         watch = self._watch_certificate() if self.keeper is None else self._keep_certificate(self.keeper)
         self._watch = asyncio.create_task(watch, name="webhook-certificate")
         served = ", ".join(f"{group or 'core'}/{kind}" for group, kind in self.kinds)
@@ -355,14 +344,8 @@ class WebhookServer:
         log.info("admission webhook on %s (suspends %s at creation%s)", self.url, served or "nothing", gated)
 
     async def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
-            self._watch = None
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await close(self._runner, self._watch)
+        self._runner = self._watch = None
 
     async def _watch_certificate(self) -> None:
         while True:
