@@ -28,6 +28,17 @@ its own per-session tables) and on the preemptor's queue, priority, creation
 time and shape, and that a repeated call changes nothing a later answer reads
 except its own counters. Vetoes a remembered search counted are counted again on
 each answer from memory, so ``Registry.vetoes`` is the same either way.
+``MEMO_SAFE`` also promises that answers are monotone in the preemptor's strength, which
+lets a failed search answer the searches it dominates (``preemption/memo.py``): in the
+same state, for a preemptor of the same queue that is no stronger (a lower priority, or
+the same priority and created no earlier) and asks for no less of each flavor-resource,
+with the same ones needed, a plugin offers no candidate it did not offer the stronger
+one, nor with more permission (one it offered only within nominal is not offered while
+borrowing); and if it vetoed nothing, rejected no scenario and added no note or
+explanation in the stronger one's search, it does none of these in the weaker one's.
+The built-in plugins keep it: ``priority`` offers the workloads below the preemptor's
+priority, ``cohort-reclaim`` bounds by priority too and its classes only tighten as the
+request grows, ``min-runtime`` judges each victim by itself and by the preemptor's queue.
 The same promise lets a victim walk keep the victims it has accepted waiting before it
 takes them from the quota and the nodes, and walk a search its quota bound proves
 hopeless without fit tests (``preemption/walk.py``): a plugin's answer during a search

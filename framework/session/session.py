@@ -76,8 +76,10 @@ class Session:
         "cross_queue_enabled",
         "decisions",
         "defer_pods",
+        "failed_searches",
         "in_queue_enabled",
         "memo",
+        "notes_added",
         "now",
         "placements",
         "policy",
@@ -124,6 +126,8 @@ class Session:
             self.counters.memo_off = "switched off"
         # Victim searches already run, by their inputs (preemption/memo.py); ``None``: off.
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
+        # Failed searches that answer the searches they dominate, per leaf (memo.py).
+        self.failed_searches: dict[int, Any] = {}
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
@@ -139,6 +143,7 @@ class Session:
         self._preemptible: list[Impl] = []
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
+        self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
@@ -336,6 +341,7 @@ class Session:
         """Let a plugin say why it held a preemptor back; the last note per plugin is
         appended to the preemptor's pending message if it finds no victims."""
         self._notes.setdefault(workload, {})[plugin] = text
+        object.__setattr__(self, "notes_added", self.notes_added + 1)
 
     def notes(self, workload: str) -> list[str]:
         return [text for _, text in sorted(self._notes.get(workload, {}).items())]
