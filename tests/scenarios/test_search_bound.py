@@ -16,6 +16,7 @@ from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
+from test_search_memo import assert_same_decisions
 
 from benchmarks.generate import NOW_MS, generate_saturated
 
@@ -86,7 +87,9 @@ def test_saturated_searches_are_bounded_and_decide_as_the_full_walk() -> None:
     no victims, and the bound answers nearly all of those searches."""
     objects = generate_saturated(1, queues=10, workloads=300)
     (fast, fast_vetoes, fast_counts), (plain, plain_vetoes, _) = _both(objects, NOW_MS)
-    assert fast == plain
+    # Most of them are not even searched: a failed search of their queue dominates them
+    # (their messages name it), and the bound answered the searches that did run.
+    assert assert_same_decisions(fast, plain, snapshot(objects, NOW_MS).workloads) > 0
     assert fast_vetoes == plain_vetoes
     bounded = fast_counts["searches-bounded"]
     assert isinstance(bounded, int) and bounded > 0
