@@ -42,6 +42,7 @@ object and is not remembered either.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from ..model import FR, PodSet, Workload
@@ -178,12 +179,34 @@ def asked_again(
 # key, priority and creation time, the usage it asked for, the needed flavor-resources,
 # whether node room was searched, and the answer's message.
 _Failure = tuple[str, int, int, dict[FR, int], frozenset[FR], bool, str]
-Failures = dict[int, tuple[tuple[int, int, int, int], list[_Failure]]]
 
 
-def _state(session: Session, leaf: QuotaNode) -> tuple[int, int, int, int]:
+_VICTIMS = "_victims_by_tree"  # in ``session.state``: victims chosen so far, per queue tree
+
+
+def _state(session: Session, leaf: QuotaNode) -> tuple[int, int, int]:
+    """The state a failed search answers in: the commits of the preemptor's queue tree,
+    node room, and the victims chosen so far in that tree. Victims chosen in another tree
+    are never candidates of this one, and take no quota from it."""
     statement = session.statement
-    return (statement.epoch(leaf), statement.node_epoch, len(session.relied), len(session.taken))
+    return (statement.epoch(leaf), statement.node_epoch, _victims_in_tree(session, leaf))
+
+
+def _victims_in_tree(session: Session, leaf: QuotaNode) -> int:
+    """How many units ``session.relied`` holds of ``leaf``'s tree; every victim a session
+    chooses (``session.taken`` included) is added to it, never removed."""
+    relied = session.relied
+    kept: list[Any] | None = session.state.get(_VICTIMS)
+    if kept is None:
+        kept = session.state[_VICTIMS] = [0, {}]
+    if kept[0] != len(relied):
+        counts: dict[int, int] = kept[1]
+        for victim in islice(relied.values(), kept[0], None):
+            root = victim.leaf.root.index
+            counts[root] = counts.get(root, 0) + 1
+        kept[0] = len(relied)
+    found: int = kept[1].get(leaf.root.index, 0)
+    return found
 
 
 def _asks_no_less(usage: dict[FR, int], than: dict[FR, int]) -> bool:

@@ -30,7 +30,9 @@ except its own counters. Vetoes a remembered search counted are counted again on
 each answer from memory, so ``Registry.vetoes`` is the same either way.
 ``MEMO_SAFE`` also promises that answers are monotone in the preemptor's strength, which
 lets a failed search answer the searches it dominates (``preemption/memo.py``): in the
-same state, for a preemptor of the same queue that is no stronger (a lower priority, or
+same state (the same commits of the preemptor's queue tree, the same node room, the same
+victims chosen in that tree; victims chosen in other trees must not change an answer
+for this one), for a preemptor of the same queue that is no stronger (a lower priority, or
 the same priority and created no earlier) and asks for no less of each flavor-resource,
 with the same ones needed, a plugin offers no candidate it did not offer the stronger
 one, nor with more permission (one it offered only within nominal is not offered while

@@ -401,3 +401,35 @@ def test_a_failed_search_with_a_veto_answers_nobody() -> None:
     assert vetoes == plain_vetoes == {"min-runtime": 5}
     assert counters["searches-dominated"] == 0
     assert {entry["reason"] for entry in decided["pending"]} == {"MinRuntime"}
+
+
+def test_a_victim_chosen_in_another_queue_tree_keeps_a_failed_search_answering() -> None:
+    """Two queue trees. In ``a``'s tree ``h1`` (3 cores) may take only ``low`` (1 core):
+    no set frees enough. In the same round ``b1``, in ``b``'s own tree, takes ``b-low``.
+    ``b-low`` was never a candidate in ``a``'s tree, so in the next round ``h2`` (lower
+    priority, 4 cores) is still answered by ``h1``'s failed search."""
+    policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
+    parsed = inventory(
+        [
+            cohort("ra"),
+            cohort("rb"),
+            queue("a", "ra", cpu=4, preemption=policy),
+            queue("b", "rb", cpu=2, preemption=policy),
+        ],
+        [
+            workload("low", "a", 1, priority=1, created=1, admitted=True),
+            workload("top", "a", 3, priority=9, created=2, admitted=True),
+            workload("h1", "a", 3, priority=5, created=10),
+            workload("h2", "a", 4, priority=4, created=10),
+            workload("b-low", "b", 2, priority=0, created=1, admitted=True),
+            workload("b1", "b", 2, priority=5, created=10),
+        ],
+    )
+    decided, _, counters = _decide(parsed, memo=True)
+    assert [(p["workload"], p["preemptor"]) for p in decided["preempted"]] == [("ns/b-low", "ns/b1")]
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    assert pending["ns/h1"]["message"] == NO_SET
+    assert pending["ns/h2"]["message"] == NO_SET + " (judged with ns/h1: no lower priority, asking for no more)"
+    assert counters["searches-dominated"] == 1
+    plain, _, _ = _decide(parsed, memo=False)
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain), parsed.workloads) == 1
