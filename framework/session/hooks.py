@@ -181,6 +181,12 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     not answer (returns ``None``) does not restrict. Called once per candidate
     per search; a plugin that raises, or answers anything but a bool or ``None``,
     counts as ``False`` (not preemptible) and as failed.
+
+    A plugin that knows in ``session_open`` that it will allow every candidate of the
+    session (``min-runtime`` with no window anywhere) calls
+    ``session.never_vetoes(its_name)``: it is then not asked at all, and when no plugin
+    may refuse a candidate or a scenario, a search the quota bound proves hopeless is not
+    walked (the walk would only have told the plugins about its candidates).
     """
 
 
