@@ -311,12 +311,26 @@ def _parse_timestamp(value: object) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
+_FORMATTED: dict[int, str] = {}
+
+
 def format_timestamp(ms: int) -> str:
     """Render milliseconds since the epoch as RFC 3339 in UTC (``...Z``).
 
     A moment outside years 1-9999 (a timestamp plus a very long duration) is
-    shown as the nearest one that can be written, never raised on.
+    shown as the nearest one that can be written, never raised on. Explanations name
+    the same moments over and over (a protected victim's admission, session after
+    session), so each text is kept, as parsed timestamps are.
     """
+    found = _FORMATTED.get(ms)
+    if found is None:
+        if len(_FORMATTED) >= _MEMO_BOUND:
+            _FORMATTED.clear()
+        found = _FORMATTED[ms] = _format_timestamp(ms)
+    return found
+
+
+def _format_timestamp(ms: int) -> str:
     ms = min(max(ms, _EARLIEST_MS), _LATEST_MS)
     moment = _EPOCH + _dt.timedelta(milliseconds=ms)
     if ms % 1000:
