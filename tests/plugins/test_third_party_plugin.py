@@ -227,3 +227,16 @@ def test_the_example_plugin_declares_memo_safe_and_keeps_the_search_memo_on(tmp_
     output = preemptd("cycle", snapshot, "--config", config, "--now", NOW, "--timings", cwd=tmp_path)
     memo = [line.split() for line in output.stderr.splitlines() if line.split()[:2] == ["count", "memo"]]
     assert [["count", "memo", "on"]] == memo, output.stderr
+
+
+@pytest.mark.usefixtures("example_installed")
+def test_an_empty_protection_list_protects_nothing(tmp_path: Path) -> None:
+    """Enabled with no namespace to protect, the example tells the session at open that it
+    allows every candidate: the low-priority workload is preempted as with it disabled."""
+    decisions = cycle(tmp_path, f"[plugins.{PLUGIN}]\nenabled = true\nprotected_namespaces = []\n")
+    expected = summary(
+        admitted=[],
+        preempted=[("protected/low", "ml/high", "InQueue", None)],
+        pending=[("ml/high", "PendingPreemption")],
+    )
+    assert expected == summarize(decisions)

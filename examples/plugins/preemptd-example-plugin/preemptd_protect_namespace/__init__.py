@@ -30,6 +30,13 @@ def plugin_config_schema() -> type[Config]:
 
 
 @hookimpl
+def session_open(session: Session) -> None:
+    config: Config | None = session.plugin_config(NAME)
+    if config is None or not config.protected_namespaces:
+        session.never_vetoes(NAME)  # nothing to protect: every candidate is allowed
+
+
+@hookimpl
 def is_preemptible(
     session: Session, action: str, preemptor: Workload, preemptee: Candidate
 ) -> bool | None:
