@@ -332,7 +332,7 @@ def format_timestamp(ms: int) -> str:
 
 def _format_timestamp(ms: int) -> str:
     ms = min(max(ms, _EARLIEST_MS), _LATEST_MS)
-    moment = _EPOCH + _dt.timedelta(milliseconds=ms)
-    if ms % 1000:
-        return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+    m = _EPOCH + _dt.timedelta(milliseconds=ms)
+    # The year in four digits, as RFC 3339 writes it (strftime's %Y drops the zeros here).
+    text = f"{m.year:04d}-{m.month:02d}-{m.day:02d}T{m.hour:02d}:{m.minute:02d}:{m.second:02d}"
+    return f"{text}.{ms % 1000:03d}Z" if ms % 1000 else f"{text}Z"

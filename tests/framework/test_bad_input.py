@@ -328,6 +328,17 @@ def test_a_moment_past_year_9999_is_written_as_the_last_one_not_raised() -> None
     assert ("9999-12-31T23:59:59.999Z", "1970-01-01T00:00:00Z") == (format_timestamp(2**62), format_timestamp(0))
 
 
+def test_a_moment_before_year_1_is_written_as_the_first_one_in_four_digits() -> None:
+    """admittedAt minus a long window lands before year 1: shown capped, its year in the four
+    digits RFC 3339 requires, so that it reads back as the same moment."""
+    from preemptd.framework.quantity import format_timestamp, parse_timestamp
+
+    first = format_timestamp(-(2**62))
+    assert first == "0001-01-01T00:00:00Z"
+    assert format_timestamp(parse_timestamp(first)) == first
+    assert format_timestamp(parse_timestamp("0999-05-06T07:08:09.010Z")) == "0999-05-06T07:08:09.010Z"
+
+
 def test_a_scenario_key_with_a_newline_stays_on_its_problem_line() -> None:
     reader = Reader("s.yaml")
     reader.problem("colour\ns.yaml: duration", "unknown key")
