@@ -10,7 +10,7 @@ framework takes the first flavor that fits, else the best that can preempt.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
@@ -57,23 +57,26 @@ def evaluate_flavor(
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
         return FlavorOption(flavor_name, NOFIT, message="flavor is not defined")
-    conflict = _selector_conflict(pod_set, flavor.node_labels)
-    if conflict is not None:
-        return FlavorOption(flavor_name, NOFIT, message=conflict)
-    if not flavor_taints_tolerated(flavor, pod_set.tolerations):
+    if pod_set.node_selector:
+        conflict = _selector_conflict(pod_set, flavor.node_labels)
+        if conflict is not None:
+            return FlavorOption(flavor_name, NOFIT, message=conflict)
+    if flavor.node_taints and not flavor_taints_tolerated(flavor, pod_set.tolerations):
         return FlavorOption(flavor_name, NOFIT, message="a NoSchedule/NoExecute taint of the flavor is not tolerated")
     accounting = session.accounting
     usage: dict[FR, int] = {}
+    requests = pod_set.requests
     for resource in group.covered:
-        amount = pod_set.requests.get(resource, 0)
+        amount = requests.get(resource, 0)
         if amount:
             fr = (flavor_name, resource)
-            usage[fr] = amount * count + prior.get(fr, 0)
+            usage[fr] = amount * count + prior.get(fr, 0) if prior else amount * count
     needed: list[FR] = []
     level = 0
+    potential = leaf.potential
     for fr, request in usage.items():
         resource = fr[1]
-        if request > leaf.potential.get(fr, 0):
+        if request > potential.get(fr, 0):
             return FlavorOption(
                 flavor_name,
                 NOFIT,
@@ -85,7 +88,9 @@ def evaluate_flavor(
             )
         available = accounting.available(leaf, fr)
         if request <= available:
-            level = max(level, accounting.borrowing_level(leaf, fr, request))
+            found = accounting.borrowing_level(leaf, fr, request)
+            if found > level:
+                level = found
             continue
         may_search = (
             request <= leaf.subtree.get(fr, 0)
@@ -118,7 +123,11 @@ def evaluate_flavor(
     why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
     if not search.victims:
         # SEMANTICS §2.3: without victims the level is measured on current usage.
-        current = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
+        current = 0
+        for fr, amount in usage.items():
+            found = accounting.borrowing_level(leaf, fr, amount)
+            if found > current:
+                current = found
         return FlavorOption(
             flavor_name,
             NOCANDIDATES,
@@ -128,6 +137,7 @@ def evaluate_flavor(
             message=why or search.message,
             vetoed_by=search.vetoed_by,
             search=search,
+            node_short=node_short,
         )
     mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
     return FlavorOption(
@@ -140,6 +150,7 @@ def evaluate_flavor(
         vetoed_by=search.vetoed_by,
         message=f"{len(search.victims)} victim(s)",
         search=search,
+        node_short=node_short,
     )
 
 
@@ -217,41 +228,56 @@ def finish_assignment(
     counts are those of asking the search a second time, which it did before it handed
     the option over.
     """
-    usage: dict[FR, int] = {}
-    for ps in assignment.pod_sets:
-        for fr, amount in ps.usage.items():
-            usage[fr] = usage.get(fr, 0) + amount
+    pod_sets = assignment.pod_sets
+    if len(pod_sets) == 1:
+        usage = dict(pod_sets[0].usage)
+    else:
+        usage = {}
+        for ps in pod_sets:
+            for fr, amount in ps.usage.items():
+                usage[fr] = usage.get(fr, 0) + amount
     assignment.usage = usage
     if assignment.mode == NOFIT:
         return assignment
     accounting = session.accounting
     leaf = assignment.leaf
-    needed = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
-    targets = assignment.node_targets()
-    placements = session.placements
-    if only is not None and only.mode == FIT and only.usage == usage:
-        # The option was judged on the nodes as they are: no need to place it twice.
-        assignment.node_short = False
-    else:
-        assignment.node_short = bool(targets) and not session.pods_fit(targets)
-    if assignment.node_short:
-        assert placements is not None
-        needed.extend(fr for fr in usage if fr not in needed and placements.has_nodes(fr[0]))
-    else:
-        targets = []
-    if not needed:
-        assignment.mode = FIT
-        assignment.level = max(
-            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-        )
-        return assignment
     reused: SearchResult | None = None
     if only is not None and only.search is not None and only.usage == usage:
         reused = asked_again(session, only.search, leaf, usage) if again else only.search
+    needed: Collection[FR]
     if reused is not None:
+        # The option was judged on the state the search is asked again in (the memo
+        # checked its epochs): what it needed and whether the nodes lacked room then are
+        # what this assignment needs now.
+        assert only is not None
         search = reused
+        needed = only.needed
+        assignment.node_short = only.node_short
     else:
-        search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
+        short = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
+        targets = assignment.node_targets()
+        placements = session.placements
+        if only is not None and only.mode == FIT and only.usage == usage:
+            # The option was judged on the nodes as they are: no need to place it twice.
+            assignment.node_short = False
+        else:
+            assignment.node_short = bool(targets) and not session.pods_fit(targets)
+        if assignment.node_short:
+            assert placements is not None
+            short.extend(fr for fr in usage if fr not in short and placements.has_nodes(fr[0]))
+        else:
+            targets = []
+        if not short:
+            assignment.mode = FIT
+            level = 0
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > level:
+                    level = found
+            assignment.level = level
+            return assignment
+        needed = short
+        search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets)
     assignment.tried.extend(search.lines)
     assignment.search = search
     assignment.needed = frozenset(needed)
@@ -264,9 +290,12 @@ def finish_assignment(
         if reused is not None and only is not None and only.mode == NOCANDIDATES:
             assignment.level = only.level
         else:
-            assignment.level = max(
-                (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-            )
+            level = 0
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > level:
+                    level = found
+            assignment.level = level
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing
@@ -275,7 +304,7 @@ def finish_assignment(
     return assignment
 
 
-def _shortage(session: Session, assignment: Assignment, needed: list[FR]) -> str:
+def _shortage(session: Session, assignment: Assignment, needed: Collection[FR]) -> str:
     parts = []
     for fr in sorted(needed):
         flavor, resource = fr
