@@ -11,6 +11,7 @@ framework takes the first flavor that fits, else the best that can preempt.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
@@ -42,6 +43,32 @@ def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str |
     return None
 
 
+_CHECKS = "_flavor_checks"
+"""Where a session keeps :class:`_Checks` (``session.state``, as ``_unit_index``)."""
+
+
+@dataclass(slots=True)
+class _Checks:
+    """What :func:`evaluate_flavor` found before its victim search, for one podSet shape
+    on one flavor of one leaf, on the committed state named by ``epoch`` (of the leaf's
+    queue tree) and ``node_epoch``. Heads of a queue whose tree did not move ask the same
+    of the same flavor, and only their searches differ.
+
+    ``option``: the whole answer when no search is needed (``NoFit`` or ``Fit``).
+    Otherwise the usage asked for, the flavor-resources the search needs, whether the
+    nodes lack room, the borrowing level of what fits, and (once a search found no
+    victims) the borrowing level on current usage."""
+
+    epoch: int
+    node_epoch: int
+    option: FlavorOption | None
+    usage: dict[FR, int]
+    needed: frozenset[FR] = frozenset()
+    node_short: bool = False
+    level: int = 0
+    current: int = -1
+
+
 def evaluate_flavor(
     session: Session,
     workload: Workload,
@@ -52,17 +79,113 @@ def evaluate_flavor(
     flavor_name: str,
     prior: Mapping[FR, int],
 ) -> FlavorOption:
-    """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage."""
+    """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage.
+
+    On committed state, what is found before the victim search is kept per podSet shape
+    (:class:`_Checks`) while the leaf's tree and node room do not move. Only with the
+    search memo on: it is the memo's promise (``session/hooks.py``) that nothing but
+    commits changes the state epochs name; and not when a plugin answers
+    ``may_search_victims``, whose answers are asked every time."""
     session.counters.flavors += 1
+    statement = session.statement
+    policy = session.policy
+    kept: _Checks | None = None
+    if (
+        not prior
+        and not statement.ops
+        and session.memo is not None
+        and (policy is None or not policy.allowed)
+    ):
+        checks: dict[tuple[object, ...], _Checks] | None = session.state.get(_CHECKS)
+        if checks is None:
+            checks = session.state[_CHECKS] = {}
+        key = (
+            leaf.index,
+            flavor_name,
+            group.covered,
+            count,
+            pod_set.requests,
+            pod_set.node_selector,
+            pod_set.tolerations,
+        )
+        epoch = statement.epoch(leaf)
+        kept = checks.get(key)
+        if kept is None or kept.epoch != epoch or kept.node_epoch != statement.node_epoch:
+            kept = checks[key] = _check(session, leaf, pod_set, count, group, flavor_name, prior)
+            kept.epoch = epoch
+    else:
+        kept = _check(session, leaf, pod_set, count, group, flavor_name, prior)
+    option = kept.option
+    if option is not None:
+        return FlavorOption(
+            option.flavor, option.mode, level=option.level, usage=dict(option.usage), message=option.message
+        )
+    usage = dict(kept.usage)
+    node_short = kept.node_short
+    # Evicting only adds room: the nodes matter to the search only when they are short now.
+    targets = [(pod_set, count, flavor_name)] if node_short else []
+    search = find_victims(session, workload, leaf, usage, kept.needed, targets)
+    why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
+    if not search.victims:
+        # SEMANTICS §2.3: without victims the level is measured on current usage (the
+        # search left it as it was).
+        current = kept.current
+        if current < 0:
+            current = 0
+            accounting = session.accounting
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > current:
+                    current = found
+            kept.current = current
+        return FlavorOption(
+            flavor_name,
+            NOCANDIDATES,
+            level=current,
+            usage=usage,
+            needed=kept.needed,
+            message=why or search.message,
+            vetoed_by=search.vetoed_by,
+            search=search,
+            node_short=node_short,
+        )
+    mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
+    return FlavorOption(
+        flavor_name,
+        mode,
+        level=max(kept.level, search.level),
+        usage=usage,
+        needed=kept.needed,
+        victims=search.victims,
+        vetoed_by=search.vetoed_by,
+        message=f"{len(search.victims)} victim(s)",
+        search=search,
+        node_short=node_short,
+    )
+
+
+def _check(
+    session: Session,
+    leaf: QuotaNode,
+    pod_set: PodSet,
+    count: int,
+    group: ResourceGroup,
+    flavor_name: str,
+    prior: Mapping[FR, int],
+) -> _Checks:
+    """Everything :func:`evaluate_flavor` decides before its search, on the state as it is."""
+    statement = session.statement
+    node_epoch = statement.node_epoch
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
-        return FlavorOption(flavor_name, NOFIT, message="flavor is not defined")
+        return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message="flavor is not defined"), {})
     if pod_set.node_selector:
         conflict = _selector_conflict(pod_set, flavor.node_labels)
         if conflict is not None:
-            return FlavorOption(flavor_name, NOFIT, message=conflict)
+            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message=conflict), {})
     if flavor.node_taints and not flavor_taints_tolerated(flavor, pod_set.tolerations):
-        return FlavorOption(flavor_name, NOFIT, message="a NoSchedule/NoExecute taint of the flavor is not tolerated")
+        message = "a NoSchedule/NoExecute taint of the flavor is not tolerated"
+        return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message=message), {})
     accounting = session.accounting
     usage: dict[FR, int] = {}
     requests = pod_set.requests
@@ -77,15 +200,11 @@ def evaluate_flavor(
     for fr, request in usage.items():
         resource = fr[1]
         if request > potential.get(fr, 0):
-            return FlavorOption(
-                flavor_name,
-                NOFIT,
-                usage=usage,
-                message=(
-                    f"{resource} request {format_quantity(request, resource)} exceeds max quota "
-                    f"{format_quantity(leaf.potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
-                ),
+            message = (
+                f"{resource} request {format_quantity(request, resource)} exceeds max quota "
+                f"{format_quantity(potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
             )
+            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, usage=usage, message=message), usage)
         available = accounting.available(leaf, fr)
         if request <= available:
             found = accounting.borrowing_level(leaf, fr, request)
@@ -99,15 +218,11 @@ def evaluate_flavor(
             or (session.policy is not None and session.policy.may_search(leaf, fr, request))
         )
         if not may_search:
-            return FlavorOption(
-                flavor_name,
-                NOFIT,
-                usage=usage,
-                message=(
-                    f"insufficient unused quota for {resource} in flavor {flavor_name}: "
-                    f"{format_quantity(request - available, resource)} more needed"
-                ),
+            message = (
+                f"insufficient unused quota for {resource} in flavor {flavor_name}: "
+                f"{format_quantity(request - available, resource)} more needed"
             )
+            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, usage=usage, message=message), usage)
         needed.append(fr)
     node_short = False
     placements = session.placements
@@ -116,42 +231,8 @@ def evaluate_flavor(
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
-        return FlavorOption(flavor_name, FIT, level=level, usage=usage)
-    # Evicting only adds room: the nodes matter to the search only when they are short now.
-    targets = [(pod_set, count, flavor_name)] if node_short else []
-    search = find_victims(session, workload, leaf, usage, frozenset(needed), targets)
-    why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
-    if not search.victims:
-        # SEMANTICS §2.3: without victims the level is measured on current usage.
-        current = 0
-        for fr, amount in usage.items():
-            found = accounting.borrowing_level(leaf, fr, amount)
-            if found > current:
-                current = found
-        return FlavorOption(
-            flavor_name,
-            NOCANDIDATES,
-            level=current,
-            usage=usage,
-            needed=frozenset(needed),
-            message=why or search.message,
-            vetoed_by=search.vetoed_by,
-            search=search,
-            node_short=node_short,
-        )
-    mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
-    return FlavorOption(
-        flavor_name,
-        mode,
-        level=max(level, search.level),
-        usage=usage,
-        needed=frozenset(needed),
-        victims=search.victims,
-        vetoed_by=search.vetoed_by,
-        message=f"{len(search.victims)} victim(s)",
-        search=search,
-        node_short=node_short,
-    )
+        return _Checks(0, node_epoch, FlavorOption(flavor_name, FIT, level=level, usage=usage), usage)
+    return _Checks(0, node_epoch, None, usage, frozenset(needed), node_short, level)
 
 
 def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Assignment:
