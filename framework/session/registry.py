@@ -38,30 +38,37 @@ __all__ = ["ANSWERS", "Impl", "PluginError", "Policy", "Registry", "bad_answer"]
 class Impl:
     """One plugin's implementation of one hook; pluggy lets it take a subset of the arguments.
 
-    ``pick`` takes those arguments out of the caller's map in one C call (an
-    ``itemgetter`` of two or more names gives a tuple); it is built once, with the
-    record, because ``call`` runs per candidate in the victim search."""
+    ``call(kwargs)`` calls it with its arguments taken from the caller's map. It is a
+    function made once, with the record, that names each argument directly (no method
+    frame, no argument tuple): ``is_preemptible`` calls it per candidate and plugin."""
 
     plugin: str
     function: Callable[..., Any]
     argnames: tuple[str, ...]
-    pick: Callable[[dict[str, Any]], tuple[Any, ...]] = field(init=False, repr=False, compare=False)
+    call: Callable[[dict[str, Any]], Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pick", _picker(self.argnames))
-
-    def call(self, kwargs: dict[str, Any]) -> Any:
-        return self.function(*self.pick(kwargs))
+        object.__setattr__(self, "call", _caller(self.function, self.argnames))
 
 
-def _picker(argnames: tuple[str, ...]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
-    """A function giving the values of ``argnames`` from a keyword map, as a tuple."""
-    if len(argnames) >= 2:
-        return itemgetter(*argnames)
+def _caller(function: Callable[..., Any], argnames: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    """``function`` called with the values of ``argnames`` taken from a keyword map."""
+    if not argnames:
+        return lambda kwargs: function()
     if len(argnames) == 1:
-        (name,) = argnames
-        return lambda kwargs: (kwargs[name],)
-    return lambda kwargs: ()
+        (a,) = argnames
+        return lambda kwargs: function(kwargs[a])
+    if len(argnames) == 2:
+        a, b = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b])
+    if len(argnames) == 3:
+        a, b, c = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b], kwargs[c])
+    if len(argnames) == 4:
+        a, b, c, d = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b], kwargs[c], kwargs[d])
+    pick = itemgetter(*argnames)
+    return lambda kwargs: function(*pick(kwargs))
 
 
 @dataclass(slots=True)
