@@ -105,7 +105,7 @@ def evaluate_flavor(
             group.covered,
             count,
             pod_set.requests,
-            pod_set.node_selector,
+            pod_set.node_selector or None,  # the usual empty one: nothing to hash
             pod_set.tolerations,
         )
         epoch = statement.epoch(leaf)
@@ -287,12 +287,8 @@ def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assign
 
 
 def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
-    usage: dict[FR, int] = {}
-    for resource, amount in pod_set.requests.items():
-        if amount:
-            fr = (flavors[resource], resource)
-            usage[fr] = usage.get(fr, 0) + amount * count
-    return usage
+    # Each resource is its own flavor-resource: nothing to add up.
+    return {(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
 
 
 def finish_assignment(

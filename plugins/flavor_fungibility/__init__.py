@@ -293,9 +293,6 @@ def _uncovered(pod_set: PodSet, groups: list[ResourceGroup], leaf: QuotaNode) ->
 
 
 def _usage(pod_set: PodSet, flavors: Mapping[str, str]) -> dict[FR, int]:
-    usage: dict[FR, int] = {}
-    for resource, amount in pod_set.requests.items():
-        if amount:
-            fr = (flavors[resource], resource)
-            usage[fr] = usage.get(fr, 0) + amount * pod_set.count
-    return usage
+    # Each resource is its own flavor-resource: nothing to add up.
+    count = pod_set.count
+    return {(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
