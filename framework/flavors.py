@@ -54,15 +54,17 @@ class _Checks:
     queue tree) and ``node_epoch``. Heads of a queue whose tree did not move ask the same
     of the same flavor, and only their searches differ.
 
-    ``option``: the whole answer when no search is needed (``NoFit`` or ``Fit``).
-    Otherwise the usage asked for, the flavor-resources the search needs, whether the
-    nodes lack room, the borrowing level of what fits, and (once a search found no
-    victims) the borrowing level on current usage."""
+    ``mode``: ``NoFit`` or ``Fit`` when that is the whole answer (with ``message`` and
+    ``level``), else ``-1``: a search is needed. Then the usage asked for, the
+    flavor-resources the search needs, whether the nodes lack room, the borrowing level
+    of what fits, and (once a search found no victims) the borrowing level on current
+    usage."""
 
     epoch: int
     node_epoch: int
-    option: FlavorOption | None
+    mode: int
     usage: dict[FR, int]
+    message: str = ""
     needed: frozenset[FR] = frozenset()
     node_short: bool = False
     level: int = 0
@@ -115,12 +117,9 @@ def evaluate_flavor(
             kept.epoch = epoch
     else:
         kept = _check(session, leaf, pod_set, count, group, flavor_name, prior)
-    option = kept.option
-    if option is not None:
-        return FlavorOption(
-            option.flavor, option.mode, level=option.level, usage=dict(option.usage), message=option.message
-        )
-    usage = dict(kept.usage)
+    usage = dict(kept.usage)  # the option's own: what is kept stays as it is
+    if kept.mode >= 0:
+        return FlavorOption(flavor_name, kept.mode, level=kept.level, usage=usage, message=kept.message)
     node_short = kept.node_short
     # Evicting only adds room: the nodes matter to the search only when they are short now.
     targets = [(pod_set, count, flavor_name)] if node_short else []
@@ -178,14 +177,13 @@ def _check(
     node_epoch = statement.node_epoch
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
-        return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message="flavor is not defined"), {})
+        return _Checks(0, node_epoch, NOFIT, {}, "flavor is not defined")
     if pod_set.node_selector:
         conflict = _selector_conflict(pod_set, flavor.node_labels)
         if conflict is not None:
-            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message=conflict), {})
+            return _Checks(0, node_epoch, NOFIT, {}, conflict)
     if flavor.node_taints and not flavor_taints_tolerated(flavor, pod_set.tolerations):
-        message = "a NoSchedule/NoExecute taint of the flavor is not tolerated"
-        return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, message=message), {})
+        return _Checks(0, node_epoch, NOFIT, {}, "a NoSchedule/NoExecute taint of the flavor is not tolerated")
     accounting = session.accounting
     usage: dict[FR, int] = {}
     requests = pod_set.requests
@@ -204,7 +202,7 @@ def _check(
                 f"{resource} request {format_quantity(request, resource)} exceeds max quota "
                 f"{format_quantity(potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
             )
-            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, usage=usage, message=message), usage)
+            return _Checks(0, node_epoch, NOFIT, usage, message)
         available = accounting.available(leaf, fr)
         if request <= available:
             found = accounting.borrowing_level(leaf, fr, request)
@@ -222,7 +220,7 @@ def _check(
                 f"insufficient unused quota for {resource} in flavor {flavor_name}: "
                 f"{format_quantity(request - available, resource)} more needed"
             )
-            return _Checks(0, node_epoch, FlavorOption(flavor_name, NOFIT, usage=usage, message=message), usage)
+            return _Checks(0, node_epoch, NOFIT, usage, message)
         needed.append(fr)
     node_short = False
     placements = session.placements
@@ -231,8 +229,8 @@ def _check(
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
-        return _Checks(0, node_epoch, FlavorOption(flavor_name, FIT, level=level, usage=usage), usage)
-    return _Checks(0, node_epoch, None, usage, frozenset(needed), node_short, level)
+        return _Checks(0, node_epoch, FIT, usage, level=level)
+    return _Checks(0, node_epoch, -1, usage, "", frozenset(needed), node_short, level)
 
 
 def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Assignment:
