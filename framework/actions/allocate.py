@@ -237,7 +237,10 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
                 break
         if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
             reserve(session, books, entry.queue.leaf, assignment)
-        message = "; ".join([assignment.message or "no victims found", *session.notes(key)])
+        message = assignment.message or "no victims found"
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
         _pending(rounds, key, reason, message)
         _record_scan(session, workload, assignment)
         return _DONE
