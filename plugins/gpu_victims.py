@@ -32,6 +32,25 @@ from preemptd.framework import (
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 
 
+NAME = "gpu-victims"
+
+
+def _has_deployments(session: Session) -> bool:
+    """Whether the snapshot holds a Deployment; asked once per session (session.state)."""
+    state = session.state
+    deployments: bool | None = state.get(NAME)
+    if deployments is None:
+        deployments = state[NAME] = any(w.is_deployment for w in session.snapshot.workloads.values())
+    return deployments
+
+
+@hookimpl
+def session_open(session: Session) -> None:
+    session.state.pop(NAME, None)
+    if not _has_deployments(session):
+        session.never_vetoes(NAME)  # only a Deployment preemptor is ever refused a victim
+
+
 @hookimpl
 def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool | None:
     if preemptor.is_deployment and preemptee.priority >= preemptor.priority:
@@ -80,9 +99,6 @@ def victim_order(session: Session, preemptor: Workload) -> Callable[[Candidate],
     return key
 
 
-NAME = "gpu-victims"
-
-
 def _keeps_one_replica(scenario: Scenario) -> bool:
     taking: dict[str, int] = {}
     for victim in scenario.victims:
@@ -106,11 +122,5 @@ def get_accumulated_scenario_filters(
     session: Session, action: str, preemptor: Workload
 ) -> list[Callable[[Scenario], bool]]:
     # Victims are units of the snapshot's workloads: without a Deployment among them
-    # the filter accepts every scenario. Asked once per session (session.state).
-    state = session.state
-    deployments = state.get(NAME)
-    if deployments is None:
-        deployments = state[NAME] = any(
-            w.is_deployment for w in session.snapshot.workloads.values()
-        )
-    return [_keeps_one_replica] if deployments else []
+    # the filter accepts every scenario.
+    return [_keeps_one_replica] if _has_deployments(session) else []

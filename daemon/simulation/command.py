@@ -274,8 +274,9 @@ def setup(scenario: Scenario, path: str | None) -> Setup:
         raise ConfigError([ConfigProblem(where, None, "", str(exc))]) from None
     scenario_config, found = parse_config(scenario_text, source=where)
     problems += [replace(problem, line=None) for problem in found]
+    scenario_plugins: Plugins | None = None
     if not found:
-        _, found = resolve_plugins(scenario_config)
+        scenario_plugins, found = resolve_plugins(scenario_config)
         problems += [replace(problem, line=None) for problem in found]
     file_config, found = read_config(path)
     problems += found
@@ -286,11 +287,15 @@ def setup(scenario: Scenario, path: str | None) -> Setup:
         raw = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     if problems:
         raise ConfigError(sorted(problems, key=ConfigProblem.sort_key))
-    merged_source = path if path is not None else where
-    config, found = parse_config(to_toml(_merge(scenario.config, raw)), source=merged_source)
-    plugins, more = resolve_plugins(config)
-    if found or more:
-        raise ConfigError([replace(problem, line=None) for problem in found + more])
+    if path is None and scenario_plugins is not None:
+        # Nothing to merge: the scenario's own table, already read and resolved above.
+        config, plugins = scenario_config, scenario_plugins
+    else:
+        merged_source = path if path is not None else where
+        config, found = parse_config(to_toml(_merge(scenario.config, raw)), source=merged_source)
+        plugins, more = resolve_plugins(config)
+        if found or more:
+            raise ConfigError([replace(problem, line=None) for problem in found + more])
     interval = config.scheduler.cycle_interval
     if scenario.cycle_interval is not None and ("scheduler", "cycle_interval") not in file_config.lines:
         interval = scenario.cycle_interval

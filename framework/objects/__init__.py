@@ -38,7 +38,8 @@ from .kueue import scope as kueue_scope
 from .local_queues import namespace_refusal, parse_local_queue, parse_namespace, queue_problem
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, RawObject, decode_json, find_unknown_fields, pod_entry, read_pod
+from .typed import RawItems, RawObject, decode_json, find_unknown_fields
+from .typed_pods import forget_read_maps, pod_entry, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
@@ -120,6 +121,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     intake = _Intake()
     for file, document in documents:
         intake.document(file, document)
+    forget_read_maps()
     by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)

@@ -30,62 +30,19 @@ from typing import Any
 
 import msgspec
 
-from ..model import (
-    DELETION_COST_ANNOTATION,
-    FORCE_DELETE_ANNOTATION,
-    WORKLOAD_LABEL,
-    FrozenDict,
-    Pod,
-)
-from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
+from ..model import FrozenDict, Pod
 from .fields import Entry, Problem
 from .known import SCHEMAS, Schema, unknown_fields
-from .nodes import parse_pod
 
 __all__ = [
     "RawItems",
     "RawObject",
     "decode_items",
     "decode_json",
-    "fast_pod",
     "find_unknown_fields",
-    "pod_entry",
-    "read_pod",
 ]
 
 _intern = sys.intern
-
-
-class _Requests(msgspec.Struct):
-    requests: dict[str, Any] | None = None
-
-
-class _Container(msgspec.Struct):
-    resources: _Requests | None = None
-
-
-class _PodMeta(msgspec.Struct):
-    labels: dict[str, str] | None = None
-    annotations: dict[str, str] | None = None
-    creationTimestamp: Any = None
-    deletionTimestamp: Any = None
-
-
-class _PodSpec(msgspec.Struct):
-    nodeName: str | None = None
-    priority: int | None = None
-    containers: list[_Container] | None = None
-    initContainers: list[_Container] | None = None
-
-
-class _PodStatus(msgspec.Struct):
-    phase: str | None = None
-
-
-class _PodDoc(msgspec.Struct):
-    metadata: _PodMeta | None = None
-    spec: _PodSpec | None = None
-    status: _PodStatus | None = None
 
 
 class _NotPlain(Exception):
@@ -118,83 +75,6 @@ def _strings(mapping: dict[str, str] | None) -> list[tuple[str, str]]:
     return [(_intern(key), _intern(value)) for key, value in items]
 
 
-def _requests(containers: list[_Container] | None, total: dict[str, int], *, init: bool) -> None:
-    for container in containers or ():
-        resources = container.resources
-        requests = resources.requests if resources is not None else None
-        for resource, value in (requests or {}).items():
-            if not resource:
-                raise _NotPlain
-            amount = parse_quantity(value, resource)
-            if not amount:
-                continue  # drop_zero, as the walker reads container requests
-            if init:
-                total[resource] = max(total.get(resource, 0), amount)
-            else:
-                total[resource] = total.get(resource, 0) + amount
-
-
-def read_pod(entry: Entry) -> tuple[Pod, list[Problem]]:
-    """A Pod read the fast way when it is plain, else by the walker (with its problems)."""
-    pod = fast_pod(entry)
-    return (pod, []) if pod is not None else parse_pod(entry)
-
-
-def fast_pod(entry: Entry) -> Pod | None:
-    """The Pod record of a plain, valid Pod object; ``None`` when the walker must read it."""
-    body = entry.body
-    if type(body) is RawObject:
-        return body.pod
-    try:
-        doc = msgspec.convert(body, _PodDoc)
-    except msgspec.ValidationError:
-        return None
-    return _pod_of(entry.file, entry.namespace, entry.name, doc)
-
-
-def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem) -> Pod | None:
-    try:
-        metadata = doc.metadata or _PodMeta()
-        spec = doc.spec or _PodSpec()
-        labels = _strings(metadata.labels)
-        annotations = dict(_strings(metadata.annotations))
-        deletion_cost = 0
-        if DELETION_COST_ANNOTATION in annotations:
-            text = annotations[DELETION_COST_ANNOTATION]
-            if not (text.isascii() and text.isdigit()) or len(text) >= 19:
-                raise _NotPlain  # signs, blanks, large values: the walker decides
-            deletion_cost = int(text)
-        priority = spec.priority
-        if priority is not None and not -MAX_AMOUNT - 1 <= priority <= MAX_AMOUNT:
-            raise _NotPlain
-        total: dict[str, int] = {}
-        _requests(spec.containers, total, init=False)
-        _requests(spec.initContainers, total, init=True)
-        created = metadata.creationTimestamp
-        created_ms = parse_timestamp(created) if created is not None else 0
-    except (QuantityError, _NotPlain):
-        return None
-    namespace = _intern(namespace or "default")
-    node_name = _intern(spec.nodeName) if spec.nodeName else None
-    phase = doc.status.phase if doc.status is not None else None
-    workload_name = metadata.labels.get(WORKLOAD_LABEL) if metadata.labels else None
-    return Pod(
-        namespace=namespace,
-        name=name,
-        requests=_shared(sorted(total.items())),
-        node_name=node_name,
-        workload=_intern(f"{namespace}/{workload_name}") if workload_name else None,
-        priority=priority,
-        created=created_ms or 0,
-        deleting=metadata.deletionTimestamp is not None,
-        force_delete=annotations.get(FORCE_DELETE_ANNOTATION) == "true",
-        deletion_cost=deletion_cost,
-        phase=_intern(phase) if phase else ("Running" if node_name else "Pending"),
-        labels=_shared(labels),
-        source=file,
-    )
-
-
 # --- straight from JSON text ---------------------------------------------------------
 
 
@@ -225,22 +105,6 @@ class _Envelope(msgspec.Struct):
 
     kind: str
     items: list[msgspec.Raw]
-
-
-class _PodItemMeta(_PodMeta):
-    name: Any = None
-    namespace: Any = None
-
-
-class _PodItem(msgspec.Struct):
-    kind: Any = None
-    apiVersion: Any = None
-    metadata: _PodItemMeta | None = None
-    spec: _PodSpec | None = None
-    status: _PodStatus | None = None
-
-
-_POD_ITEM = msgspec.json.Decoder(_PodItem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,25 +192,6 @@ def intake_key(item: Any, kind: str, group: str) -> tuple[str, str] | None:
     elif not isinstance(namespace, str):
         return None
     return _intern(namespace), name
-
-
-def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
-    """The entry of a Pod item that the intake would take as it is, typed; else ``None``.
-
-    The checks are the intake's for a Pod (kind, API group, a name, a namespace);
-    anything it would report or skip goes its way instead.
-    """
-    try:
-        item = _POD_ITEM.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    key = intake_key(item, "Pod", "")
-    if key is None:
-        return None
-    namespace, name = key
-    # Read now, while its typed record is at hand: the record is all that is kept.
-    pod = _pod_of(file, namespace, name, item)
-    return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
 
 
 # --- unknown fields, from JSON text ----------------------------------------------------

@@ -37,7 +37,8 @@ from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
-from .typed import RawObject, _NotPlain, _PodItemMeta, _shared, _strings, intake_key
+from .typed import RawObject, _NotPlain, _shared, _strings, intake_key
+from .typed_pods import _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner

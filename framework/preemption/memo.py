@@ -19,6 +19,18 @@ epochs name the state exactly. It repeats:
 * the searches of a head nominated again (``WaitingForQuota``, partial admission)
   in a state of its tree that has not moved.
 
+A failed search also answers the searches it *dominates* (:func:`dominated`): once
+a preemptor's search found no victims, proved by the quota bound (or with no
+candidate at all), and no plugin said anything in it (no veto, no rejected scenario,
+no note, no explanation), a later preemptor of the same queue in the same state that
+is no stronger (a lower priority, or the same priority and created no earlier) and
+asks for no less of the same flavor-resources, with the same needed ones, fails too:
+its candidates are among the first one's, each with no more permission, so every
+step of its walk frees at most what a step of the first walk freed, for a request at
+least as large. It gets the first one's answer without a search, its message naming
+the preemptor it was judged with. In a saturated queue this answers most heads of a
+queue after the first few.
+
 It is exact only when every plugin consulted keeps the contract of ``MEMO_SAFE``
 (``session/hooks.py``); otherwise the session runs with ``memo = None``. Vetoes
 the search counted are counted again on every answer from memory; a search in
@@ -30,13 +42,14 @@ object and is not remembered either.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import Any
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session
 
-__all__ = ["asked_again", "memo_key", "recall", "remember"]
+__all__ = ["asked_again", "dominated", "memo_key", "recall", "remember", "remember_failure"]
 
 Key = tuple[Any, ...]
 _LEAF = 6  # where memo_key puts the leaf's index
@@ -96,18 +109,30 @@ def recall(session: Session, key: Key) -> SearchResult | None:
     )
 
 
-def snapshot_counts(session: Session) -> tuple[dict[str, int], int]:
-    """The registry's veto and failure counts before a search."""
+Before = tuple[dict[str, int], int, int, int, int]
+
+
+def snapshot_counts(session: Session, preemptor: Workload) -> Before:
+    """What a search may change that :func:`remember` and :func:`remember_failure` read:
+    the registry's veto and failure counts, the searches the quota bound proved
+    hopeless, the preemptor's explanations and the notes added."""
     registry = session.registry
-    return dict(registry.vetoes), sum(registry.failures.values())
+    explained = session.decisions.explanations.get(preemptor.key)
+    return (
+        dict(registry.vetoes),
+        sum(registry.failures.values()),
+        session.counters.bounded,
+        len(explained) if explained is not None else 0,
+        session.notes_added,
+    )
 
 
-def remember(session: Session, key: Key, result: SearchResult, before: tuple[dict[str, int], int]) -> bool:
+def remember(session: Session, key: Key, result: SearchResult, before: Before) -> bool:
     """Keep ``result`` under ``key`` with the vetoes its search counted; whether it was kept."""
     assert session.memo is not None
     if result.replicas or result.resume is not None:
         return False
-    vetoes_before, failures_before = before
+    vetoes_before, failures_before = before[0], before[1]
     registry = session.registry
     if sum(registry.failures.values()) != failures_before:
         return False
@@ -146,3 +171,123 @@ def asked_again(
     if found is not None:
         found.memo_key = key
     return found
+
+
+# -- dominated searches ---------------------------------------------------------------
+
+# Per leaf: the state the failures were kept in, and for each failure the preemptor's
+# key, priority and creation time, the usage it asked for, the needed flavor-resources,
+# whether node room was searched, and the answer's message.
+_Failure = tuple[str, int, int, dict[FR, int], frozenset[FR], bool, str]
+
+
+_VICTIMS = "_victims_by_tree"  # in ``session.state``: victims chosen so far, per queue tree
+
+
+def _state(session: Session, leaf: QuotaNode) -> tuple[int, int, int]:
+    """The state a failed search answers in: the commits of the preemptor's queue tree,
+    node room, and the victims chosen so far in that tree. Victims chosen in another tree
+    are never candidates of this one, and take no quota from it."""
+    statement = session.statement
+    return (statement.epoch(leaf), statement.node_epoch, _victims_in_tree(session, leaf))
+
+
+def _victims_in_tree(session: Session, leaf: QuotaNode) -> int:
+    """How many units ``session.relied`` holds of ``leaf``'s tree; every victim a session
+    chooses (``session.taken`` included) is added to it, never removed."""
+    relied = session.relied
+    kept: list[Any] | None = session.state.get(_VICTIMS)
+    if kept is None:
+        kept = session.state[_VICTIMS] = [0, {}]
+    if kept[0] != len(relied):
+        counts: dict[int, int] = kept[1]
+        for victim in islice(relied.values(), kept[0], None):
+            root = victim.leaf.root.index
+            counts[root] = counts.get(root, 0) + 1
+        kept[0] = len(relied)
+    found: int = kept[1].get(leaf.root.index, 0)
+    return found
+
+
+def _asks_no_less(usage: dict[FR, int], than: dict[FR, int]) -> bool:
+    if len(usage) != len(than):
+        return False
+    for fr, amount in than.items():
+        asked = usage.get(fr)
+        if asked is None or asked < amount:
+            return False
+    return True
+
+
+def dominated(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    usage: dict[FR, int],
+    needed: frozenset[FR],
+    targets: Sequence[tuple[PodSet, int, str]],
+) -> SearchResult | None:
+    """The answer of a failed search this one is dominated by (see the module
+    documentation), or ``None``. Called only where :func:`memo_key` gave a key."""
+    kept = session.failed_searches.get(leaf.index)
+    if kept is None or preemptor.is_deployment:
+        return None
+    state, failures = kept
+    if state != _state(session, leaf):
+        del session.failed_searches[leaf.index]
+        return None
+    priority = preemptor.priority
+    created = preemptor.created
+    with_room = bool(targets)
+    for key, p, c, asked, wanted, room, message in failures:
+        if (
+            (priority < p or (priority == p and created >= c))
+            and wanted == needed
+            and room == with_room
+            and _asks_no_less(usage, asked)
+        ):
+            session.counters.dominated += 1
+            text = f"{message} (judged with {key}: no lower priority, asking for no more)"
+            return SearchResult(message=text, lines=[text])
+    return None
+
+
+def remember_failure(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    usage: dict[FR, int],
+    needed: frozenset[FR],
+    targets: Sequence[tuple[PodSet, int, str]],
+    result: SearchResult,
+    before: Before,
+) -> None:
+    """Keep a failed search for :func:`dominated` when it may answer others: no victims,
+    proved hopeless by the quota bound (or no candidate at all), and nothing said by
+    any plugin while it ran. Called only where :func:`memo_key` gave a key."""
+    if result.victims or result.vetoed_by or preemptor.is_deployment:
+        return
+    if session.policy is not None and session.policy.strategy is not None:
+        return
+    vetoes_before, failures_before, bounded_before, explained_before, notes_before = before
+    registry = session.registry
+    if result.lines and session.counters.bounded == bounded_before:
+        return  # walked (and failed) with fit tests: not proved by the bound
+    if registry.vetoes != vetoes_before or sum(registry.failures.values()) != failures_before:
+        return
+    explained = session.decisions.explanations.get(preemptor.key)
+    if (len(explained) if explained is not None else 0) != explained_before:
+        return
+    if session.notes_added != notes_before:
+        return
+    state = _state(session, leaf)
+    kept = session.failed_searches.get(leaf.index)
+    failures: list[_Failure]
+    if kept is None or kept[0] != state:
+        failures = []
+        session.failed_searches[leaf.index] = (state, failures)
+    else:
+        failures = kept[1]
+    failures.append(
+        (preemptor.key, preemptor.priority, preemptor.created, dict(usage), needed, bool(targets), result.message)
+    )

@@ -8,16 +8,18 @@ first replica for which no node has victims.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..model import PodSet, Workload
 from ..quota import QuotaNode
 from ..session import (
     Candidate,
     NodeChoice,
+    ScenarioFilters,
     Session,
     VictimSearch,
     collect_candidates,
     order_for,
-    scenario_accepts,
 )
 from ..snapshot import pod_set_usage
 from .nodechoice import ReplicaSearch
@@ -64,6 +66,19 @@ def replica_victims(
     )
     choices = more_replicas(search, [], replicas)
     return choices, frozenset(vetoed), search
+
+
+def scenario_accepts(
+    session: Session, preemptor: Workload, filters: ScenarioFilters
+) -> Callable[[list[Candidate]], bool]:
+    """One callable over the accumulated victims that every scenario filter must accept."""
+
+    def accept(victims: list[Candidate]) -> bool:
+        if not filters:
+            return True
+        return session.scenario_rejects(preemptor, filters, list(victims)) is None
+
+    return accept
 
 
 def more_replicas(search: ReplicaSearch, choices: list[NodeChoice], replicas: int) -> list[NodeChoice]:

@@ -64,16 +64,19 @@ def find_minimal(
         # Every attempt may borrow, and such an attempt passes over each candidate usable
         # only within nominal before anything else: they are never looked at.
         candidates = [c for c in candidates if not c.only_within_nominal]
-    sort_candidates(candidates, order_for(session, preemptor))
-
     search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
     lines = [f"{found} candidate(s) use the needed {wanted}"]
     if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
         session.counters.bounded += 1
-        for allow_borrowing in attempts:
-            search.attempt(candidates, allow_borrowing, hopeless=True)
+        # A hopeless walk only tells the plugins what the full walk would; when none of
+        # them may refuse a candidate or a scenario in this session, it tells nobody.
+        if session.may_veto or search.filters:
+            sort_candidates(candidates, order_for(session, preemptor))
+            for allow_borrowing in attempts:
+                search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
+        sort_candidates(candidates, order_for(session, preemptor))
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:

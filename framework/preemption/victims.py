@@ -3,7 +3,8 @@
 A Deployment whose one missing replica lacks node room frees it node by node
 (:mod:`.replicas`); every other preemptor takes whole-workload and elastic units
 until its request fits (:mod:`.search`). A search already run in the same state
-is answered from the session's memo (:mod:`.memo`). The time spent here is reported under
+is answered from the session's memo (:mod:`.memo`), and so is one a failed search
+of the same state dominates. The time spent here is reported under
 the name of the preemption action.
 """
 
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session, with_vetoes
-from .memo import memo_key, recall, remember, snapshot_counts
+from .memo import dominated, memo_key, recall, remember, remember_failure, snapshot_counts
 from .replicas import replica_victims
 from .search import find_minimal
 
@@ -42,15 +43,22 @@ def find_victims(
             if found is not None:
                 found.memo_key = key
                 return found
-            before = snapshot_counts(session)
+            before = snapshot_counts(session, preemptor)
+            found = dominated(session, preemptor, leaf, usage, needed, targets)
+            if found is not None:
+                if remember(session, key, found, before):
+                    found.memo_key = key
+                return found
         session.counters.searches += 1
         if preemptor.is_deployment and len(targets) == 1:
             # A Deployment whose replica lacks node room frees it node by node (§6).
             result = _replicas(session, preemptor, leaf, targets[0])
         else:
             result = find_minimal(session, preemptor, leaf, usage, needed, targets)
-        if key is not None and remember(session, key, result, before):
-            result.memo_key = key
+        if key is not None:
+            if remember(session, key, result, before):
+                result.memo_key = key
+            remember_failure(session, preemptor, leaf, usage, needed, targets, result, before)
         return result
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"

@@ -44,7 +44,6 @@ from .session import (
     Session,
     collect_candidates,
     order_for,
-    scenario_accepts,
     with_vetoes,
 )
 from .statement import Statement
@@ -91,7 +90,6 @@ __all__ = [
     "collect_candidates",
     "hookimpl",
     "order_for",
-    "scenario_accepts",
     "sort_candidates",
     "with_vetoes",
 ]

@@ -11,7 +11,7 @@ __all__ = ["Counters"]
 
 
 class Counters:
-    __slots__ = ("bounded", "candidates", "flavors", "memo_hits", "memo_off", "nominations", "searches")
+    __slots__ = ("bounded", "candidates", "dominated", "flavors", "memo_hits", "memo_off", "nominations", "searches")
 
     def __init__(self) -> None:
         self.nominations = 0  # heads nominated (a re-offered head counts each time)
@@ -24,6 +24,7 @@ class Counters:
         self.memo_hits = 0
         self.candidates = 0  # candidates examined by the searches run
         self.bounded = 0  # searches the quota bound proved fail: walked without fit tests
+        self.dominated = 0  # searches answered by a failed search they are dominated by
         self.memo_off = ""  # why the memo was off, or empty
 
     def as_dict(self) -> dict[str, int | str]:
@@ -34,5 +35,6 @@ class Counters:
             "memo-hits": self.memo_hits,
             "candidates-examined": self.candidates,
             "searches-bounded": self.bounded,
+            "searches-dominated": self.dominated,
             "memo": f"off ({self.memo_off})" if self.memo_off else "on",
         }

@@ -28,6 +28,19 @@ its own per-session tables) and on the preemptor's queue, priority, creation
 time and shape, and that a repeated call changes nothing a later answer reads
 except its own counters. Vetoes a remembered search counted are counted again on
 each answer from memory, so ``Registry.vetoes`` is the same either way.
+``MEMO_SAFE`` also promises that answers are monotone in the preemptor's strength, which
+lets a failed search answer the searches it dominates (``preemption/memo.py``): in the
+same state (the same commits of the preemptor's queue tree, the same node room, the same
+victims chosen in that tree; victims chosen in other trees must not change an answer
+for this one), for a preemptor of the same queue that is no stronger (a lower priority, or
+the same priority and created no earlier) and asks for no less of each flavor-resource,
+with the same ones needed, a plugin offers no candidate it did not offer the stronger
+one, nor with more permission (one it offered only within nominal is not offered while
+borrowing); and if it vetoed nothing, rejected no scenario and added no note or
+explanation in the stronger one's search, it does none of these in the weaker one's.
+The built-in plugins keep it: ``priority`` offers the workloads below the preemptor's
+priority, ``cohort-reclaim`` bounds by priority too and its classes only tighten as the
+request grows, ``min-runtime`` judges each victim by itself and by the preemptor's queue.
 The same promise lets a victim walk keep the victims it has accepted waiting before it
 takes them from the quota and the nodes, and walk a search its quota bound proves
 hopeless without fit tests (``preemption/walk.py``): a plugin's answer during a search
@@ -168,6 +181,12 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     not answer (returns ``None``) does not restrict. Called once per candidate
     per search; a plugin that raises, or answers anything but a bool or ``None``,
     counts as ``False`` (not preemptible) and as failed.
+
+    A plugin that knows in ``session_open`` that it will allow every candidate of the
+    session (``min-runtime`` with no window anywhere) calls
+    ``session.never_vetoes(its_name)``: it is then not asked at all, and when no plugin
+    may refuse a candidate or a scenario, a search the quota bound proves hopeless is not
+    walked (the walk would only have told the plugins about its candidates).
     """
 
 

@@ -17,8 +17,8 @@ session only holds the switches (``KNOWN_ACTIONS``); ``run.py`` runs the actions
 
 Every place where the answers of several plugins meet is here: the workload
 order, the victim order (:func:`order_for`), ``is_preemptible``, ``assign_flavors``, the scenario
-filters (:meth:`Session.scenario_filters`, :meth:`Session.scenario_rejects`,
-:func:`scenario_accepts`) with the "(vetoed by …)" wording (:func:`with_vetoes`),
+filters (:meth:`Session.scenario_filters`, :meth:`Session.scenario_rejects`)
+with the "(vetoed by …)" wording (:func:`with_vetoes`),
 and the candidates of a victim search (:func:`collect_candidates`).
 """
 
@@ -46,7 +46,6 @@ __all__ = [
     "Session",
     "collect_candidates",
     "order_for",
-    "scenario_accepts",
     "with_vetoes",
 ]
 
@@ -68,6 +67,7 @@ class Session:
         "_built",
         "_notes",
         "_preemptible",
+        "_quiet",
         "_veto_reasons",
         "_workload_keys",
         "accounting",
@@ -76,8 +76,10 @@ class Session:
         "cross_queue_enabled",
         "decisions",
         "defer_pods",
+        "failed_searches",
         "in_queue_enabled",
         "memo",
+        "notes_added",
         "now",
         "placements",
         "policy",
@@ -124,6 +126,8 @@ class Session:
             self.counters.memo_off = "switched off"
         # Victim searches already run, by their inputs (preemption/memo.py); ``None``: off.
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
+        # Failed searches that answer the searches they dominate, per leaf (memo.py).
+        self.failed_searches: dict[int, Any] = {}
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
@@ -139,6 +143,8 @@ class Session:
         self._preemptible: list[Impl] = []
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
+        self._quiet: set[str] = set()  # plugins that never veto in this session
+        self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
@@ -184,7 +190,8 @@ class Session:
             return tuple(parts)
 
         object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
-        object.__setattr__(self, "_preemptible", self.registry.impls("is_preemptible"))
+        impls = self.registry.impls("is_preemptible")
+        object.__setattr__(self, "_preemptible", [i for i in impls if i.plugin not in self._quiet])
         object.__setattr__(self, "policy", Policy(self.registry, self))
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
@@ -328,6 +335,16 @@ class Session:
             statement.last_fit = (key, fits, targets)
         return fits
 
+    def never_vetoes(self, plugin: str) -> None:
+        """Said by ``plugin`` in ``session_open``: its ``is_preemptible`` allows every
+        candidate of this session. It is then not asked (``preemption/search.py``)."""
+        self._quiet.add(plugin)
+
+    @property
+    def may_veto(self) -> bool:
+        """Whether some plugin's ``is_preemptible`` may refuse a candidate this session."""
+        return bool(self._preemptible)
+
     def veto_reason(self, plugin: str) -> str | None:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
         return self._veto_reasons.get(plugin)
@@ -336,6 +353,7 @@ class Session:
         """Let a plugin say why it held a preemptor back; the last note per plugin is
         appended to the preemptor's pending message if it finds no victims."""
         self._notes.setdefault(workload, {})[plugin] = text
+        object.__setattr__(self, "notes_added", self.notes_added + 1)
 
     def notes(self, workload: str) -> list[str]:
         return [text for _, text in sorted(self._notes.get(workload, {}).items())]
@@ -407,19 +425,6 @@ def collect_candidates(
     if with_room:
         return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
-
-
-def scenario_accepts(
-    session: Session, preemptor: Workload, filters: ScenarioFilters
-) -> Callable[[list[Candidate]], bool]:
-    """One callable over the accumulated victims that every scenario filter must accept."""
-
-    def accept(victims: list[Candidate]) -> bool:
-        if not filters:
-            return True
-        return session.scenario_rejects(preemptor, filters, list(victims)) is None
-
-    return accept
 
 
 @dataclass(slots=True)

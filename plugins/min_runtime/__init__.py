@@ -217,7 +217,9 @@ def plugin_config_schema() -> type[Config]:
 @hookimpl
 def session_open(session: Session) -> None:
     session.state.pop(NAME, None)
-    _state(session)
+    if _state(session).longest == 0:
+        # No window anywhere: every candidate is preemptible and no scenario is filtered.
+        session.never_vetoes(NAME)
 
 
 @hookimpl

@@ -18,7 +18,8 @@ from preemptd.daemon.backends.files import load_files, parse_text
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Entry
 from preemptd.framework.objects.nodes import parse_pod
-from preemptd.framework.objects.typed import RawItems, RawObject, fast_pod, pod_entry
+from preemptd.framework.objects.typed import RawItems, RawObject
+from preemptd.framework.objects.typed_pods import fast_pod, pod_entry
 
 from benchmarks import generate
 

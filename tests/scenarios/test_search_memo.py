@@ -2,15 +2,20 @@
 
 Every scenario case, a few small generated clusters and random clusters are decided
 twice: with the memo (the default) and on the plain path (``run_session(memo=False)``),
-and the decisions JSON must be byte for byte the same, as must the vetoes each plugin
-was counted for. A plugin that does not declare ``MEMO_SAFE`` turns the memo off.
+and the decisions JSON must be the same, as must the vetoes each plugin was counted
+for. The one difference allowed is the pending message of a head whose search a failed
+search dominated: it names the head it was judged with, which must be a pending head
+of the same queue with no lower priority. A plugin that does not declare ``MEMO_SAFE``
+turns the memo off.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import random
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.daemon import cli
 from preemptd.daemon.cli import main
-from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.model import PreemptionPolicy, Workload
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry, hookimpl
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
@@ -32,6 +37,52 @@ from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, generate_saturated, generate_spec
 
 CASES = sorted((Path(__file__).parent / "cases").glob("*.yaml"))
+JUDGED = re.compile(r" \(judged with ([^:]+): no lower priority, asking for no more\)")
+
+
+NO_SET = "no set of preemptible victims frees enough room"
+NO_CANDIDATE = "no running workload that uses the needed quota may be preempted"
+
+
+def assert_same_decisions(fast: str, plain: str, workloads: Mapping[str, Workload] | None = None) -> int:
+    """``fast`` decides as ``plain``: the same admissions, victims and pending reasons. The
+    one difference allowed is a dominated head's pending message: its judge's answer,
+    naming the judge. The judge found no set of victims, or no candidate at all; the
+    judged head, offered only some of the judge's candidates, may have had none (the
+    plain path then says so). The judge must be a pending head and, given the
+    ``workloads``, one of the same queue that is no weaker (a higher priority, or the
+    same and created no later) asking for no more of any resource. How many messages
+    named a judge."""
+    if fast == plain:
+        return 0
+    fast_json, plain_json = json.loads(fast), json.loads(plain)
+    fast_pending, plain_pending = fast_json.pop("pending"), plain_json.pop("pending")
+    assert fast_json == plain_json
+    assert len(fast_pending) == len(plain_pending)
+    pending = {entry["workload"] for entry in fast_pending}
+    named = 0
+    for entry, expected in zip(fast_pending, plain_pending, strict=True):
+        message = entry.pop("message")
+        wanted = expected.pop("message")
+        assert entry == expected
+        found = JUDGED.search(message)
+        if found is None:
+            assert message == wanted
+            continue
+        named += 1
+        base = JUDGED.sub("", message)
+        assert base == wanted or base.replace(NO_SET, NO_CANDIDATE) == wanted
+        assert found.group(1) in pending
+        if workloads is not None:
+            judge, judged = workloads[found.group(1)], workloads[entry["workload"]]
+            assert judge.queue == judged.queue
+            assert (judge.priority, -judge.created) >= (judged.priority, -judged.created)
+            resources = {r for w in (judge, judged) for ps in w.pod_sets for r in ps.requests}
+            for resource in resources:
+                asked = sum(ps.requests.get(resource, 0) * ps.count for ps in judged.pod_sets)
+                assert sum(ps.requests.get(resource, 0) * ps.count for ps in judge.pod_sets) <= asked
+    assert named
+    return named
 
 
 def _cycle(case: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> str:
@@ -56,7 +107,7 @@ def test_memo_decides_every_scenario_case_as_the_plain_path(
     fast = _cycle(case, tmp_path, capsys)
     monkeypatch.setattr(cli, "run_session", functools.partial(run_session, memo=False))
     plain = _cycle(case, tmp_path, capsys)
-    assert fast == plain
+    assert_same_decisions(fast, plain)
 
 
 def _both(snap_of: Callable[[], Any], registry_of: Callable[[], Registry], actions: tuple[str, ...]) -> list[Any]:
@@ -85,12 +136,18 @@ def test_memo_decides_small_generated_clusters_as_the_plain_path(shape: str) -> 
     (fast, fast_vetoes, fast_counts), (plain, plain_vetoes, plain_counts) = _both(
         lambda: snapshot(objects, NOW_MS), registry_of, actions
     )
-    assert fast == plain
+    named = assert_same_decisions(fast, plain, snapshot(objects, NOW_MS).workloads)
     assert fast_vetoes == plain_vetoes
     assert plain_counts["memo-hits"] == 0 and plain_counts["memo"] == "off (switched off)"
-    # The memo did answer something, and every answer is a search not run.
+    assert plain_counts["searches-dominated"] == 0
+    # The memo did answer something, and every answer, from memory or by a failed search
+    # that dominates it, is a search not run.
     assert isinstance(fast_counts["memo-hits"], int) and fast_counts["memo-hits"] > 0
-    assert fast_counts["victim-searches"] + fast_counts["memo-hits"] == plain_counts["victim-searches"]
+    searched = fast_counts["victim-searches"], fast_counts["memo-hits"], fast_counts["searches-dominated"]
+    assert sum(searched) == plain_counts["victim-searches"]
+    # Every dominated answer was an assignment's (finish_assignment asks it again, from the
+    # memo): the pending messages naming a head are at most those answers.
+    assert named <= fast_counts["searches-dominated"]
 
 
 CPU = ("default", "cpu")
@@ -147,7 +204,7 @@ def test_memo_decides_random_clusters_as_the_plain_path(seed: int) -> None:
     (fast, fast_vetoes, _), (plain, plain_vetoes, _) = _both(
         lambda: snapshot(parsed, 100_000), registry, ("allocate", "preempt")
     )
-    assert fast == plain
+    assert_same_decisions(fast, plain, parsed.workloads)
     assert fast_vetoes == plain_vetoes
 
 
@@ -273,3 +330,106 @@ def test_flavor_fungibility_hands_its_option_over_and_counts_the_search_as_asked
         else:
             assert counters["victim-searches"] == 2
     assert outputs[0] == outputs[1]
+
+
+def _dominance_cluster(protect_low: bool) -> Any:
+    """Queue a (4 cores, LowerPriority; reclaim ``Any``, so a head without candidates
+    reserves nothing) runs ``low`` (1 core, priority 1) and ``top`` (3 cores, priority 9):
+    it is full. Pending, in queue order: ``h1`` (priority 5, 3
+    cores), ``h1b`` (priority 5, created later, 3 cores), ``h2`` (priority 4, 4 cores),
+    ``h3`` (priority 3, 1 core), ``h4`` (priority 2, 3 cores). With ``protect_low``,
+    ``low`` was admitted 10 s ago under a 60 s preempt min-runtime."""
+    policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
+    admitted_at = 100_000 - 10_000 if protect_low else 0
+    return inventory(
+        [cohort("root"), queue("a", "root", cpu=4, preemption=policy, preempt_min_runtime=60_000)],
+        [
+            workload("low", "a", 1, priority=1, created=1, admitted=True, admitted_at=admitted_at),
+            workload("top", "a", 3, priority=9, created=2, admitted=True, admitted_at=0),
+            workload("h1", "a", 3, priority=5, created=10),
+            workload("h1b", "a", 3, priority=5, created=20),
+            workload("h2", "a", 4, priority=4, created=5),
+            workload("h3", "a", 1, priority=3, created=5),
+            workload("h4", "a", 3, priority=2, created=5),
+        ],
+    )
+
+
+def _decide(parsed: Any, memo: bool) -> tuple[dict[str, Any], dict[str, int], dict[str, int | str]]:
+    registry = Registry(
+        [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None), ("min-runtime", min_runtime, None)]
+    )
+    counters: dict[str, int | str] = {}
+    decisions = run_session(snapshot(parsed, 100_000), registry, counters=counters, memo=memo)
+    return json.loads(decisions.to_json()), dict(registry.vetoes), counters
+
+
+def test_a_failed_search_answers_the_weaker_heads_of_its_queue_asking_no_less() -> None:
+    """SEMANTICS §4 by hand: ``h1`` may take only ``low`` (1 core) and needs 3: no set
+    frees enough. ``h1b`` (same priority, newer: the same candidates) and ``h2`` (lower
+    priority, 4 cores) fail with it, and are answered by it without a search. ``h3``
+    asks for less (1 core): searched, it takes ``low``. Choosing a victim moves the
+    state, so ``h4`` (only ``low`` below it, already taken: 1 core of 3) is searched
+    again, and fails."""
+    decided, vetoes, counters = _decide(_dominance_cluster(protect_low=False), memo=True)
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    assert [p["workload"] for p in decided["preempted"]] == ["ns/low"]
+    assert decided["preempted"][0]["preemptor"] == "ns/h3"
+    assert pending["ns/h3"]["reason"] == "PendingPreemption"
+    for name in ("h1", "h1b", "h2", "h4"):
+        assert pending[f"ns/{name}"]["reason"] == "PreemptionNoCandidates"
+    judged = " (judged with ns/h1: no lower priority, asking for no more)"
+    assert pending["ns/h1"]["message"] == NO_SET
+    assert pending["ns/h1b"]["message"] == NO_SET + judged
+    assert pending["ns/h2"]["message"] == NO_SET + judged
+    assert pending["ns/h4"]["message"] == NO_SET
+    assert counters["searches-dominated"] == 2
+    assert counters["victim-searches"] == 3  # h1, h3, h4
+    assert vetoes == {}
+    plain, _, plain_counts = _decide(_dominance_cluster(protect_low=False), memo=False)
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 2
+    assert plain_counts["victim-searches"] == 5  # one per head
+
+
+def test_a_failed_search_with_a_veto_answers_nobody() -> None:
+    """With ``low`` protected by min-runtime, ``h1``'s search has a veto: it answers no
+    other head, each of which is searched and vetoed in turn (reason ``MinRuntime``,
+    SEMANTICS §5), exactly as on the plain path."""
+    decided, vetoes, counters = _decide(_dominance_cluster(protect_low=True), memo=True)
+    plain, plain_vetoes, _ = _decide(_dominance_cluster(protect_low=True), memo=False)
+    assert decided == plain
+    assert vetoes == plain_vetoes == {"min-runtime": 5}
+    assert counters["searches-dominated"] == 0
+    assert {entry["reason"] for entry in decided["pending"]} == {"MinRuntime"}
+
+
+def test_a_victim_chosen_in_another_queue_tree_keeps_a_failed_search_answering() -> None:
+    """Two queue trees. In ``a``'s tree ``h1`` (3 cores) may take only ``low`` (1 core):
+    no set frees enough. In the same round ``b1``, in ``b``'s own tree, takes ``b-low``.
+    ``b-low`` was never a candidate in ``a``'s tree, so in the next round ``h2`` (lower
+    priority, 4 cores) is still answered by ``h1``'s failed search."""
+    policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
+    parsed = inventory(
+        [
+            cohort("ra"),
+            cohort("rb"),
+            queue("a", "ra", cpu=4, preemption=policy),
+            queue("b", "rb", cpu=2, preemption=policy),
+        ],
+        [
+            workload("low", "a", 1, priority=1, created=1, admitted=True),
+            workload("top", "a", 3, priority=9, created=2, admitted=True),
+            workload("h1", "a", 3, priority=5, created=10),
+            workload("h2", "a", 4, priority=4, created=10),
+            workload("b-low", "b", 2, priority=0, created=1, admitted=True),
+            workload("b1", "b", 2, priority=5, created=10),
+        ],
+    )
+    decided, _, counters = _decide(parsed, memo=True)
+    assert [(p["workload"], p["preemptor"]) for p in decided["preempted"]] == [("ns/b-low", "ns/b1")]
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    assert pending["ns/h1"]["message"] == NO_SET
+    assert pending["ns/h2"]["message"] == NO_SET + " (judged with ns/h1: no lower priority, asking for no more)"
+    assert counters["searches-dominated"] == 1
+    plain, _, _ = _decide(parsed, memo=False)
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain), parsed.workloads) == 1
