@@ -106,7 +106,8 @@ def evaluate_flavor(
             flavor_name,
             group.covered,
             count,
-            pod_set.requests,
+            # As items: hashed in C (equal requests listed in another order only miss).
+            tuple(pod_set.requests.items()),
             pod_set.node_selector or None,  # the usual empty one: nothing to hash
             pod_set.tolerations,
         )
