@@ -6,6 +6,13 @@ borrowing level), or needing victims (``Preempt`` / ``Reclaim`` /
 ``NoCandidates``, decided by a real victim search). The
 ``flavor-fungibility`` plugin builds its scan on it; without that plugin the
 framework takes the first flavor that fits, else the best that can preempt.
+
+Heads of a saturated queue ask the same of the same flavor round after round:
+what :func:`evaluate_flavor` finds before its victim search (the usage, the quota
+checks, whether the pods fit the nodes) is kept per podSet shape and named by the
+epochs of the leaf's queue tree and of node room (:class:`_Checks`), so only the
+search is asked for each head. :func:`finish_assignment` takes over what the
+option whose search it reuses measured, instead of measuring it again.
 """
 
 from __future__ import annotations
