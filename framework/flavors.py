@@ -6,11 +6,19 @@ borrowing level), or needing victims (``Preempt`` / ``Reclaim`` /
 ``NoCandidates``, decided by a real victim search). The
 ``flavor-fungibility`` plugin builds its scan on it; without that plugin the
 framework takes the first flavor that fits, else the best that can preempt.
+
+Heads of a saturated queue ask the same of the same flavor round after round:
+what :func:`evaluate_flavor` finds before its victim search (the usage, the quota
+checks, whether the pods fit the nodes) is kept per podSet shape and named by the
+epochs of the leaf's queue tree and of node room (:class:`_Checks`), so only the
+search is asked for each head. :func:`finish_assignment` takes over what the
+option whose search it reuses measured, instead of measuring it again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
@@ -42,6 +50,34 @@ def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str |
     return None
 
 
+_CHECKS = "_flavor_checks"
+"""Where a session keeps :class:`_Checks` (``session.state``, as ``_unit_index``)."""
+
+
+@dataclass(slots=True)
+class _Checks:
+    """What :func:`evaluate_flavor` found before its victim search, for one podSet shape
+    on one flavor of one leaf, on the committed state named by ``epoch`` (of the leaf's
+    queue tree) and ``node_epoch``. Heads of a queue whose tree did not move ask the same
+    of the same flavor, and only their searches differ.
+
+    ``mode``: ``NoFit`` or ``Fit`` when that is the whole answer (with ``message`` and
+    ``level``), else ``-1``: a search is needed. Then the usage asked for, the
+    flavor-resources the search needs, whether the nodes lack room, the borrowing level
+    of what fits, and (once a search found no victims) the borrowing level on current
+    usage."""
+
+    epoch: int
+    node_epoch: int
+    mode: int
+    usage: dict[FR, int]
+    message: str = ""
+    needed: frozenset[FR] = frozenset()
+    node_short: bool = False
+    level: int = 0
+    current: int = -1
+
+
 def evaluate_flavor(
     session: Session,
     workload: Workload,
@@ -52,40 +88,134 @@ def evaluate_flavor(
     flavor_name: str,
     prior: Mapping[FR, int],
 ) -> FlavorOption:
-    """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage."""
+    """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage.
+
+    On committed state, what is found before the victim search is kept per podSet shape
+    (:class:`_Checks`) while the leaf's tree and node room do not move. Only with the
+    search memo on: it is the memo's promise (``session/hooks.py``) that nothing but
+    commits changes the state epochs name; and not when a plugin answers
+    ``may_search_victims``, whose answers are asked every time."""
     session.counters.flavors += 1
+    statement = session.statement
+    policy = session.policy
+    kept: _Checks | None = None
+    if (
+        not prior
+        and not statement.ops
+        and session.memo is not None
+        and (policy is None or not policy.allowed)
+    ):
+        checks: dict[tuple[object, ...], _Checks] | None = session.state.get(_CHECKS)
+        if checks is None:
+            checks = session.state[_CHECKS] = {}
+        key = (
+            leaf.index,
+            flavor_name,
+            group.covered,
+            count,
+            # As items: hashed in C (equal requests listed in another order only miss).
+            tuple(pod_set.requests.items()),
+            pod_set.node_selector or None,  # the usual empty one: nothing to hash
+            pod_set.tolerations,
+        )
+        epoch = statement.epoch(leaf)
+        kept = checks.get(key)
+        if kept is None or kept.epoch != epoch or kept.node_epoch != statement.node_epoch:
+            kept = checks[key] = _check(session, leaf, pod_set, count, group, flavor_name, prior)
+            kept.epoch = epoch
+    else:
+        kept = _check(session, leaf, pod_set, count, group, flavor_name, prior)
+    usage = dict(kept.usage)  # the option's own: what is kept stays as it is
+    if kept.mode >= 0:
+        return FlavorOption(flavor_name, kept.mode, level=kept.level, usage=usage, message=kept.message)
+    node_short = kept.node_short
+    # Evicting only adds room: the nodes matter to the search only when they are short now.
+    targets = [(pod_set, count, flavor_name)] if node_short else []
+    search = find_victims(session, workload, leaf, usage, kept.needed, targets)
+    why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
+    if not search.victims:
+        # SEMANTICS §2.3: without victims the level is measured on current usage (the
+        # search left it as it was).
+        current = kept.current
+        if current < 0:
+            current = 0
+            accounting = session.accounting
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > current:
+                    current = found
+            kept.current = current
+        return FlavorOption(
+            flavor_name,
+            NOCANDIDATES,
+            level=current,
+            usage=usage,
+            needed=kept.needed,
+            message=why or search.message,
+            vetoed_by=search.vetoed_by,
+            search=search,
+            node_short=node_short,
+        )
+    mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
+    return FlavorOption(
+        flavor_name,
+        mode,
+        level=max(kept.level, search.level),
+        usage=usage,
+        needed=kept.needed,
+        victims=search.victims,
+        vetoed_by=search.vetoed_by,
+        message=f"{len(search.victims)} victim(s)",
+        search=search,
+        node_short=node_short,
+    )
+
+
+def _check(
+    session: Session,
+    leaf: QuotaNode,
+    pod_set: PodSet,
+    count: int,
+    group: ResourceGroup,
+    flavor_name: str,
+    prior: Mapping[FR, int],
+) -> _Checks:
+    """Everything :func:`evaluate_flavor` decides before its search, on the state as it is."""
+    statement = session.statement
+    node_epoch = statement.node_epoch
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
-        return FlavorOption(flavor_name, NOFIT, message="flavor is not defined")
-    conflict = _selector_conflict(pod_set, flavor.node_labels)
-    if conflict is not None:
-        return FlavorOption(flavor_name, NOFIT, message=conflict)
-    if not flavor_taints_tolerated(flavor, pod_set.tolerations):
-        return FlavorOption(flavor_name, NOFIT, message="a NoSchedule/NoExecute taint of the flavor is not tolerated")
+        return _Checks(0, node_epoch, NOFIT, {}, "flavor is not defined")
+    if pod_set.node_selector:
+        conflict = _selector_conflict(pod_set, flavor.node_labels)
+        if conflict is not None:
+            return _Checks(0, node_epoch, NOFIT, {}, conflict)
+    if flavor.node_taints and not flavor_taints_tolerated(flavor, pod_set.tolerations):
+        return _Checks(0, node_epoch, NOFIT, {}, "a NoSchedule/NoExecute taint of the flavor is not tolerated")
     accounting = session.accounting
     usage: dict[FR, int] = {}
+    requests = pod_set.requests
     for resource in group.covered:
-        amount = pod_set.requests.get(resource, 0)
+        amount = requests.get(resource, 0)
         if amount:
             fr = (flavor_name, resource)
-            usage[fr] = amount * count + prior.get(fr, 0)
+            usage[fr] = amount * count + prior.get(fr, 0) if prior else amount * count
     needed: list[FR] = []
     level = 0
+    potential = leaf.potential
     for fr, request in usage.items():
         resource = fr[1]
-        if request > leaf.potential.get(fr, 0):
-            return FlavorOption(
-                flavor_name,
-                NOFIT,
-                usage=usage,
-                message=(
-                    f"{resource} request {format_quantity(request, resource)} exceeds max quota "
-                    f"{format_quantity(leaf.potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
-                ),
+        if request > potential.get(fr, 0):
+            message = (
+                f"{resource} request {format_quantity(request, resource)} exceeds max quota "
+                f"{format_quantity(potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
             )
+            return _Checks(0, node_epoch, NOFIT, usage, message)
         available = accounting.available(leaf, fr)
         if request <= available:
-            level = max(level, accounting.borrowing_level(leaf, fr, request))
+            found = accounting.borrowing_level(leaf, fr, request)
+            if found > level:
+                level = found
             continue
         may_search = (
             request <= leaf.subtree.get(fr, 0)
@@ -94,15 +224,11 @@ def evaluate_flavor(
             or (session.policy is not None and session.policy.may_search(leaf, fr, request))
         )
         if not may_search:
-            return FlavorOption(
-                flavor_name,
-                NOFIT,
-                usage=usage,
-                message=(
-                    f"insufficient unused quota for {resource} in flavor {flavor_name}: "
-                    f"{format_quantity(request - available, resource)} more needed"
-                ),
+            message = (
+                f"insufficient unused quota for {resource} in flavor {flavor_name}: "
+                f"{format_quantity(request - available, resource)} more needed"
             )
+            return _Checks(0, node_epoch, NOFIT, usage, message)
         needed.append(fr)
     node_short = False
     placements = session.placements
@@ -111,36 +237,8 @@ def evaluate_flavor(
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
-        return FlavorOption(flavor_name, FIT, level=level, usage=usage)
-    # Evicting only adds room: the nodes matter to the search only when they are short now.
-    targets = [(pod_set, count, flavor_name)] if node_short else []
-    search = find_victims(session, workload, leaf, usage, frozenset(needed), targets)
-    why = "the nodes of the flavor have no room" if node_short and not search.victims else ""
-    if not search.victims:
-        # SEMANTICS §2.3: without victims the level is measured on current usage.
-        current = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
-        return FlavorOption(
-            flavor_name,
-            NOCANDIDATES,
-            level=current,
-            usage=usage,
-            needed=frozenset(needed),
-            message=why or search.message,
-            vetoed_by=search.vetoed_by,
-            search=search,
-        )
-    mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
-    return FlavorOption(
-        flavor_name,
-        mode,
-        level=max(level, search.level),
-        usage=usage,
-        needed=frozenset(needed),
-        victims=search.victims,
-        vetoed_by=search.vetoed_by,
-        message=f"{len(search.victims)} victim(s)",
-        search=search,
-    )
+        return _Checks(0, node_epoch, FIT, usage, level=level)
+    return _Checks(0, node_epoch, -1, usage, "", frozenset(needed), node_short, level)
 
 
 def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Assignment:
@@ -195,12 +293,8 @@ def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assign
 
 
 def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
-    usage: dict[FR, int] = {}
-    for resource, amount in pod_set.requests.items():
-        if amount:
-            fr = (flavors[resource], resource)
-            usage[fr] = usage.get(fr, 0) + amount * count
-    return usage
+    # Each resource is its own flavor-resource: nothing to add up.
+    return {(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
 
 
 def finish_assignment(
@@ -217,41 +311,56 @@ def finish_assignment(
     counts are those of asking the search a second time, which it did before it handed
     the option over.
     """
-    usage: dict[FR, int] = {}
-    for ps in assignment.pod_sets:
-        for fr, amount in ps.usage.items():
-            usage[fr] = usage.get(fr, 0) + amount
+    pod_sets = assignment.pod_sets
+    if len(pod_sets) == 1:
+        usage = dict(pod_sets[0].usage)
+    else:
+        usage = {}
+        for ps in pod_sets:
+            for fr, amount in ps.usage.items():
+                usage[fr] = usage.get(fr, 0) + amount
     assignment.usage = usage
     if assignment.mode == NOFIT:
         return assignment
     accounting = session.accounting
     leaf = assignment.leaf
-    needed = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
-    targets = assignment.node_targets()
-    placements = session.placements
-    if only is not None and only.mode == FIT and only.usage == usage:
-        # The option was judged on the nodes as they are: no need to place it twice.
-        assignment.node_short = False
-    else:
-        assignment.node_short = bool(targets) and not session.pods_fit(targets)
-    if assignment.node_short:
-        assert placements is not None
-        needed.extend(fr for fr in usage if fr not in needed and placements.has_nodes(fr[0]))
-    else:
-        targets = []
-    if not needed:
-        assignment.mode = FIT
-        assignment.level = max(
-            (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-        )
-        return assignment
     reused: SearchResult | None = None
     if only is not None and only.search is not None and only.usage == usage:
         reused = asked_again(session, only.search, leaf, usage) if again else only.search
+    needed: Collection[FR]
     if reused is not None:
+        # The option was judged on the state the search is asked again in (the memo
+        # checked its epochs): what it needed and whether the nodes lacked room then are
+        # what this assignment needs now.
+        assert only is not None
         search = reused
+        needed = only.needed
+        assignment.node_short = only.node_short
     else:
-        search = find_victims(session, assignment.workload, leaf, usage, frozenset(needed), targets)
+        short = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
+        targets = assignment.node_targets()
+        placements = session.placements
+        if only is not None and only.mode == FIT and only.usage == usage:
+            # The option was judged on the nodes as they are: no need to place it twice.
+            assignment.node_short = False
+        else:
+            assignment.node_short = bool(targets) and not session.pods_fit(targets)
+        if assignment.node_short:
+            assert placements is not None
+            short.extend(fr for fr in usage if fr not in short and placements.has_nodes(fr[0]))
+        else:
+            targets = []
+        if not short:
+            assignment.mode = FIT
+            level = 0
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > level:
+                    level = found
+            assignment.level = level
+            return assignment
+        needed = short
+        search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets)
     assignment.tried.extend(search.lines)
     assignment.search = search
     assignment.needed = frozenset(needed)
@@ -264,9 +373,12 @@ def finish_assignment(
         if reused is not None and only is not None and only.mode == NOCANDIDATES:
             assignment.level = only.level
         else:
-            assignment.level = max(
-                (accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0
-            )
+            level = 0
+            for fr, amount in usage.items():
+                found = accounting.borrowing_level(leaf, fr, amount)
+                if found > level:
+                    level = found
+            assignment.level = level
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing
@@ -275,7 +387,7 @@ def finish_assignment(
     return assignment
 
 
-def _shortage(session: Session, assignment: Assignment, needed: list[FR]) -> str:
+def _shortage(session: Session, assignment: Assignment, needed: Collection[FR]) -> str:
     parts = []
     for fr in sorted(needed):
         flavor, resource = fr

@@ -40,6 +40,7 @@ _ADMITTED = 2
 class _Queue:
     leaf: QuotaNode
     items: list[Workload]
+    keys: list[tuple[object, ...]]  # the session's order key of each item
     pos: int = 0
     blocked: bool = False
 
@@ -73,7 +74,10 @@ def run_rounds(session: Session) -> None:
         for workload in admitted:
             if growth_of(workload) is not None:
                 waiting.setdefault(name, []).append(workload)
-    queues = [_Queue(snapshot.tree.leaves[name], sorted(items, key=key)) for name, items in sorted(waiting.items())]
+    queues = []
+    for name, items in sorted(waiting.items()):
+        ordered = sorted(items, key=key)
+        queues.append(_Queue(snapshot.tree.leaves[name], ordered, [key(w) for w in ordered]))
     rounds = _Rounds(Books(session))
     books = rounds.books
     while True:
@@ -81,14 +85,14 @@ def run_rounds(session: Session) -> None:
         for queue in queues:
             if queue.blocked or queue.pos >= len(queue.items):
                 continue
-            workload = queue.items[queue.pos]
-            entries.append(_Entry(queue, workload, nominate(session, queue.leaf, workload)))
+            pos = queue.pos
+            workload = queue.items[pos]
+            assignment = nominate(session, queue.leaf, workload)
+            level = assignment.level if assignment.mode != NOFIT else 0
+            entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos])))
         if not entries:
             break
-        for entry in entries:
-            level = entry.assignment.level if entry.assignment.mode != NOFIT else 0
-            entry.order = (level, key(entry.workload))
-        entries.sort(key=lambda e: e.order)
+        entries.sort(key=_order)
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries)):
             outcome = _process(session, rounds, entry, relied_on)
@@ -126,6 +130,10 @@ def run_rounds(session: Session) -> None:
     session.timings["allocate"] = time.perf_counter() - started - searching
 
 
+def _order(entry: _Entry) -> tuple[object, ...]:
+    return entry.order
+
+
 def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
     """The round's entries in processing order: the classic order (§2.3) unless a plugin
     answers ``round_order``, whose picker chooses each next entry among those left, on
@@ -155,7 +163,12 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
             first.workload = workload
         return nominate_deployment(session, leaf, workload, first)
     assignment = _assign(session, leaf, workload)
-    if assignment.mode in (FIT, PREEMPT, RECLAIM) or not workload.is_elastic:
+    if assignment.mode in (FIT, PREEMPT, RECLAIM):
+        return assignment
+    for pod_set in workload.pod_sets:  # ``workload.is_elastic``, without a generator
+        if pod_set.min_count is not None:
+            break
+    else:
         return assignment
     elastic = next(ps for ps in workload.pod_sets if ps.min_count is not None)
     assert elastic.min_count is not None
@@ -197,8 +210,14 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     assignment = entry.assignment
     decisions = session.decisions
     key = workload.key
-    for line in assignment.tried:
-        session.explain(key, line)
+    if assignment.tried:
+        # session.explain of each line, in one step.
+        explanations = decisions.explanations
+        lines = explanations.get(key)
+        if lines is None:
+            explanations[key] = list(assignment.tried)
+        else:
+            lines.extend(assignment.tried)
     if assignment.mode == NOFIT:
         if _grows(workload):
             session.explain(key, assignment.message)
@@ -211,14 +230,17 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         return _DONE
     if assignment.needs_preemption and not assignment.victims:
         reason = "PreemptionNoCandidates"
-        for plugin in sorted(assignment.vetoed_by):
+        for plugin in sorted(assignment.vetoed_by) if assignment.vetoed_by else ():
             veto = session.veto_reason(plugin)
             if veto is not None:
                 reason = veto
                 break
         if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
             reserve(session, books, entry.queue.leaf, assignment)
-        message = "; ".join([assignment.message or "no victims found", *session.notes(key)])
+        message = assignment.message or "no victims found"
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
         _pending(rounds, key, reason, message)
         _record_scan(session, workload, assignment)
         return _DONE

@@ -73,19 +73,23 @@ class Books:
 def reserve(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> None:
     """SEMANTICS §2.4: a preemptor without victims keeps later entries of its cohort tree
     from taking the quota it is waiting for."""
-    accounting = session.accounting
-    borrows = any(
-        accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0) for fr, amount in assignment.usage.items()
-    )
+    used = session.accounting.usage[leaf.index]  # Accounting.used of the leaf, read directly
+    subtree = leaf.subtree
+    usage = assignment.usage
+    borrows = False
+    for fr, amount in usage.items():
+        if used.get(fr, 0) + amount > subtree.get(fr, 0):
+            borrows = True
+            break
     reserve: dict[FR, int] = {}
-    for fr, amount in assignment.usage.items():
-        used = accounting.used(leaf, fr)
-        nominal = leaf.subtree.get(fr, 0)
+    for fr, amount in usage.items():
+        now = used.get(fr, 0)
+        nominal = subtree.get(fr, 0)
         if borrows:
             limit = leaf.borrowing_limit.get(fr)
-            value = amount if limit is None else min(amount, nominal + limit - used)
+            value = amount if limit is None else min(amount, nominal + limit - now)
         else:
-            value = min(amount, nominal - used)
+            value = min(amount, nominal - now)
         if value > 0:
             reserve[fr] = value
     if reserve:

@@ -92,6 +92,9 @@ class FlavorOption:
     victims: list[Candidate] = field(default_factory=list)
     vetoed_by: frozenset[str] = frozenset()
     search: SearchResult | None = None
+    # With a search: whether the nodes of the flavor lacked room for the pods when it was
+    # judged (its ``needed`` then holds every flavor-resource of ``usage``).
+    node_short: bool = False
 
     def describe(self) -> str:
         borrow = f", borrowing level {self.level}" if self.level else ""

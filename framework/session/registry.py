@@ -21,7 +21,8 @@ from __future__ import annotations
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import pluggy
@@ -35,14 +36,39 @@ __all__ = ["ANSWERS", "Impl", "PluginError", "Policy", "Registry", "bad_answer"]
 
 @dataclass(frozen=True, slots=True)
 class Impl:
-    """One plugin's implementation of one hook; pluggy lets it take a subset of the arguments."""
+    """One plugin's implementation of one hook; pluggy lets it take a subset of the arguments.
+
+    ``call(kwargs)`` calls it with its arguments taken from the caller's map. It is a
+    function made once, with the record, that names each argument directly (no method
+    frame, no argument tuple): ``is_preemptible`` calls it per candidate and plugin."""
 
     plugin: str
     function: Callable[..., Any]
     argnames: tuple[str, ...]
+    call: Callable[[dict[str, Any]], Any] = field(init=False, repr=False, compare=False)
 
-    def call(self, kwargs: dict[str, Any]) -> Any:
-        return self.function(*[kwargs[name] for name in self.argnames])
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "call", _caller(self.function, self.argnames))
+
+
+def _caller(function: Callable[..., Any], argnames: tuple[str, ...]) -> Callable[[dict[str, Any]], Any]:
+    """``function`` called with the values of ``argnames`` taken from a keyword map."""
+    if not argnames:
+        return lambda kwargs: function()
+    if len(argnames) == 1:
+        (a,) = argnames
+        return lambda kwargs: function(kwargs[a])
+    if len(argnames) == 2:
+        a, b = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b])
+    if len(argnames) == 3:
+        a, b, c = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b], kwargs[c])
+    if len(argnames) == 4:
+        a, b, c, d = argnames
+        return lambda kwargs: function(kwargs[a], kwargs[b], kwargs[c], kwargs[d])
+    pick = itemgetter(*argnames)
+    return lambda kwargs: function(*pick(kwargs))
 
 
 @dataclass(slots=True)

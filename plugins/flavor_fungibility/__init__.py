@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from preemptd.framework import (
     FR,
@@ -73,6 +74,7 @@ MEMO_SAFE = True  # answers depend only on session state and the preemptor (fram
 BORROWING_OVER_PREEMPTION = "BorrowingOverPreemption"
 PREEMPTION_OVER_BORROWING = "PreemptionOverBorrowing"
 _TRY_NEXT = "TryNextFlavor"
+_NO_POSITIONS: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(slots=True)
@@ -97,31 +99,45 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
     preference = preference_of(fungibility, state.config)
     resume = resume_at(session, state, workload, leaf)
     assignment = Assignment(workload, leaf)
+    tried = assignment.tried
     forgotten = state.why_forgotten.get(workload.key)
     if forgotten is not None:
-        assignment.tried.append(forgotten)
+        tried.append(forgotten)
     prior: dict[FR, int] = {}
     scan: dict[str, dict[str, int]] = {}
     options: list[FlavorOption] = []
+    resource_groups = leaf.spec.resource_groups
+    resumed = False  # some podSet recorded a position to resume from
     for pod_set in workload.pod_sets:
-        groups = [g for g in leaf.spec.resource_groups if any(pod_set.requests.get(r, 0) for r in g.covered)]
+        requests = pod_set.requests
+        groups: list[ResourceGroup] = []  # the groups it requests some amount of
+        for group in resource_groups:
+            for resource in group.covered:
+                if requests.get(resource, 0):
+                    groups.append(group)
+                    break
         failure = _uncovered(pod_set, groups, leaf)
         flavors: dict[str, str] = {}
         positions: dict[str, int] = {}
+        resumes = False
+        at = resume.get(pod_set.name, _NO_POSITIONS)
         for group in groups if failure is None else ():
             result = _scan_group(
-                session, workload, leaf, pod_set, group, prior, resume.get(pod_set.name, {}),
-                fungibility, preference, assignment.tried,
+                session, workload, leaf, pod_set, group, prior, at, fungibility, preference, tried
             )
             chosen = result.chosen
             if chosen is None:
                 failure = "; ".join(result.nofit_messages) or f"no flavor of queue {leaf.name} fits"
                 break
+            recorded = result.recorded
+            if recorded >= 0:
+                resumes = True
             for resource in group.covered:
-                positions[resource] = result.recorded
-                if pod_set.requests.get(resource, 0):
+                positions[resource] = recorded
+                if requests.get(resource, 0):
                     flavors[resource] = chosen.flavor
-            assignment.vetoed_by |= chosen.vetoed_by
+            if chosen.vetoed_by:
+                assignment.vetoed_by |= chosen.vetoed_by
             prior.update(chosen.usage)
             options.append(chosen)
         if failure is not None:
@@ -135,10 +151,11 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
             break
         if positions:
             scan[pod_set.name] = positions
+            resumed = resumed or resumes
         assignment.pod_sets.append(
             PodSetAssignment(pod_set.name, pod_set.count, flavors, _usage(pod_set, flavors), pod_set)
         )
-    if any(index >= 0 for positions in scan.values() for index in positions.values()):
+    if resumed:
         # Only a position to resume from needs its context; -1 starts over anyway.
         scan[CONTEXT_KEY] = dict(context_entry(session, state, leaf))
     assignment.flavor_scan = scan
@@ -260,7 +277,15 @@ def _start(resume: Mapping[str, int], group: ResourceGroup) -> int:
 
 
 def _uncovered(pod_set: PodSet, groups: list[ResourceGroup], leaf: QuotaNode) -> str | None:
-    covered = {r for g in groups for r in g.covered}
+    if len(groups) == 1:
+        covered: tuple[str, ...] | set[str] = groups[0].covered
+    else:
+        covered = {r for g in groups for r in g.covered}
+    for resource, amount in pod_set.requests.items():
+        if amount and resource not in covered:
+            break
+    else:
+        return None  # the usual case: nothing to sort
     for resource, amount in sorted(pod_set.requests.items()):
         if amount and resource not in covered:
             return f"resource {resource} is not covered by queue {leaf.name}"
@@ -268,9 +293,6 @@ def _uncovered(pod_set: PodSet, groups: list[ResourceGroup], leaf: QuotaNode) ->
 
 
 def _usage(pod_set: PodSet, flavors: Mapping[str, str]) -> dict[FR, int]:
-    usage: dict[FR, int] = {}
-    for resource, amount in pod_set.requests.items():
-        if amount:
-            fr = (flavors[resource], resource)
-            usage[fr] = usage.get(fr, 0) + amount * pod_set.count
-    return usage
+    # Each resource is its own flavor-resource: nothing to add up.
+    count = pod_set.count
+    return {(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
