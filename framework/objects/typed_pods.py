@@ -23,7 +23,7 @@ from ..model import (
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Entry, Problem
 from .nodes import parse_pod
-from .typed import _SHARED_BOUND, RawObject, _intern, _NotPlain, _shared, _strings, intake_key
+from .typed import RawObject, _intern, _NotPlain, _shared, _strings, intake_key
 
 __all__ = ["fast_pod", "forget_read_maps", "pod_entry", "read_pod"]
 
@@ -78,6 +78,7 @@ _POD_ITEM = msgspec.json.Decoder(_PodItem)
 
 # Label maps and container requests as the JSON gave them (same keys in the same order),
 # to what they read as: pods of one workload repeat them, so each is read once.
+_READ_BOUND = 4_096  # pods of one workload come together: a few thousand maps are enough
 _LABELS: dict[tuple[tuple[str, str], ...], FrozenDict[str, Any]] = {}
 _AMOUNTS: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...]] = {}
 
@@ -93,7 +94,7 @@ def _label_map(mapping: dict[str, str] | None) -> FrozenDict[str, Any]:
     key = tuple(mapping.items()) if mapping else ()
     found = _LABELS.get(key)
     if found is None:
-        if len(_LABELS) >= _SHARED_BOUND:
+        if len(_LABELS) >= _READ_BOUND:
             _LABELS.clear()
         found = _LABELS[key] = _shared(_strings(mapping))
     return found
@@ -111,7 +112,7 @@ def _amounts(requests: dict[str, Any]) -> tuple[tuple[str, int], ...]:
             amount = parse_quantity(value, resource)
             if amount:  # drop_zero, as the walker reads container requests
                 parsed.append((resource, amount))
-        if len(_AMOUNTS) >= _SHARED_BOUND:
+        if len(_AMOUNTS) >= _READ_BOUND:
             _AMOUNTS.clear()
         found = _AMOUNTS[key] = tuple(parsed)
     return found
