@@ -24,6 +24,7 @@ from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
 from ..flavors import default_assign
 from ..model import Workload
 from ..pods import NORMAL, TERMINATING
+from ..preemption.heads import head_counts, judged_head, keep_head
 from ..quota import QuotaNode
 from ..session import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, Candidate, Session, Taken
 from .books import Books, place, reserve
@@ -162,9 +163,14 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
             first = _assign(session, leaf, one)
             first.workload = workload
         return nominate_deployment(session, leaf, workload, first)
+    judged = judged_head(session, leaf, workload)
+    if judged is not None:
+        return judged
+    before = head_counts(session, workload, leaf)
     assignment = _assign(session, leaf, workload)
     if assignment.mode in (FIT, PREEMPT, RECLAIM):
         return assignment
+    keep_head(session, leaf, workload, assignment, before)
     for pod_set in workload.pod_sets:  # ``workload.is_elastic``, without a generator
         if pod_set.min_count is not None:
             break

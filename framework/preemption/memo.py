@@ -49,7 +49,17 @@ from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session
 
-__all__ = ["asked_again", "dominated", "memo_key", "recall", "remember", "remember_failure"]
+__all__ = [
+    "Tally",
+    "asked_again",
+    "dominated",
+    "memo_key",
+    "recall",
+    "remember",
+    "remember_failure",
+    "search_state",
+    "tally",
+]
 
 Key = tuple[Any, ...]
 _LEAF = 6  # where memo_key puts the leaf's index
@@ -87,12 +97,39 @@ def memo_key(
     )
 
 
+class Tally:
+    """The searches a session's nominations asked, and how many of the answers are ones
+    a failed search of the same state gives every weaker head asking the same: answered
+    by one (:func:`dominated`), kept as one (:func:`remember_failure`), or recalled from
+    memory where such an answer was kept (``keys``). ``heads.py`` reads it."""
+
+    __slots__ = ("answered", "asked", "keys")
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.answered = 0
+        self.keys: set[Key] = set()
+
+
+_TALLY = "_search_tally"  # in ``session.state``
+
+
+def tally(session: Session) -> Tally:
+    found: Tally | None = session.state.get(_TALLY)
+    if found is None:
+        found = session.state[_TALLY] = Tally()
+    return found
+
+
 def recall(session: Session, key: Key) -> SearchResult | None:
     """The remembered answer (a fresh copy), its vetoes counted again; or ``None``."""
     assert session.memo is not None
     found = session.memo.get(key)
     if found is None:
         return None
+    counts = tally(session)
+    if key in counts.keys:
+        counts.answered += 1
     result, vetoes = found
     if vetoes:
         counter = session.registry.vetoes
@@ -169,6 +206,7 @@ def asked_again(
         return None
     found = recall(session, key)
     if found is not None:
+        tally(session).asked += 1
         found.memo_key = key
     return found
 
@@ -184,7 +222,7 @@ _Failure = tuple[str, int, int, dict[FR, int], frozenset[FR], bool, str]
 _VICTIMS = "_victims_by_tree"  # in ``session.state``: victims chosen so far, per queue tree
 
 
-def _state(session: Session, leaf: QuotaNode) -> tuple[int, int, int]:
+def search_state(session: Session, leaf: QuotaNode) -> tuple[int, int, int]:
     """The state a failed search answers in: the commits of the preemptor's queue tree,
     node room, and the victims chosen so far in that tree. Victims chosen in another tree
     are never candidates of this one, and take no quota from it."""
@@ -233,7 +271,7 @@ def dominated(
     if kept is None or preemptor.is_deployment:
         return None
     state, failures = kept
-    if state != _state(session, leaf):
+    if state != search_state(session, leaf):
         del session.failed_searches[leaf.index]
         return None
     priority = preemptor.priority
@@ -247,6 +285,7 @@ def dominated(
             and _asks_no_less(usage, asked)
         ):
             session.counters.dominated += 1
+            tally(session).answered += 1
             text = f"{message} (judged with {key}: no lower priority, asking for no more)"
             return SearchResult(message=text, lines=[text])
     return None
@@ -280,7 +319,7 @@ def remember_failure(
         return
     if session.notes_added != notes_before:
         return
-    state = _state(session, leaf)
+    state = search_state(session, leaf)
     kept = session.failed_searches.get(leaf.index)
     failures: list[_Failure]
     if kept is None or kept[0] != state:
@@ -291,3 +330,7 @@ def remember_failure(
     failures.append(
         (preemptor.key, preemptor.priority, preemptor.created, dict(usage), needed, bool(targets), result.message)
     )
+    counts = tally(session)
+    counts.answered += 1
+    if result.memo_key is not None:
+        counts.keys.add(result.memo_key)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import SearchResult, Session, with_vetoes
-from .memo import dominated, memo_key, recall, remember, remember_failure, snapshot_counts
+from .memo import dominated, memo_key, recall, remember, remember_failure, snapshot_counts, tally
 from .replicas import replica_victims
 from .search import find_minimal
 
@@ -36,6 +36,7 @@ def find_victims(
     if not (session.in_queue_enabled or session.cross_queue_enabled):
         return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
+    tally(session).asked += 1
     try:
         key = memo_key(session, preemptor, leaf, usage, needed, targets)
         if key is not None:
@@ -48,6 +49,7 @@ def find_victims(
             if found is not None:
                 if remember(session, key, found, before):
                     found.memo_key = key
+                    tally(session).keys.add(key)
                 return found
         session.counters.searches += 1
         if preemptor.is_deployment and len(targets) == 1:

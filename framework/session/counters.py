@@ -11,7 +11,7 @@ __all__ = ["Counters"]
 
 
 class Counters:
-    __slots__ = ("bounded", "candidates", "dominated", "flavors", "memo_hits", "memo_off", "nominations", "searches")
+    __slots__ = ("bounded", "candidates", "dominated", "flavors", "judged", "memo_hits", "memo_off", "nominations", "searches")
 
     def __init__(self) -> None:
         self.nominations = 0  # heads nominated (a re-offered head counts each time)
@@ -25,6 +25,7 @@ class Counters:
         self.candidates = 0  # candidates examined by the searches run
         self.bounded = 0  # searches the quota bound proved fail: walked without fit tests
         self.dominated = 0  # searches answered by a failed search they are dominated by
+        self.judged = 0  # heads given a judged head's assignment without a flavor scan
         self.memo_off = ""  # why the memo was off, or empty
 
     def as_dict(self) -> dict[str, int | str]:
@@ -36,5 +37,6 @@ class Counters:
             "candidates-examined": self.candidates,
             "searches-bounded": self.bounded,
             "searches-dominated": self.dominated,
+            "heads-judged": self.judged,
             "memo": f"off ({self.memo_off})" if self.memo_off else "on",
         }

@@ -144,7 +144,12 @@ def test_memo_decides_small_generated_clusters_as_the_plain_path(shape: str) -> 
     # that dominates it, is a search not run.
     assert isinstance(fast_counts["memo-hits"], int) and fast_counts["memo-hits"] > 0
     searched = fast_counts["victim-searches"], fast_counts["memo-hits"], fast_counts["searches-dominated"]
-    assert sum(searched) == plain_counts["victim-searches"]
+    # A head judged without a scan asks its finish search only when it had no candidates
+    # (answered as dominated), never its flavors' searches and their repeat.
+    judged = fast_counts["heads-judged"]
+    assert isinstance(judged, int) and plain_counts["heads-judged"] == 0
+    assert sum(searched) <= plain_counts["victim-searches"]
+    assert (judged == 0) == (sum(searched) == plain_counts["victim-searches"])
     # Every dominated answer was an assignment's (finish_assignment asks it again, from the
     # memo): the pending messages naming a head are at most those answers.
     assert named <= fast_counts["searches-dominated"]
@@ -433,3 +438,35 @@ def test_a_victim_chosen_in_another_queue_tree_keeps_a_failed_search_answering()
     assert counters["searches-dominated"] == 1
     plain, _, _ = _decide(parsed, memo=False)
     assert assert_same_decisions(json.dumps(decided), json.dumps(plain), parsed.workloads) == 1
+
+
+def test_a_head_with_the_same_pod_sets_as_a_failed_one_is_judged_without_a_scan() -> None:
+    """In the cluster of the dominance test, ``h1b`` has exactly ``h1``'s pod sets, the same
+    priority and a later creation time: its flavor scan would see what ``h1``'s saw and each
+    of its searches would be answered by ``h1``'s failure, so it takes ``h1``'s assignment
+    without a scan, its message naming ``h1``. ``h2`` (4 cores) has other pod sets: it is
+    scanned, and only its search is answered by ``h1``'s. Decisions are the plain path's."""
+    decided, _, counters = _decide(_dominance_cluster(protect_low=False), memo=True)
+    assert counters["heads-judged"] == 1
+    assert counters["flavors-scanned"] == 4  # h1, h2, h3, h4: not h1b
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    judged = " (judged with ns/h1: no lower priority, asking for no more)"
+    assert pending["ns/h1b"] == {
+        "workload": "ns/h1b",
+        "reason": "PreemptionNoCandidates",
+        "message": NO_SET + judged,
+        "waitingFor": [],
+        "positionInQueue": 2,
+    }
+    plain, _, plain_counts = _decide(_dominance_cluster(protect_low=False), memo=False)
+    assert plain_counts["heads-judged"] == 0 and plain_counts["flavors-scanned"] == 5
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 2
+
+
+def test_a_head_whose_nomination_met_a_veto_judges_nobody() -> None:
+    """With ``low`` protected, ``h1``'s search is vetoed by min-runtime: ``h1b`` is scanned
+    and searched itself, and gets its own veto and note (SEMANTICS §5)."""
+    decided, vetoes, counters = _decide(_dominance_cluster(protect_low=True), memo=True)
+    assert counters["heads-judged"] == 0 and counters["flavors-scanned"] == 5
+    plain, plain_vetoes, _ = _decide(_dominance_cluster(protect_low=True), memo=False)
+    assert decided == plain and vetoes == plain_vetoes

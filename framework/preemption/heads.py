@@ -1,0 +1,112 @@
+"""Heads judged without a flavor scan: the nomination-level face of a failed search.
+
+A failed victim search answers every weaker head of its queue asking the same in the
+same state (:mod:`.memo`, :func:`~.memo.dominated`). A head whose whole nomination
+ended without victims — every flavor ``NoFit`` or ``NoCandidates``, every search it
+asked answered that way, and no plugin saying anything meanwhile — therefore decides
+every later head of its queue with the same pod sets that is no stronger, while the
+state stands: the flavor scan would evaluate the same flavors the same way (it reads
+the pod sets, the queue and the state), and every search it would ask is answered by
+a failure kept for the first head or one before it. The later head gets the first one's
+assignment without a scan; its pending message is the one its own search would get
+from :func:`~.memo.dominated`, naming the head it is judged with.
+
+Only where the scan is known: the assigner is ``flavor-fungibility`` or the framework's
+own, the memo is on (every search hook ``MEMO_SAFE``), no plugin answers
+``may_search_victims``, and the head is a plain pending workload (not elastic, not a
+Deployment, no stored ``flavorScan`` to resume from).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..model import Workload
+from ..quota import QuotaNode
+from ..session import NOCANDIDATES, NOFIT, Assignment, Session
+from .memo import dominated, search_state, tally
+
+__all__ = ["Before", "head_counts", "judged_head", "keep_head"]
+
+_HEADS = "_judged_heads"  # in ``session.state``: leaf index -> (state, kept heads)
+_ASSIGNERS = frozenset({"flavor-fungibility"})
+
+Before = tuple[int, int, int, int, int, tuple[int, int, int]]
+_Kept = tuple[Workload, Assignment]
+
+
+def _judgeable(session: Session, workload: Workload) -> bool:
+    if session.memo is None or session.statement.ops or workload.flavor_scan:
+        return False
+    if workload.is_deployment or workload.admission is not None or workload.is_elastic:
+        return False
+    policy = session.policy
+    if policy is not None and policy.allowed:
+        return False
+    return {impl.plugin for impl in session.registry.impls("assign_flavors")} <= _ASSIGNERS
+
+
+def head_counts(session: Session, workload: Workload, leaf: QuotaNode) -> Before:
+    """What a nomination may change that :func:`keep_head` reads."""
+    registry = session.registry
+    counts = tally(session)
+    explained = session.decisions.explanations.get(workload.key)
+    return (
+        sum(registry.vetoes.values()),
+        sum(registry.failures.values()),
+        session.notes_added,
+        len(explained) if explained is not None else 0,
+        counts.asked - counts.answered,
+        search_state(session, leaf),
+    )
+
+
+def keep_head(
+    session: Session, leaf: QuotaNode, workload: Workload, assignment: Assignment, before: Before
+) -> None:
+    """Keep ``workload``'s nomination to judge later heads by, when it may (see the module)."""
+    if assignment.mode not in (NOFIT, NOCANDIDATES) or assignment.victims or assignment.vetoed_by:
+        return
+    if not _judgeable(session, workload) or head_counts(session, workload, leaf) != before:
+        return  # a plugin spoke, a search was not answerable so, or the state moved
+    state = before[-1]
+    heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] = session.state.setdefault(_HEADS, {})
+    kept = heads.get(leaf.index)
+    if kept is None or kept[0] != state:
+        kept = heads[leaf.index] = (state, [])
+    kept[1].append((workload, assignment))
+
+
+def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
+    """The assignment of a kept head that judges ``workload``, or ``None``."""
+    heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] | None = session.state.get(_HEADS)
+    kept = heads.get(leaf.index) if heads is not None else None
+    if kept is None or kept[0] != search_state(session, leaf) or not _judgeable(session, workload):
+        return None
+    priority, created = workload.priority, workload.created
+    for head, assignment in kept[1]:
+        if head.pod_sets != workload.pod_sets:
+            continue
+        if not (priority < head.priority or (priority == head.priority and created >= head.created)):
+            continue
+        message = assignment.message
+        search = None
+        if assignment.mode == NOCANDIDATES:
+            # The answer its own search would get: the same request, a weaker preemptor.
+            targets = [(workload.pod_sets[0], 0, "")] if assignment.node_short else []
+            search = dominated(session, workload, leaf, assignment.usage, assignment.needed, targets)
+            if search is None:
+                return None
+            message = search.message
+        session.counters.judged += 1
+        return replace(
+            assignment,
+            workload=workload,
+            pod_sets=list(assignment.pod_sets),
+            usage=dict(assignment.usage),
+            message=message,
+            search=search,
+            flavor_scan={name: dict(positions) for name, positions in assignment.flavor_scan.items()},
+            tried=[f"flavors as for {head.key}: the same pod sets, no lower priority, the same state"],
+        )
+    return None
