@@ -24,7 +24,7 @@ from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
 from .preemption import asked_again, find_victims
 from .quantity import format_quantity
-from .quota import QuotaNode
+from .quota import Accounting, QuotaNode
 from .session import (
     CLASS_SAME_QUEUE,
     FIT,
@@ -352,12 +352,7 @@ def finish_assignment(
             targets = []
         if not short:
             assignment.mode = FIT
-            level = 0
-            for fr, amount in usage.items():
-                found = accounting.borrowing_level(leaf, fr, amount)
-                if found > level:
-                    level = found
-            assignment.level = level
+            assignment.level = _level_now(accounting, leaf, usage)
             return assignment
         needed = short
         search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets)
@@ -373,18 +368,23 @@ def finish_assignment(
         if reused is not None and only is not None and only.mode == NOCANDIDATES:
             assignment.level = only.level
         else:
-            level = 0
-            for fr, amount in usage.items():
-                found = accounting.borrowing_level(leaf, fr, amount)
-                if found > level:
-                    level = found
-            assignment.level = level
+            assignment.level = _level_now(accounting, leaf, usage)
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing
     assignment.level = search.level
     assignment.mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
     return assignment
+
+
+def _level_now(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> int:
+    """The borrowing level of ``usage`` on the accounting as it stands (SEMANTICS §2.3)."""
+    level = 0
+    for fr, amount in usage.items():
+        found = accounting.borrowing_level(leaf, fr, amount)
+        if found > level:
+            level = found
+    return level
 
 
 def _shortage(session: Session, assignment: Assignment, needed: Collection[FR]) -> str:
