@@ -104,6 +104,7 @@ def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assign
             workload=workload,
             pod_sets=list(assignment.pod_sets),
             usage=dict(assignment.usage),
+            victims=[],
             message=message,
             search=search,
             flavor_scan={name: dict(positions) for name, positions in assignment.flavor_scan.items()},
