@@ -22,14 +22,16 @@ epochs name the state exactly. It repeats:
 A failed search also answers the searches it *dominates* (:func:`dominated`): once
 a preemptor's search found no victims, proved by the quota bound (or with no
 candidate at all), and no plugin said anything in it (no veto, no rejected scenario,
-no note, no explanation), a later preemptor of the same queue in the same state that
-is no stronger (a lower priority, or the same priority and created no earlier) and
-asks for no less of the same flavor-resources, with the same needed ones, fails too:
-its candidates are among the first one's, each with no more permission, so every
-step of its walk frees at most what a step of the first walk freed, for a request at
-least as large. It gets the first one's answer without a search, its message naming
-the preemptor it was judged with. In a saturated queue this answers most heads of a
-queue after the first few.
+no note, no explanation), a later preemptor of the same queue in the same state (the
+commits of its queue tree, node room, the victims chosen in that tree:
+:func:`search_state`) that is no stronger (a lower priority, or the same priority and
+created no earlier) and asks for no less of the same flavor-resources, with the same
+needed ones, fails too: its candidates are among the first one's, each with no more
+permission, so even all of them together free no more than the first one's did, which
+was short of a request no larger; and no plugin says anything in its search either. It
+gets the first one's answer without a search, its message naming the preemptor it was
+judged with. In a saturated queue this answers most heads of a queue after the first
+few; ``heads.py`` takes it one step further, to whole nominations.
 
 It is exact only when every plugin consulted keeps the contract of ``MEMO_SAFE``
 (``session/hooks.py``); otherwise the session runs with ``memo = None``. Vetoes
