@@ -24,7 +24,7 @@ from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
 from .preemption import asked_again, find_victims
 from .quantity import format_quantity
-from .quota import Accounting, QuotaNode
+from .quota import QuotaNode
 from .session import (
     CLASS_SAME_QUEUE,
     FIT,
@@ -138,13 +138,7 @@ def evaluate_flavor(
         # search left it as it was).
         current = kept.current
         if current < 0:
-            current = 0
-            accounting = session.accounting
-            for fr, amount in usage.items():
-                found = accounting.borrowing_level(leaf, fr, amount)
-                if found > current:
-                    current = found
-            kept.current = current
+            current = kept.current = session.accounting.level_of(leaf, usage)
         return FlavorOption(
             flavor_name,
             NOCANDIDATES,
@@ -352,7 +346,7 @@ def finish_assignment(
             targets = []
         if not short:
             assignment.mode = FIT
-            assignment.level = _level_now(accounting, leaf, usage)
+            assignment.level = accounting.level_of(leaf, usage)
             return assignment
         needed = short
         search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets)
@@ -368,23 +362,13 @@ def finish_assignment(
         if reused is not None and only is not None and only.mode == NOCANDIDATES:
             assignment.level = only.level
         else:
-            assignment.level = _level_now(accounting, leaf, usage)
+            assignment.level = accounting.level_of(leaf, usage)
         return assignment
     assignment.victims = search.victims
     assignment.allow_borrowing = search.allow_borrowing
     assignment.level = search.level
     assignment.mode = PREEMPT if any(v.group == CLASS_SAME_QUEUE for v in search.victims) else RECLAIM
     return assignment
-
-
-def _level_now(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> int:
-    """The borrowing level of ``usage`` on the accounting as it stands (SEMANTICS §2.3)."""
-    level = 0
-    for fr, amount in usage.items():
-        found = accounting.borrowing_level(leaf, fr, amount)
-        if found > level:
-            level = found
-    return level
 
 
 def _shortage(session: Session, assignment: Assignment, needed: Collection[FR]) -> str:

@@ -253,6 +253,15 @@ class Accounting:
     def within_nominal(self, node: QuotaNode, fr: FR) -> bool:
         return self.usage[node.index].get(fr, 0) <= node.subtree.get(fr, 0)
 
+    def level_of(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> int:
+        """The borrowing level of a whole request: the highest of its flavor-resources'."""
+        level = 0
+        for fr, amount in usage.items():
+            found = self.borrowing_level(leaf, fr, amount)
+            if found > level:
+                level = found
+        return level
+
     def borrowing_level(self, leaf: QuotaNode, fr: FR, request: int) -> int:
         """SEMANTICS §2.3: 0 within the leaf's nominal, else the height of the lowest
         ancestor whose subtree can supply the request (the root's height if none can)."""

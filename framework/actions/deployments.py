@@ -148,8 +148,7 @@ def nominate_growth(session: Session, leaf: QuotaNode, workload: Workload) -> As
     usage = pod_set_usage(spec, fitting, flavors)
     assignment = Assignment(workload, leaf, usage=dict(usage))
     assignment.pod_sets.append(PodSetAssignment(spec.name, fitting, flavors, usage, replace(spec, count=fitting)))
-    accounting = session.accounting
-    assignment.level = max((accounting.borrowing_level(leaf, fr, amount) for fr, amount in usage.items()), default=0)
+    assignment.level = session.accounting.level_of(leaf, usage)
     assignment.committed_total = {spec.name: committed + fitting}
     assignment.tried.append(f"grows podSet {spec.name} from {committed} to {committed + fitting} of {spec.count} pods")
     if committed + fitting < spec.count:

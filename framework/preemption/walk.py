@@ -433,8 +433,4 @@ class Walk:
             statement.rollback(mark)
 
     def _level(self) -> int:
-        accounting = self.session.accounting
-        return max(
-            (accounting.borrowing_level(self.leaf, fr, amount) for fr, amount in self.usage.items()),
-            default=0,
-        )
+        return self.session.accounting.level_of(self.leaf, self.usage)
