@@ -24,14 +24,15 @@ from dataclasses import replace
 from ..model import Workload
 from ..quota import QuotaNode
 from ..session import NOCANDIDATES, NOFIT, Assignment, Session
-from .memo import dominated, search_state, tally
+from .memo import Said, dominated, plugins_said, search_state, tally
 
 __all__ = ["Before", "head_counts", "judged_head", "keep_head"]
 
 _HEADS = "_judged_heads"  # in ``session.state``: leaf index -> (state, kept heads)
+_KNOWN = "_judged_heads_known"  # in ``session.state``: whether this session's scan is known
 _ASSIGNERS = frozenset({"flavor-fungibility"})
 
-Before = tuple[int, int, int, int, int, tuple[int, int, int]]
+Before = tuple[Said, int, tuple[int, int, int]]
 _Kept = tuple[Workload, Assignment]
 
 
@@ -40,34 +41,32 @@ def _judgeable(session: Session, workload: Workload) -> bool:
         return False
     if workload.is_deployment or workload.admission is not None or workload.is_elastic:
         return False
-    policy = session.policy
-    if policy is not None and policy.allowed:
-        return False
-    return {impl.plugin for impl in session.registry.impls("assign_flavors")} <= _ASSIGNERS
+    known: bool | None = session.state.get(_KNOWN)
+    if known is None:
+        # The same for the whole session: who assigns flavors, who may widen the search.
+        policy = session.policy
+        assigners = {impl.plugin for impl in session.registry.impls("assign_flavors")}
+        widened = policy is not None and bool(policy.allowed)
+        known = session.state[_KNOWN] = assigners <= _ASSIGNERS and not widened
+    return known
 
 
-def head_counts(session: Session, workload: Workload, leaf: QuotaNode) -> Before:
-    """What a nomination may change that :func:`keep_head` reads."""
-    registry = session.registry
+def head_counts(session: Session, workload: Workload, leaf: QuotaNode) -> Before | None:
+    """What a nomination may change that :func:`keep_head` reads; ``None`` for a head
+    that can judge nobody."""
+    if not _judgeable(session, workload):
+        return None
     counts = tally(session)
-    explained = session.decisions.explanations.get(workload.key)
-    return (
-        sum(registry.vetoes.values()),
-        sum(registry.failures.values()),
-        session.notes_added,
-        len(explained) if explained is not None else 0,
-        counts.asked - counts.answered,
-        search_state(session, leaf),
-    )
+    return plugins_said(session, workload), counts.asked - counts.answered, search_state(session, leaf)
 
 
 def keep_head(
-    session: Session, leaf: QuotaNode, workload: Workload, assignment: Assignment, before: Before
+    session: Session, leaf: QuotaNode, workload: Workload, assignment: Assignment, before: Before | None
 ) -> None:
     """Keep ``workload``'s nomination to judge later heads by, when it may (see the module)."""
-    if assignment.mode not in (NOFIT, NOCANDIDATES) or assignment.victims or assignment.vetoed_by:
+    if before is None or assignment.mode not in (NOFIT, NOCANDIDATES):
         return
-    if not _judgeable(session, workload) or head_counts(session, workload, leaf) != before:
+    if assignment.victims or assignment.vetoed_by or head_counts(session, workload, leaf) != before:
         return  # a plugin spoke, a search was not answerable so, or the state moved
     state = before[-1]
     heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] = session.state.setdefault(_HEADS, {})

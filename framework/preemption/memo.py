@@ -56,6 +56,7 @@ __all__ = [
     "asked_again",
     "dominated",
     "memo_key",
+    "plugins_said",
     "recall",
     "remember",
     "remember_failure",
@@ -148,22 +149,30 @@ def recall(session: Session, key: Key) -> SearchResult | None:
     )
 
 
-Before = tuple[dict[str, int], int, int, int, int]
+Said = tuple[int, int, int, int]
+
+
+def plugins_said(session: Session, workload: Workload) -> Said:
+    """Vetoes and failures counted, notes added and ``workload``'s explanations, so far:
+    each only grows, so two equal readings mean no plugin said anything in between."""
+    registry = session.registry
+    explained = session.decisions.explanations.get(workload.key)
+    return (
+        sum(registry.vetoes.values()),
+        sum(registry.failures.values()),
+        session.notes_added,
+        len(explained) if explained is not None else 0,
+    )
+
+
+Before = tuple[dict[str, int], int, Said]
 
 
 def snapshot_counts(session: Session, preemptor: Workload) -> Before:
     """What a search may change that :func:`remember` and :func:`remember_failure` read:
-    the registry's veto and failure counts, the searches the quota bound proved
-    hopeless, the preemptor's explanations and the notes added."""
-    registry = session.registry
-    explained = session.decisions.explanations.get(preemptor.key)
-    return (
-        dict(registry.vetoes),
-        sum(registry.failures.values()),
-        session.counters.bounded,
-        len(explained) if explained is not None else 0,
-        session.notes_added,
-    )
+    the registry's veto counts, the searches the quota bound proved hopeless, and what
+    the plugins said."""
+    return dict(session.registry.vetoes), session.counters.bounded, plugins_said(session, preemptor)
 
 
 def remember(session: Session, key: Key, result: SearchResult, before: Before) -> bool:
@@ -171,7 +180,7 @@ def remember(session: Session, key: Key, result: SearchResult, before: Before) -
     assert session.memo is not None
     if result.replicas or result.resume is not None:
         return False
-    vetoes_before, failures_before = before[0], before[1]
+    vetoes_before, failures_before = before[0], before[2][1]
     registry = session.registry
     if sum(registry.failures.values()) != failures_before:
         return False
@@ -310,16 +319,10 @@ def remember_failure(
         return
     if session.policy is not None and session.policy.strategy is not None:
         return
-    vetoes_before, failures_before, bounded_before, explained_before, notes_before = before
-    registry = session.registry
+    _, bounded_before, said_before = before
     if result.lines and session.counters.bounded == bounded_before:
         return  # walked (and failed) with fit tests: not proved by the bound
-    if registry.vetoes != vetoes_before or sum(registry.failures.values()) != failures_before:
-        return
-    explained = session.decisions.explanations.get(preemptor.key)
-    if (len(explained) if explained is not None else 0) != explained_before:
-        return
-    if session.notes_added != notes_before:
+    if plugins_said(session, preemptor) != said_before:
         return
     state = search_state(session, leaf)
     kept = session.failed_searches.get(leaf.index)
