@@ -86,7 +86,7 @@ from .integrations import Integration
 from .integrations.registry import Integrations, resolve_integrations
 from .inventory import ClusterInventory
 from .reconciler import OwnerReconciler
-from .sessions import SessionThread
+from .sessions import RunsSessions, SessionThread
 from .workloads import workload_name
 
 __all__ = ["WATCHED", "CycleReport", "KubernetesBackend"]
@@ -117,7 +117,7 @@ class CycleReport:
     snapshot: Snapshot | None = None
 
 
-class KubernetesBackend:
+class KubernetesBackend(RunsSessions):
     """See the module docstring. ``start`` before the first ``cycle``; ``stop`` at the end."""
 
     def __init__(
@@ -436,23 +436,6 @@ class KubernetesBackend:
         timings["commit"] = time.perf_counter() - started
         report.synced_owners = self.owners.synced - synced
         return report
-
-    @property
-    def sessions_discarded(self) -> int:
-        """Sessions that ended after their cycle was abandoned (see :mod:`.sessions`)."""
-        return self.sessions.discarded
-
-    @property
-    def on_discard(self) -> Callable[[], None]:
-        return self.sessions.on_discard
-
-    @on_discard.setter
-    def on_discard(self, hear: Callable[[], None]) -> None:
-        self.sessions.on_discard = hear
-
-    def session_age(self) -> float:
-        """Seconds the session thread under way has been running (0 when none runs)."""
-        return self.sessions.age()
 
     async def _write_queue_status(self, snapshot: Snapshot, shares: list[QueueShare] | None = None) -> None:
         """Each Queue's nominal quota, usage and workload counts, for ``kubectl get queues``;

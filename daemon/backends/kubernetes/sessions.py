@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["SessionThread"]
+__all__ = ["RunsSessions", "SessionThread"]
 
 log = logging.getLogger(__name__)
 
@@ -92,3 +92,27 @@ class SessionThread:
 
         threading.Thread(target=target, name=self.name, daemon=True).start()
         return result
+
+
+class RunsSessions:
+    """What the service reads of a backend's session thread, ``self.sessions``: the
+    live backend and the Kueue shadow both run their sessions through one."""
+
+    sessions: SessionThread
+
+    @property
+    def sessions_discarded(self) -> int:
+        """Sessions that ended after their cycle was abandoned (see the module)."""
+        return self.sessions.discarded
+
+    @property
+    def on_discard(self) -> Callable[[], None]:
+        return self.sessions.on_discard
+
+    @on_discard.setter
+    def on_discard(self, hear: Callable[[], None]) -> None:
+        self.sessions.on_discard = hear
+
+    def session_age(self) -> float:
+        """Seconds the session thread under way has been running (0 when none runs)."""
+        return self.sessions.age()

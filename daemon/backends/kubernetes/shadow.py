@@ -52,7 +52,7 @@ from .divergence import Divergence, DivergenceLog, admitted_without_preemptd, fr
 from .informers import Informer
 from .inventory import SOURCE
 from .reconciler import OwnerReconciler
-from .sessions import SessionThread
+from .sessions import RunsSessions, SessionThread
 
 __all__ = ["KUEUE_KINDS", "SHADOW_SOURCES", "KueueShadow", "ShadowError", "served_resources"]
 
@@ -115,7 +115,7 @@ async def served_resources(kube: Kube, *, retry: tuple[float, float] = (0.5, 10.
     return [*found, PRIORITY_CLASSES, NAMESPACES]
 
 
-class KueueShadow:
+class KueueShadow(RunsSessions):
     """See the module docstring. ``start`` before the first ``cycle``; ``stop`` at the end."""
 
     def __init__(
@@ -259,25 +259,6 @@ class KueueShadow:
         for text in sorted(current - self._problems):
             log.warning("invalid object, left out: %s", text)
         self._problems = current
-
-    # -- the session thread (see .sessions) ------------------------------------------------
-
-    @property
-    def sessions_discarded(self) -> int:
-        """Sessions that ended after their cycle was abandoned (see :mod:`.sessions`)."""
-        return self.sessions.discarded
-
-    @property
-    def on_discard(self) -> Callable[[], None]:
-        return self.sessions.on_discard
-
-    @on_discard.setter
-    def on_discard(self, hear: Callable[[], None]) -> None:
-        self.sessions.on_discard = hear
-
-    def session_age(self) -> float:
-        """Seconds the session thread under way has been running (0 when none runs)."""
-        return self.sessions.age()
 
 
 def _running(inventory: Inventory) -> set[str]:
