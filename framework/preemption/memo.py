@@ -228,6 +228,15 @@ def asked_again(
 # key, priority and creation time, the usage it asked for, the needed flavor-resources,
 # whether node room was searched, and the answer's message.
 _Failure = tuple[str, int, int, dict[FR, int], frozenset[FR], bool, str]
+_Failures = dict[int, tuple[tuple[int, int, int], list[_Failure]]]
+_FAILURES = "_failed_searches"  # in ``session.state``: leaf index -> (state, failures)
+
+
+def _failures(session: Session) -> _Failures:
+    found: _Failures | None = session.state.get(_FAILURES)
+    if found is None:
+        found = session.state[_FAILURES] = {}
+    return found
 
 
 _VICTIMS = "_victims_by_tree"  # in ``session.state``: victims chosen so far, per queue tree
@@ -278,12 +287,13 @@ def dominated(
 ) -> SearchResult | None:
     """The answer of a failed search this one is dominated by (see the module
     documentation), or ``None``. Called only where :func:`memo_key` gave a key."""
-    kept = session.failed_searches.get(leaf.index)
+    by_leaf = _failures(session)
+    kept = by_leaf.get(leaf.index)
     if kept is None or preemptor.is_deployment:
         return None
     state, failures = kept
     if state != search_state(session, leaf):
-        del session.failed_searches[leaf.index]
+        del by_leaf[leaf.index]
         return None
     priority = preemptor.priority
     created = preemptor.created
@@ -325,11 +335,12 @@ def remember_failure(
     if plugins_said(session, preemptor) != said_before:
         return
     state = search_state(session, leaf)
-    kept = session.failed_searches.get(leaf.index)
+    by_leaf = _failures(session)
+    kept = by_leaf.get(leaf.index)
     failures: list[_Failure]
     if kept is None or kept[0] != state:
         failures = []
-        session.failed_searches[leaf.index] = (state, failures)
+        by_leaf[leaf.index] = (state, failures)
     else:
         failures = kept[1]
     failures.append(

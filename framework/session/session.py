@@ -76,7 +76,6 @@ class Session:
         "cross_queue_enabled",
         "decisions",
         "defer_pods",
-        "failed_searches",
         "in_queue_enabled",
         "memo",
         "notes_added",
@@ -126,8 +125,6 @@ class Session:
             self.counters.memo_off = "switched off"
         # Victim searches already run, by their inputs (preemption/memo.py); ``None``: off.
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
-        # Failed searches that answer the searches they dominate, per leaf (memo.py).
-        self.failed_searches: dict[int, Any] = {}
         self.taken: dict[str, Taken] = {}
         self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
