@@ -20,15 +20,18 @@ epochs name the state exactly. It repeats:
   in a state of its tree that has not moved.
 
 A failed search also answers the searches it *dominates* (:func:`dominated`): once
-a preemptor's search found no victims, proved by the quota bound (or with no
-candidate at all), and no plugin said anything in it (no veto, no rejected scenario,
-no note, no explanation), a later preemptor of the same queue in the same state (the
+a preemptor's search found no victims without asking a plugin about a candidate or a
+scenario (it had no candidate at all, or the quota bound proved it hopeless in a session
+where no plugin may refuse one: ``SearchResult.silent``), and no plugin said anything in
+it (no note, no explanation), a later preemptor of the same queue in the same state (the
 commits of its queue tree, node room, the victims chosen in that tree:
 :func:`search_state`) that is no stronger (a lower priority, or the same priority and
 created no earlier) and asks for no less of the same flavor-resources, with the same
 needed ones, fails too: its candidates are among the first one's, each with no more
 permission, so even all of them together free no more than the first one's did, which
-was short of a request no larger; and no plugin says anything in its search either. It
+was short of a request no larger; and its search asks no plugin about a candidate or a
+scenario either (the session's plugins may refuse none, and a plugin that gave the
+stronger one no scenario filter gives it none). It
 gets the first one's answer without a search, its message naming the preemptor it was
 judged with. In a saturated queue this answers most heads of a queue after the first
 few; ``heads.py`` takes it one step further, to whole nominations.
@@ -146,6 +149,7 @@ def recall(session: Session, key: Key) -> SearchResult | None:
         result.vetoed_by,
         result.message,
         list(result.lines),
+        silent=result.silent,
     )
 
 
@@ -165,14 +169,13 @@ def plugins_said(session: Session, workload: Workload) -> Said:
     )
 
 
-Before = tuple[dict[str, int], int, Said]
+Before = tuple[dict[str, int], Said]
 
 
 def snapshot_counts(session: Session, preemptor: Workload) -> Before:
     """What a search may change that :func:`remember` and :func:`remember_failure` read:
-    the registry's veto counts, the searches the quota bound proved hopeless, and what
-    the plugins said."""
-    return dict(session.registry.vetoes), session.counters.bounded, plugins_said(session, preemptor)
+    the registry's veto counts and what the plugins said."""
+    return dict(session.registry.vetoes), plugins_said(session, preemptor)
 
 
 def remember(session: Session, key: Key, result: SearchResult, before: Before) -> bool:
@@ -180,7 +183,7 @@ def remember(session: Session, key: Key, result: SearchResult, before: Before) -
     assert session.memo is not None
     if result.replicas or result.resume is not None:
         return False
-    vetoes_before, failures_before = before[0], before[2][1]
+    vetoes_before, failures_before = before[0], before[1][1]
     registry = session.registry
     if sum(registry.failures.values()) != failures_before:
         return False
@@ -308,7 +311,7 @@ def dominated(
             session.counters.dominated += 1
             tally(session).answered += 1
             text = f"{message} (judged with {key}: no lower priority, asking for no more)"
-            return SearchResult(message=text, lines=[text])
+            return SearchResult(message=text, lines=[text], silent=True)
     return None
 
 
@@ -322,18 +325,15 @@ def remember_failure(
     result: SearchResult,
     before: Before,
 ) -> None:
-    """Keep a failed search for :func:`dominated` when it may answer others: no victims,
-    proved hopeless by the quota bound (or no candidate at all), and nothing said by
-    any plugin while it ran. Called only where :func:`memo_key` gave a key."""
+    """Keep a failed search for :func:`dominated` when it may answer others: silent (no
+    candidate, or proved hopeless by the quota bound with nobody to refuse one) and
+    nothing said by any plugin while it ran. Called only where :func:`memo_key` gave a key."""
     if result.victims or result.vetoed_by or preemptor.is_deployment:
         return
     if session.policy is not None and session.policy.strategy is not None:
         return
-    _, bounded_before, said_before = before
-    if result.lines and session.counters.bounded == bounded_before:
-        return  # walked (and failed) with fit tests: not proved by the bound
-    if plugins_said(session, preemptor) != said_before:
-        return
+    if not result.silent or plugins_said(session, preemptor) != before[1]:
+        return  # walked, or a plugin was asked about a candidate or a scenario
     state = search_state(session, leaf)
     by_leaf = _failures(session)
     kept = by_leaf.get(leaf.index)

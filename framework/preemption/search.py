@@ -52,7 +52,7 @@ def find_minimal(
     session.counters.candidates += len(candidates)
     found = len(candidates) + request.left_out
     if not found:
-        return SearchResult(message="no running workload that uses the needed quota may be preempted")
+        return SearchResult(message="no running workload that uses the needed quota may be preempted", silent=True)
     has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
     if not has_other or borrowing_only:
         attempts = [True]
@@ -67,11 +67,13 @@ def find_minimal(
     search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
     lines = [f"{found} candidate(s) use the needed {wanted}"]
+    silent = False
     if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
         session.counters.bounded += 1
         # A hopeless walk only tells the plugins what the full walk would; when none of
         # them may refuse a candidate or a scenario in this session, it tells nobody.
-        if session.may_veto or search.filters:
+        silent = not (session.may_veto or search.filters)
+        if not silent:
             sort_candidates(candidates, order_for(session, preemptor))
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
@@ -87,4 +89,4 @@ def find_minimal(
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
-    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines)
+    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)

@@ -68,6 +68,9 @@ class SearchResult:
     resume: Any = None
     # The search memo's key this answer is kept under, when it is (``preemption/memo.py``).
     memo_key: Any = None
+    # No plugin was asked about a candidate or a scenario: there were none, or the quota
+    # bound proved the search hopeless in a session where nobody may refuse one.
+    silent: bool = False
 
 
 @dataclass(slots=True)

@@ -36,11 +36,15 @@ for this one), for a preemptor of the same queue that is no stronger (a lower pr
 the same priority and created no earlier) and asks for no less of each flavor-resource,
 with the same ones needed, a plugin offers no candidate it did not offer the stronger
 one, nor with more permission (one it offered only within nominal is not offered while
-borrowing); and if it vetoed nothing, rejected no scenario and added no note or
-explanation in the stronger one's search, it does none of these in the weaker one's.
-The built-in plugins keep it: ``priority`` offers the workloads below the preemptor's
-priority, ``cohort-reclaim`` bounds by priority too and its classes only tighten as the
-request grows, ``min-runtime`` judges each victim by itself and by the preemptor's queue.
+borrowing), gives it no scenario filter if it gave the stronger one none, and adds no
+note or explanation in its search if it added none in the stronger one's. Vetoes need
+no such promise: a failed search answers others only when no plugin may refuse a
+candidate in the session (see ``is_preemptible``), because which candidates a walk asks
+about depends on the order and classes of the candidates, which change with the
+request. The built-in plugins keep it: ``priority`` offers the workloads below the
+preemptor's priority, ``cohort-reclaim`` bounds by priority too and its classes only
+tighten as the request grows, the scenario filters of ``min-runtime`` and ``gpu-victims``
+depend on the session alone.
 The same promise lets a victim walk keep the victims it has accepted waiting before it
 takes them from the quota and the nodes, and walk a search its quota bound proves
 hopeless without fit tests (``preemption/walk.py``): a plugin's answer during a search

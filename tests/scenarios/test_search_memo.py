@@ -343,11 +343,13 @@ def _dominance_cluster(protect_low: bool) -> Any:
     it is full. Pending, in queue order: ``h1`` (priority 5, 3
     cores), ``h1b`` (priority 5, created later, 3 cores), ``h2`` (priority 4, 4 cores),
     ``h3`` (priority 3, 1 core), ``h4`` (priority 2, 3 cores). With ``protect_low``,
-    ``low`` was admitted 10 s ago under a 60 s preempt min-runtime."""
+    ``low`` was admitted 10 s ago under a 60 s preempt min-runtime; without it no queue
+    has a window, so min-runtime may refuse nothing in the session."""
     policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
     admitted_at = 100_000 - 10_000 if protect_low else 0
+    window = 60_000 if protect_low else None
     return inventory(
-        [cohort("root"), queue("a", "root", cpu=4, preemption=policy, preempt_min_runtime=60_000)],
+        [cohort("root"), queue("a", "root", cpu=4, preemption=policy, preempt_min_runtime=window)],
         [
             workload("low", "a", 1, priority=1, created=1, admitted=True, admitted_at=admitted_at),
             workload("top", "a", 3, priority=9, created=2, admitted=True, admitted_at=0),
@@ -470,3 +472,24 @@ def test_a_head_whose_nomination_met_a_veto_judges_nobody() -> None:
     assert counters["heads-judged"] == 0 and counters["flavors-scanned"] == 5
     plain, plain_vetoes, _ = _decide(_dominance_cluster(protect_low=True), memo=False)
     assert decided == plain and vetoes == plain_vetoes
+
+
+def test_a_weaker_head_whose_walk_would_meet_a_veto_is_searched_itself() -> None:
+    """A random cluster (seed 1311) where a stronger head's failed search never asked
+    min-runtime about ``w3`` (its order and classes led elsewhere first) while the weaker
+    ``w4``'s walk does, and min-runtime protects ``w3`` (reclaim window of queue q1,
+    SEMANTICS §5). Plugins may refuse candidates in this session, so no failed search
+    answers another: ``w4`` is searched and pending ``MinRuntime``, as on the plain path."""
+    parsed = _random_cluster(1311)
+
+    def registry() -> Registry:
+        return Registry([("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None),
+                         ("min-runtime", min_runtime, None)])
+
+    (fast, fast_vetoes, counts), (plain, plain_vetoes, _) = _both(
+        lambda: snapshot(parsed, 100_000), registry, ("allocate", "preempt")
+    )
+    assert fast == plain and fast_vetoes == plain_vetoes
+    assert counts["searches-dominated"] == 0
+    pending = {entry["workload"]: entry for entry in json.loads(fast)["pending"]}
+    assert pending["ns/w4"]["reason"] == "MinRuntime"
