@@ -81,40 +81,49 @@ def run_rounds(session: Session) -> None:
         queues.append(_Queue(snapshot.tree.leaves[name], ordered, [key(w) for w in ordered]))
     rounds = _Rounds(Books(session))
     books = rounds.books
+    statement = session.statement
+    picker = session.policy is not None and session.policy.picker is not None
     while True:
         entries = []
         for queue in queues:
-            if queue.blocked or queue.pos >= len(queue.items):
+            if queue.blocked:
                 continue
             pos = queue.pos
+            if pos >= len(queue.items):
+                continue
             workload = queue.items[pos]
             assignment = nominate(session, queue.leaf, workload)
             level = assignment.level if assignment.mode != NOFIT else 0
             entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos])))
         if not entries:
             break
+        if len(entries) < len(queues):
+            # A queue blocked or emptied stays so: the later rounds go over the others only.
+            queues = [entry.queue for entry in entries]
         entries.sort(key=_order)
         relied_on: set[tuple[object, ...]] = set()
-        for i, entry in enumerate(_picked(session, entries)):
+        for i, entry in enumerate(_picked(session, entries) if picker else entries):
             outcome = _process(session, rounds, entry, relied_on)
-            session.statement.commit()
-            books.commit()
-            growing = _grows(entry.workload)
+            statement.commit()
+            if books.own is not None:
+                books.commit()
+            workload = entry.workload
+            growing = workload.admission is not None and not workload.is_deployment  # _grows
             if growing:
-                rounds.pending.pop(entry.workload.key, None)  # running: never listed pending
+                rounds.pending.pop(workload.key, None)  # running: never listed pending
             if outcome == _AGAIN and i > 0:
                 continue
             # The first entry of a round is never offered again, so every round
             # finishes at least one workload and the session ends.
             queue = entry.queue
             queue.pos += 1
-            if queue.leaf.spec.queueing_strategy == "StrictFIFO" and outcome != _ADMITTED and not growing:
+            if outcome != _ADMITTED and not growing and queue.leaf.spec.queueing_strategy == "StrictFIFO":
                 queue.blocked = True
                 for behind in queue.items[queue.pos :]:
                     if _grows(behind):
                         session.explain(
                             behind.key,
-                            f"does not grow: behind {entry.workload.key}, the head of StrictFIFO queue "
+                            f"does not grow: behind {workload.key}, the head of StrictFIFO queue "
                             f"{queue.leaf.name}, which was not admitted",
                         )
                         continue
@@ -122,7 +131,7 @@ def run_rounds(session: Session) -> None:
                         rounds,
                         behind.key,
                         "WaitingForQuota",
-                        f"behind {entry.workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
+                        f"behind {workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
                         "which was not admitted",
                     )
     for pending in rounds.pending.values():
@@ -152,8 +161,6 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
     """Flavors (and victims, if needed) for ``workload`` against the current accounting;
     an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
     session.counters.nominations += 1
-    if _grows(workload):
-        return nominate_growth(session, leaf, workload)
     if workload.is_deployment:
         first = None
         if workload.admission is None:
@@ -163,6 +170,8 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignmen
             first = _assign(session, leaf, one)
             first.workload = workload
         return nominate_deployment(session, leaf, workload, first)
+    if workload.admission is not None:  # _grows
+        return nominate_growth(session, leaf, workload)
     judged = judged_head(session, leaf, workload)
     if judged is not None:
         return judged
@@ -216,39 +225,45 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     assignment = entry.assignment
     decisions = session.decisions
     key = workload.key
-    if assignment.tried:
+    tried = assignment.tried
+    if tried:
         # session.explain of each line, in one step.
         explanations = decisions.explanations
         lines = explanations.get(key)
         if lines is None:
-            explanations[key] = list(assignment.tried)
+            explanations[key] = list(tried)
         else:
-            lines.extend(assignment.tried)
-    if assignment.mode == NOFIT:
+            lines.extend(tried)
+    mode = assignment.mode
+    if mode == NOFIT:
         if _grows(workload):
             session.explain(key, assignment.message)
             return _DONE
-        _pending(rounds, key, "NoFit", assignment.message or "no flavor fits")
+        rounds.pending[key] = Pending(key, "NoFit", assignment.message or "no flavor fits")
         _record_scan(session, workload, assignment)
         return _DONE
     if assignment.blocked:
         _pending(rounds, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
         return _DONE
-    if assignment.needs_preemption and not assignment.victims:
+    if mode != FIT and not assignment.victims:  # needs preemption and found no victims
         reason = "PreemptionNoCandidates"
-        for plugin in sorted(assignment.vetoed_by) if assignment.vetoed_by else ():
+        vetoed_by = assignment.vetoed_by
+        for plugin in sorted(vetoed_by) if vetoed_by else ():
             veto = session.veto_reason(plugin)
             if veto is not None:
                 reason = veto
                 break
-        if entry.queue.leaf.spec.preemption.reclaim_within_cohort != "Any":
-            reserve(session, books, entry.queue.leaf, assignment)
+        leaf = entry.queue.leaf
+        if leaf.spec.preemption.reclaim_within_cohort != "Any":
+            reserve(session, books, leaf, assignment)
         message = assignment.message or "no victims found"
-        notes = session.notes(key)
-        if notes:
-            message = "; ".join([message, *notes])
-        _pending(rounds, key, reason, message)
-        _record_scan(session, workload, assignment)
+        if session.notes_added:  # no note was ever added: nobody has any
+            notes = session.notes(key)
+            if notes:
+                message = "; ".join([message, *notes])
+        rounds.pending[key] = Pending(key, reason, message)
+        if assignment.flavor_scan or workload.flavor_scan:  # _record_scan
+            decisions.flavor_scans[key] = dict(assignment.flavor_scan)
         return _DONE
     units = {v.unit for v in assignment.victims}
     overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})

@@ -19,12 +19,10 @@ Deployment, no stored ``flavorScan`` to resume from).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ..model import Workload
 from ..quota import QuotaNode
-from ..session import NOCANDIDATES, NOFIT, Assignment, Session
-from .memo import Said, dominated, plugins_said, search_state, tally
+from ..session import NOCANDIDATES, NOFIT, Assignment, SearchResult, Session
+from .memo import Answers, Said, answers_now, counted, plugins_said, search_state, tally
 
 __all__ = ["Before", "head_counts", "judged_head", "keep_head"]
 
@@ -33,14 +31,37 @@ _KNOWN = "_judged_heads_known"  # in ``session.state``: whether this session's s
 _ASSIGNERS = frozenset({"flavor-fungibility"})
 
 Before = tuple[Said, int, tuple[int, int, int]]
-_Kept = tuple[Workload, Assignment]
+
+
+class _Kept:
+    """A kept head and what judging another head by it needs, worked out once: the line
+    every head it judges is explained by and, when it had no candidates, the failed
+    searches that answer its request (:class:`~.memo.Answers`)."""
+
+    __slots__ = ("answers", "assignment", "created", "head", "pod_sets", "priority", "tried")
+
+    def __init__(self, head: Workload, assignment: Assignment) -> None:
+        self.head = head
+        self.assignment = assignment
+        self.priority = head.priority
+        self.created = head.created
+        self.pod_sets = head.pod_sets
+        self.tried = f"flavors as for {head.key}: the same pod sets, no lower priority, the same state"
+        self.answers = (
+            Answers(assignment.usage, assignment.needed, assignment.node_short)
+            if assignment.mode == NOCANDIDATES
+            else None
+        )
 
 
 def _judgeable(session: Session, workload: Workload) -> bool:
     if session.memo is None or session.statement.ops or workload.flavor_scan:
         return False
-    if workload.is_deployment or workload.admission is not None or workload.is_elastic:
+    if workload.is_deployment or workload.admission is not None:
         return False
+    for pod_set in workload.pod_sets:  # ``workload.is_elastic``, without a generator
+        if pod_set.min_count is not None:
+            return False
     known: bool | None = session.state.get(_KNOWN)
     if known is None:
         # The same for the whole session: who assigns flavors, who may widen the search.
@@ -73,40 +94,64 @@ def keep_head(
     kept = heads.get(leaf.index)
     if kept is None or kept[0] != state:
         kept = heads[leaf.index] = (state, [])
-    kept[1].append((workload, assignment))
+    kept[1].append(_Kept(workload, assignment))
 
 
 def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
     """The assignment of a kept head that judges ``workload``, or ``None``."""
     heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] | None = session.state.get(_HEADS)
-    kept = heads.get(leaf.index) if heads is not None else None
-    if kept is None or kept[0] != search_state(session, leaf) or not _judgeable(session, workload):
+    if heads is None:
+        return None
+    kept = heads.get(leaf.index)
+    if kept is None:
+        return None
+    state = search_state(session, leaf)
+    if kept[0] != state or not _judgeable(session, workload):
         return None
     priority, created = workload.priority, workload.created
-    for head, assignment in kept[1]:
-        if head.pod_sets != workload.pod_sets:
+    pod_sets = workload.pod_sets
+    for judge in kept[1]:
+        if not (priority < judge.priority or (priority == judge.priority and created >= judge.created)):
             continue
-        if not (priority < head.priority or (priority == head.priority and created >= head.created)):
+        if judge.pod_sets != pod_sets:
             continue
+        assignment = judge.assignment
         message = assignment.message
         search = None
-        if assignment.mode == NOCANDIDATES:
-            # The answer its own search would get: the same request, a weaker preemptor.
-            targets = [(workload.pod_sets[0], 0, "")] if assignment.node_short else []
-            search = dominated(session, workload, leaf, assignment.usage, assignment.needed, targets)
-            if search is None:
+        answers = judge.answers
+        if answers is not None:
+            # The answer its own search would get: the same request, a weaker preemptor
+            # (memo.dominated, its failures filtered once for this request).
+            found = answers_now(session, leaf, answers, state)
+            if found is None:
                 return None
-            message = search.message
+            for p, c, said in found:
+                if priority < p or (priority == p and created >= c):
+                    message = said
+                    break
+            else:
+                return None
+            counted(session)
+            search = SearchResult(message=message, lines=[message], silent=True)
         session.counters.judged += 1
-        return replace(
-            assignment,
+        return Assignment(
             workload=workload,
+            leaf=assignment.leaf,
             pod_sets=list(assignment.pod_sets),
             usage=dict(assignment.usage),
-            victims=[],
+            mode=assignment.mode,
+            level=assignment.level,
+            needed=assignment.needed,
             message=message,
+            victims=[],
+            allow_borrowing=assignment.allow_borrowing,
+            vetoed_by=assignment.vetoed_by,
+            node_short=assignment.node_short,
+            blocked=assignment.blocked,
+            committed_total=assignment.committed_total,
+            replicas=assignment.replicas,
             search=search,
-            flavor_scan={name: dict(positions) for name, positions in assignment.flavor_scan.items()},
-            tried=[f"flavors as for {head.key}: the same pod sets, no lower priority, the same state"],
+            flavor_scan=assignment.flavor_scan,  # written only while its scan builds it
+            tried=[judge.tried],
         )
     return None

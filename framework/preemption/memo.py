@@ -55,8 +55,11 @@ from ..quota import QuotaNode
 from ..session import SearchResult, Session
 
 __all__ = [
+    "Answers",
     "Tally",
+    "answers_now",
     "asked_again",
+    "counted",
     "dominated",
     "memo_key",
     "plugins_said",
@@ -280,6 +283,10 @@ def _asks_no_less(usage: dict[FR, int], than: dict[FR, int]) -> bool:
     return True
 
 
+def _judged_text(failure: _Failure) -> str:
+    return f"{failure[6]} (judged with {failure[0]}: no lower priority, asking for no more)"
+
+
 def dominated(
     session: Session,
     preemptor: Workload,
@@ -301,7 +308,8 @@ def dominated(
     priority = preemptor.priority
     created = preemptor.created
     with_room = bool(targets)
-    for key, p, c, asked, wanted, room, message in failures:
+    for failure in failures:
+        _, p, c, asked, wanted, room, _ = failure
         if (
             (priority < p or (priority == p and created >= c))
             and wanted == needed
@@ -310,9 +318,63 @@ def dominated(
         ):
             session.counters.dominated += 1
             tally(session).answered += 1
-            text = f"{message} (judged with {key}: no lower priority, asking for no more)"
+            text = _judged_text(failure)
             return SearchResult(message=text, lines=[text], silent=True)
     return None
+
+
+class Answers:
+    """The failed searches of one leaf that may answer one request (its usage, needed
+    flavor-resources and whether node room is searched), in the order :func:`dominated`
+    tries them, as (priority, creation time, message naming the judge): what is left of
+    :func:`dominated` for a preemptor asking exactly that is the priority test. Kept by
+    whoever asks the same request again and again (``heads.py``); :func:`answers_now`
+    brings it up to date."""
+
+    __slots__ = ("failures", "found", "needed", "seen", "usage", "with_room")
+
+    def __init__(self, usage: dict[FR, int], needed: frozenset[FR], with_room: bool) -> None:
+        self.usage = usage
+        self.needed = needed
+        self.with_room = with_room
+        self.failures: list[_Failure] | None = None  # the leaf's list these were read from
+        self.seen = 0  # how many of its failures were read
+        self.found: list[tuple[int, int, str]] = []
+
+
+def answers_now(
+    session: Session, leaf: QuotaNode, answers: Answers, state: tuple[int, int, int]
+) -> list[tuple[int, int, str]] | None:
+    """The failures of ``leaf`` kept in ``state`` (the current :func:`search_state`) that
+    answer ``answers``' request, or ``None`` when none is kept in it. A preemptor (not a
+    Deployment) asking that request is dominated, as :func:`dominated` says, by the first
+    of them it is no stronger than; who takes that answer counts it with :func:`counted`."""
+    by_leaf = _failures(session)
+    kept = by_leaf.get(leaf.index)
+    if kept is None:
+        return None
+    if kept[0] != state:
+        del by_leaf[leaf.index]
+        return None
+    failures = kept[1]
+    if failures is not answers.failures:
+        answers.failures = failures
+        answers.seen = 0
+        answers.found = []
+    if answers.seen != len(failures):
+        usage, needed, with_room, found = answers.usage, answers.needed, answers.with_room, answers.found
+        for failure in islice(failures, answers.seen, None):
+            _, p, c, asked, wanted, room, _ = failure
+            if wanted == needed and room == with_room and _asks_no_less(usage, asked):
+                found.append((p, c, _judged_text(failure)))
+        answers.seen = len(failures)
+    return answers.found
+
+
+def counted(session: Session) -> None:
+    """Count one answer :func:`answers_now` gave, as :func:`dominated` counts its own."""
+    session.counters.dominated += 1
+    tally(session).answered += 1
 
 
 def remember_failure(
