@@ -132,26 +132,28 @@ def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assign
             else:
                 return None
             counted(session)
-            search = SearchResult(message=message, lines=[message], silent=True)
+            search = SearchResult([], True, 0, frozenset(), message, [message], [], None, None, True)
         session.counters.judged += 1
+        # Positional, in the order of the fields (tests/framework/test_judged_heads.py holds
+        # it to ``dataclasses.replace``): a head is judged thousands of times a session.
         return Assignment(
-            workload=workload,
-            leaf=assignment.leaf,
-            pod_sets=list(assignment.pod_sets),
-            usage=dict(assignment.usage),
-            mode=assignment.mode,
-            level=assignment.level,
-            needed=assignment.needed,
-            message=message,
-            victims=[],
-            allow_borrowing=assignment.allow_borrowing,
-            vetoed_by=assignment.vetoed_by,
-            node_short=assignment.node_short,
-            blocked=assignment.blocked,
-            committed_total=assignment.committed_total,
-            replicas=assignment.replicas,
-            search=search,
-            flavor_scan=assignment.flavor_scan,  # written only while its scan builds it
-            tried=[judge.tried],
+            workload,
+            assignment.leaf,
+            list(assignment.pod_sets),
+            dict(assignment.usage),
+            assignment.mode,
+            assignment.level,
+            assignment.needed,
+            message,
+            [],  # victims
+            assignment.allow_borrowing,
+            assignment.vetoed_by,
+            assignment.node_short,
+            assignment.blocked,
+            assignment.committed_total,
+            assignment.replicas,
+            search,
+            assignment.flavor_scan,  # written only while its scan builds it
+            [judge.tried],
         )
     return None

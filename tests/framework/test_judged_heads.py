@@ -27,6 +27,7 @@ from preemptd.framework.preemption.memo import (
     remember_failure,
     search_state,
     snapshot_counts,
+    tally,
 )
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.run import run_session
@@ -93,6 +94,35 @@ CLUSTERS = {
     "saturated-5x400-seed-3": lambda: generate_saturated(3, queues=5, workloads=400, pending_share=0.9),
     "saturated-40x1200-seed-4": lambda: generate_saturated(4, queues=40, workloads=1200, pending_share=0.6),
 }
+
+
+def _both(compared: list[int]) -> Callable[[Session, QuotaNode, Workload], Assignment | None]:
+    """The judged path, each of its answers checked against the written-out one on the same
+    state (what the latter counts is taken back: the session counts one judgement)."""
+
+    def judged(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
+        fast = heads.judged_head(session, leaf, workload)
+        counters, counts = session.counters, tally(session)
+        before = counters.judged, counters.dominated, counts.answered
+        full = _written_out(session, leaf, workload)
+        counters.judged, counters.dominated, counts.answered = before
+        assert fast == full  # every field of the assignment, its search's included
+        compared[0] += fast is not None
+        return fast
+
+    return judged
+
+
+@pytest.mark.parametrize("name", sorted(CLUSTERS))
+def test_each_judged_assignment_equals_the_written_out_one_field_by_field(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objects = CLUSTERS[name]()
+    actions, registry_of = default_session()
+    compared = [0]
+    monkeypatch.setattr(allocate, "judged_head", _both(compared))
+    _outputs(lambda: snapshot(objects, NOW_MS), registry_of, actions)
+    assert compared[0] > 0
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
