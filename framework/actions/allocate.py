@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 
 from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
 from ..flavors import default_assign
@@ -66,6 +67,9 @@ class _Entry:
     order: tuple[object, ...] = field(default=())
 
 
+_ORDER = attrgetter("order")
+
+
 def run_rounds(session: Session) -> None:
     started = time.perf_counter()
     snapshot = session.snapshot
@@ -77,8 +81,9 @@ def run_rounds(session: Session) -> None:
                 waiting.setdefault(name, []).append(workload)
     queues = []
     for name, items in sorted(waiting.items()):
-        ordered = sorted(items, key=key)
-        queues.append(_Queue(snapshot.tree.leaves[name], ordered, [key(w) for w in ordered]))
+        keys = [key(w) for w in items]
+        order = sorted(range(len(items)), key=keys.__getitem__)  # stable: sorted(items, key=key)
+        queues.append(_Queue(snapshot.tree.leaves[name], [items[i] for i in order], [keys[i] for i in order]))
     rounds = _Rounds(Books(session))
     books = rounds.books
     statement = session.statement
@@ -100,7 +105,7 @@ def run_rounds(session: Session) -> None:
         if len(entries) < len(queues):
             # A queue blocked or emptied stays so: the later rounds go over the others only.
             queues = [entry.queue for entry in entries]
-        entries.sort(key=_order)
+        entries.sort(key=_ORDER)
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries) if picker else entries):
             outcome = _process(session, rounds, entry, relied_on)
@@ -138,10 +143,6 @@ def run_rounds(session: Session) -> None:
         session.decisions.pending.append(pending)
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
-
-
-def _order(entry: _Entry) -> tuple[object, ...]:
-    return entry.order
 
 
 def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
