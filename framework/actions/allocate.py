@@ -352,9 +352,18 @@ def _still_fits(session: Session, books: Books, entry: _Entry) -> bool:
     statement = books.statement
     accounting = statement.accounting
     checkpoint = statement.checkpoint()
+    # The evictions of an entry with victims, on the session's view without its victims,
+    # are the ones _preempt makes when the entry fits: they are kept then (and _preempt
+    # only gives back its victims' node room, if they were evicted without it).
+    keep = bool(assignment.victims) and statement is books.own
+    evicted: set[tuple[object, ...]] = set()
+    fits = False
     try:
         for victim in assignment.victims:
             if victim.unit not in books.victims:
+                if victim.unit in evicted:
+                    keep = False  # listed twice: _preempt takes it once
+                evicted.add(victim.unit)
                 statement.evict(victim, nodes=assignment.node_short)
         physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
@@ -364,9 +373,14 @@ def _still_fits(session: Session, books: Books, entry: _Entry) -> bool:
                 return False  # only victims of this session would free it
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        return not targets or session.pods_fit(targets, statement=statement)
+        fits = not targets or session.pods_fit(targets, statement=statement)
+        return fits
     finally:
-        statement.rollback(checkpoint)
+        if fits and keep:
+            books.evicted = True
+            books.with_room = assignment.node_short
+        else:
+            statement.rollback(checkpoint)
 
 
 def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
@@ -375,12 +389,17 @@ def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
     assignment = entry.assignment
     chosen = books.victims
     new: dict[str, list[Candidate]] = {}
+    evicted, with_room = books.evicted, books.with_room  # by _still_fits, when it kept them
+    books.evicted = False
     for victim in assignment.victims:
         if victim.unit in chosen:
             continue
         chosen[victim.unit] = victim
         session.relied[victim.unit] = victim
-        books.evict(victim)
+        if not evicted:
+            books.evict(victim)
+        elif not with_room:
+            books.give_room(victim)
         if victim.pod_class != NORMAL:
             # A Deployment's pod already on its way out: its room goes to this
             # preemptor; a terminating one is force-deleted, the others need nothing.

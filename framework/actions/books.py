@@ -33,13 +33,18 @@ class Books:
     round do not, together, take quota only the victims will free.
     """
 
-    __slots__ = ("own", "physical", "session", "victims")
+    __slots__ = ("evicted", "own", "physical", "session", "victims", "with_room")
 
     def __init__(self, session: Session) -> None:
         self.session = session
         self.own: Statement | None = None
         self.physical: Accounting | None = None
         self.victims: dict[tuple[object, ...], Candidate] = {}
+        # Set by the re-check of an entry with victims that fits (allocate._still_fits): its
+        # victims not chosen before are evicted from ``own`` already, with their node room
+        # when ``with_room``; the entry's own preemption then does not evict them again.
+        self.evicted = False
+        self.with_room = False
 
     @property
     def statement(self) -> Statement:
@@ -64,6 +69,13 @@ class Books:
             self.own = Statement(session.accounting.copy(), placements)
             self.physical = session.accounting.copy()
         self.own.evict(victim)
+
+    def give_room(self, victim: Candidate) -> None:
+        """The node room ``evict`` gives for ``victim``, when it was evicted without it."""
+        assert self.own is not None
+        if self.own.placements is not None:
+            for node, requests in victim.room:
+                self.own.give_room(node, requests)
 
     def commit(self) -> None:
         if self.own is not None:
