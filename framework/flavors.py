@@ -11,7 +11,8 @@ Heads of a saturated queue ask the same of the same flavor round after round:
 what :func:`evaluate_flavor` finds before its victim search (the usage, the quota
 checks, whether the pods fit the nodes) is kept per podSet shape and named by the
 epochs of the leaf's queue tree and of node room (:class:`_Checks`), so only the
-search is asked for each head. :func:`finish_assignment` takes over what the
+search is asked for each head; whether pods of a shape fit the nodes is kept across
+queues while node room stands (:func:`_pods_fit_now`). :func:`finish_assignment` takes over what the
 option whose search it reuses measured, instead of measuring it again.
 """
 
@@ -227,12 +228,43 @@ def _check(
     node_short = False
     placements = session.placements
     if placements is not None and placements.has_nodes(flavor_name):
-        node_short = not session.pods_fit([(pod_set, count, flavor_name)])
+        node_short = not _pods_fit_now(session, pod_set, count, flavor_name)
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
         return _Checks(0, node_epoch, FIT, usage, level=level)
     return _Checks(0, node_epoch, -1, usage, "", frozenset(needed), node_short, level)
+
+
+_FITS = "_pods_fit_by_shape"
+"""Where a session keeps :func:`_pods_fit_now`'s answers (``session.state``): the node
+epoch they hold for and, per pod shape, the answer."""
+
+
+def _pods_fit_now(session: Session, pod_set: PodSet, count: int, flavor_name: str) -> bool:
+    """``session.pods_fit`` of ``count`` pods of ``pod_set`` on the nodes of ``flavor_name``.
+
+    The answer reads the committed node room and the pods' shape only (requests, node
+    selector, tolerations), not the queue: on committed state it is kept per shape while
+    the node epoch stands, and the heads of every queue asking for pods of a shape already
+    placed are answered without placing them again. With the memo on only, as _Checks."""
+    statement = session.statement
+    if session.memo is None or statement.ops:
+        return session.pods_fit([(pod_set, count, flavor_name)])
+    kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
+    if kept is None or kept[0] != statement.node_epoch:
+        kept = session.state[_FITS] = (statement.node_epoch, {})
+    key = (
+        flavor_name,
+        count,
+        tuple(pod_set.requests.items()),  # hashed in C; the same requests listed otherwise only miss
+        pod_set.node_selector or None,
+        pod_set.tolerations,
+    )
+    found = kept[1].get(key)
+    if found is None:
+        found = kept[1][key] = session.pods_fit([(pod_set, count, flavor_name)])
+    return found
 
 
 def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Assignment:

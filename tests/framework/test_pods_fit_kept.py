@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from preemptd.framework.flavors import _pods_fit_now
 from preemptd.framework.nodes import Placements
 from preemptd.framework.session import Registry, Session
 from preemptd.framework.testing import snapshot
@@ -49,4 +50,49 @@ def test_a_repeated_pods_fit_on_committed_room_is_answered_once(monkeypatch: pyt
     session.statement.commit()
     session.pods_fit(targets)
     session.pods_fit(targets)
+    assert len(placed) == 3
+
+
+def test_the_flavor_check_keeps_a_pods_fit_answer_per_pod_shape_across_queues_while_room_stands(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``flavors._pods_fit_now``: heads of two queues asking for pods of one shape (same
+    count, requests, selector and tolerations) on one flavor are answered by one placement;
+    another count is placed on its own; a commit that changes node room places afresh,
+    and the answer follows the room (room given on every node: the pods fit)."""
+    snap = snapshot(generate_saturated(1, queues=10, workloads=300), NOW_MS)
+    session = Session(snap, Registry([]))
+    session.open()
+    placements = session.placements
+    assert placements is not None
+    heads = [w for items in snap.pending_by_queue.values() for w in items if not w.is_deployment]
+    first = heads[0]
+    flavor = snap.tree.leaves[first.queue].spec.resource_groups[0].flavors[0].flavor
+    spec = first.pod_sets[0]
+    other = next(
+        w.pod_sets[0]
+        for w in heads
+        if w.queue != first.queue and w.pod_sets[0] is not spec and w.pod_sets[0] == spec
+    )
+    placed: list[str] = []
+    real = Placements.can_place
+
+    def counting(self: Placements, *args: Any, **kwargs: Any) -> bool:
+        placed.append(args[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Placements, "can_place", counting)
+    full = _pods_fit_now(session, spec, 1, flavor)
+    assert full is False  # a saturated cluster: every node is full
+    assert _pods_fit_now(session, other, 1, flavor) is False  # another head's pod set, same shape
+    assert len(placed) == 1
+    assert _pods_fit_now(session, spec, 2, flavor) is False
+    assert len(placed) == 2
+    # Room for the pods on every node: committed, the node epoch moves.
+    for node in list(placements.free):
+        session.statement.give_room(node, dict(spec.requests))
+    session.statement.commit()
+    assert _pods_fit_now(session, other, 1, flavor) is True
+    assert len(placed) == 3
+    assert _pods_fit_now(session, spec, 1, flavor) is True
     assert len(placed) == 3
