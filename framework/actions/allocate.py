@@ -28,7 +28,7 @@ from ..pods import NORMAL, TERMINATING
 from ..preemption.heads import head_counts, judged_head, keep_head
 from ..quota import QuotaNode
 from ..session import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, Candidate, Session, Taken
-from .books import Books, place, reserve
+from .books import Books, place, reserve, still_fits
 from .deployments import growth_of, nominate_deployment, nominate_growth
 
 __all__ = ["nominate", "run_rounds"]
@@ -276,7 +276,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
             "its victims are relied on by another workload of this session: " + ", ".join(overlap),
         )
         return _AGAIN
-    if not _still_fits(session, books, entry):
+    if not still_fits(session, books, entry.queue.leaf, assignment):
         _pending(rounds, key, "WaitingForQuota", "no longer fits after other workloads of this session")
         return _AGAIN
     leaf = entry.queue.leaf
@@ -328,68 +328,13 @@ def _record_scan(session: Session, workload: Workload, assignment: Assignment) -
         session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)
 
 
-def _still_fits(session: Session, books: Books, entry: _Entry) -> bool:
-    """Re-check against what earlier entries changed, with every victim of the session
-    and its own removed (SEMANTICS §2.4)."""
-    assignment = entry.assignment
-    leaf = entry.queue.leaf
-    targets = [] if assignment.replicas else assignment.node_targets()
-    placements = session.placements
-    wanted: dict[str, dict[str, int]] = {}
-    for choice in assignment.replicas:
-        room = wanted.setdefault(choice.node, {})
-        for resource, amount in choice.from_free.items():
-            room[resource] = room.get(resource, 0) + amount
-    for node, room in wanted.items():
-        # Free room an earlier entry of this round took is gone for these replicas.
-        assert placements is not None
-        free = placements.free[node]
-        if any(free.get(r, 0) < amount for r, amount in room.items()):
-            return False
-    if not assignment.victims and targets and not session.pods_fit(targets):
-        # Node room is physical: a victim's pods still occupy it until they are gone.
-        return False
-    statement = books.statement
-    accounting = statement.accounting
-    checkpoint = statement.checkpoint()
-    # The evictions of an entry with victims, on the session's view without its victims,
-    # are the ones _preempt makes when the entry fits: they are kept then (and _preempt
-    # only gives back its victims' node room, if they were evicted without it).
-    keep = bool(assignment.victims) and statement is books.own
-    evicted: set[tuple[object, ...]] = set()
-    fits = False
-    try:
-        for victim in assignment.victims:
-            if victim.unit not in books.victims:
-                if victim.unit in evicted:
-                    keep = False  # listed twice: _preempt takes it once
-                evicted.add(victim.unit)
-                statement.evict(victim, nodes=assignment.node_short)
-        physical = books.physical if not assignment.victims else None
-        for fr, amount in assignment.usage.items():
-            if amount > accounting.available(leaf, fr):
-                return False
-            if physical is not None and amount > physical.available(leaf, fr):
-                return False  # only victims of this session would free it
-            if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-                return False
-        fits = not targets or session.pods_fit(targets, statement=statement)
-        return fits
-    finally:
-        if fits and keep:
-            books.evicted = True
-            books.with_room = assignment.node_short
-        else:
-            statement.rollback(checkpoint)
-
-
 def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
     books = rounds.books
     workload = entry.workload
     assignment = entry.assignment
     chosen = books.victims
     new: dict[str, list[Candidate]] = {}
-    evicted, with_room = books.evicted, books.with_room  # by _still_fits, when it kept them
+    evicted, with_room = books.evicted, books.with_room  # by still_fits, when it kept them
     books.evicted = False
     for victim in assignment.victims:
         if victim.unit in chosen:

@@ -2,7 +2,7 @@
 
 The rounds (:mod:`.allocate`) keep one :class:`Books` per session. It answers
 SEMANTICS §2.4's re-check ("with all victims chosen so far in the session and its
-own removed") and holds what a preemptor reserves: its quota while it waits for
+own removed": :func:`still_fits`) and holds what a preemptor reserves: its quota while it waits for
 its victims (:func:`reserve`) and the room its victims free (:func:`place`).
 """
 
@@ -13,7 +13,7 @@ from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..session import Assignment, Candidate, Session, Statement
 
-__all__ = ["Books", "place", "reserve"]
+__all__ = ["Books", "place", "reserve", "still_fits"]
 
 
 class Books:
@@ -40,7 +40,7 @@ class Books:
         self.own: Statement | None = None
         self.physical: Accounting | None = None
         self.victims: dict[tuple[object, ...], Candidate] = {}
-        # Set by the re-check of an entry with victims that fits (allocate._still_fits): its
+        # Set by the re-check of an entry with victims that fits (:func:`still_fits`): its
         # victims not chosen before are evicted from ``own`` already, with their node room
         # when ``with_room``; the entry's own preemption then does not evict them again.
         self.evicted = False
@@ -126,3 +126,56 @@ def place(session: Session, statement: Statement, assignment: Assignment) -> Non
         placements.place_pods(
             flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room
         )
+
+
+def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> bool:
+    """Re-check ``assignment`` against what earlier entries of the session changed, with
+    every victim of the session and its own removed (SEMANTICS §2.4)."""
+    targets = [] if assignment.replicas else assignment.node_targets()
+    placements = session.placements
+    wanted: dict[str, dict[str, int]] = {}
+    for choice in assignment.replicas:
+        room = wanted.setdefault(choice.node, {})
+        for resource, amount in choice.from_free.items():
+            room[resource] = room.get(resource, 0) + amount
+    for node, room in wanted.items():
+        # Free room an earlier entry of this round took is gone for these replicas.
+        assert placements is not None
+        free = placements.free[node]
+        if any(free.get(r, 0) < amount for r, amount in room.items()):
+            return False
+    if not assignment.victims and targets and not session.pods_fit(targets):
+        # Node room is physical: a victim's pods still occupy it until they are gone.
+        return False
+    statement = books.statement
+    accounting = statement.accounting
+    checkpoint = statement.checkpoint()
+    # The evictions of an entry with victims, on the session's view without its victims,
+    # are the ones its preemption makes (allocate._preempt) when it fits: they are kept then,
+    # and the preemption only gives back its victims' node room if they were evicted without it.
+    keep = bool(assignment.victims) and statement is books.own
+    evicted: set[tuple[object, ...]] = set()
+    fits = False
+    try:
+        for victim in assignment.victims:
+            if victim.unit not in books.victims:
+                if victim.unit in evicted:
+                    keep = False  # listed twice: the preemption takes it once
+                evicted.add(victim.unit)
+                statement.evict(victim, nodes=assignment.node_short)
+        physical = books.physical if not assignment.victims else None
+        for fr, amount in assignment.usage.items():
+            if amount > accounting.available(leaf, fr):
+                return False
+            if physical is not None and amount > physical.available(leaf, fr):
+                return False  # only victims of this session would free it
+            if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+                return False
+        fits = not targets or session.pods_fit(targets, statement=statement)
+        return fits
+    finally:
+        if fits and keep:
+            books.evicted = True
+            books.with_room = assignment.node_short
+        else:
+            statement.rollback(checkpoint)

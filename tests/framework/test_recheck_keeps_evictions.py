@@ -1,4 +1,4 @@
-"""The re-check of an entry with victims (SEMANTICS §2.4, ``allocate._still_fits``) evicts
+"""The re-check of an entry with victims (SEMANTICS §2.4, ``books.still_fits``) evicts
 them from the session's view without its victims; when the entry fits, those evictions
 are the ones its preemption makes, so they are kept instead of being rolled back and made
 again (``Books.evicted``), and only the victims' node room is given back afterwards when
@@ -40,15 +40,15 @@ def _run(objects: list[dict[str, Any]], kept: dict[bool, int] | None) -> tuple[A
     counts the re-checks that kept their evictions, by whether they gave node room."""
     books: list[Books] = []
     original_books = allocate.Books
-    original_still_fits = allocate._still_fits
+    original_still_fits = allocate.still_fits
 
     def recording(session: Session) -> Books:
         made = original_books(session)
         books.append(made)
         return made
 
-    def still_fits(session: Session, view: Books, entry: Any) -> bool:
-        fits = original_still_fits(session, view, entry)
+    def still_fits(session: Session, view: Books, leaf: Any, assignment: Any) -> bool:
+        fits = original_still_fits(session, view, leaf, assignment)
         if view.evicted:
             if kept is None:  # the re-check that rolls back: its preemption evicts again
                 assert view.own is not None
@@ -61,7 +61,7 @@ def _run(objects: list[dict[str, Any]], kept: dict[bool, int] | None) -> tuple[A
     actions, registry_of = default_session()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(allocate, "Books", recording)
-        patch.setattr(allocate, "_still_fits", still_fits)
+        patch.setattr(allocate, "still_fits", still_fits)
         decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
     (view,) = books
     own = view.own
