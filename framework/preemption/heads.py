@@ -9,7 +9,11 @@ state stands: the flavor scan would evaluate the same flavors the same way (it r
 the pod sets, the queue and the state), and every search it would ask is answered by
 a failure kept for the first head or one before it. The later head gets the first one's
 assignment without a scan; its pending message is the one its own search would get
-from :func:`~.memo.dominated`, naming the head it is judged with.
+from :func:`~.memo.dominated`, naming the head it is judged with. Kept heads judge most
+heads of a saturated session, each several: what judging needs of one is worked out once
+(:class:`_Kept`: its explanation line; the failed searches that may answer its request,
+read again only as failures are added, :class:`~.memo.Answers`), so judging one more head
+is the state check, the priority and pod-set tests, and its own assignment.
 
 Only where the scan is known: the assigner is ``flavor-fungibility`` or the framework's
 own, the memo is on (every search hook ``MEMO_SAFE``), no plugin answers
