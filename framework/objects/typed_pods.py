@@ -146,7 +146,10 @@ def _label_map(mapping: dict[str, str] | None) -> FrozenDict[str, Any]:
 def _amounts(requests: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     """One container's non-zero requests, parsed; kept per map as given."""
     key = tuple(requests.items())
-    found = _AMOUNTS.get(key)
+    try:
+        found = _AMOUNTS.get(key)
+    except TypeError:  # a value that is no quantity (a list, a mapping): the walker says so
+        raise _NotPlain from None
     if found is None:
         parsed = []
         for resource, value in key:

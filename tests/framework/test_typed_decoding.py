@@ -95,6 +95,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bad quantity": variant("spec.containers.0.resources.requests.cpu", "lots"),
     "negative quantity": variant("spec.containers.0.resources.requests.cpu", "-1"),
     "quantity true": variant("spec.containers.0.resources.requests.cpu", True),
+    "quantity a list": variant("spec.containers.0.resources.requests.cpu", [1]),
+    "quantity a mapping": variant("spec.containers.0.resources.requests.memory", {"a": 1}),
     "empty resource name": variant("spec.containers.0.resources.requests", {"": "1"}),
     "container not a mapping": variant("spec.containers.0", "a"),
     "containers a mapping": variant("spec.containers", {"a": 1}),
