@@ -66,11 +66,12 @@ LAUNCHER = (
 )
 
 # ``--breakdown``: ``preemptd cycle`` run by this driver instead of ``python -m preemptd``.
-# It does what ``python -m preemptd`` does (imports the command and calls its ``main``),
-# and prints to stderr ``mark NAME SECONDS`` lines: the monotonic clock (the launcher's,
-# ``time.perf_counter`` is CLOCK_MONOTONIC on Linux) when it started running Python code,
-# when the imports were done, when the snapshot's files started being read, when the
-# output started and ended, and when ``main`` returned.
+# It does what ``python -m preemptd`` does (imports the command and runs it as the program
+# does, through ``cli.entry`` where there is one), and prints to stderr ``mark NAME SECONDS``
+# lines: the monotonic clock (the launcher's: ``time.perf_counter`` is CLOCK_MONOTONIC on
+# Linux) when it started running Python code, when the imports were done, when the
+# snapshot's files started being read, when the output started and ended, and when
+# ``main`` returned.
 DRIVER = (
     "import sys, time\n"
     "marks = {'begin': time.perf_counter()}\n"
@@ -86,10 +87,17 @@ DRIVER = (
     "    return run\n"
     "cli._load = timed('load', cli._load)\n"
     "cli.write_output = timed('output', cli.write_output)\n"
-    "code = cli.main(sys.argv[1:])\n"
-    "marks['returned'] = time.perf_counter()\n"
-    "sys.stderr.write(''.join(f'mark {name} {value!r}\\n' for name, value in marks.items()))\n"
-    "sys.exit(code)\n"
+    "main = cli.main\n"
+    "def run_main(argv=None):\n"
+    "    code = main(argv)\n"
+    "    marks['returned'] = time.perf_counter()\n"
+    "    sys.stderr.write(''.join(f'mark {name} {value!r}\\n' for name, value in marks.items()))\n"
+    "    return code\n"
+    "cli.main = run_main\n"
+    "sys.argv = ['preemptd', *sys.argv[1:]]\n"
+    "if hasattr(cli, 'entry'):\n"
+    "    cli.entry()\n"
+    "sys.exit(run_main())\n"
 )
 
 
