@@ -41,7 +41,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import msgspec
 from preemptd.framework.decisions import Decisions
@@ -55,11 +55,10 @@ from preemptd.framework.quantity import (
 )
 from preemptd.framework.run import run_session
 from preemptd.framework.snapshot import Snapshot
-from rich.console import Console
 
 from preemptd import __version__
 
-from . import convert, pending, report
+from . import convert, pending
 from .backends.files import (
     Loaded,
     LoadError,
@@ -73,6 +72,9 @@ from .config import Config, ConfigError, ConfigProblem, read_config
 from .dump import Frozen
 from .output import Answer, add_output_option, write_output
 from .plugins import Plugins, describe_failure, resolve_plugins
+
+if TYPE_CHECKING:  # rich, and the tables of .report, are imported when a table is printed
+    from rich.console import Console
 
 __all__ = ["EXIT_CONFIG", "EXIT_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "entry", "main"]
 
@@ -649,7 +651,16 @@ def _print_counters(counters: dict[str, int | str]) -> None:
     _errors(f"count {name} {value}" for name, value in counters.items())
 
 
+def _report_module() -> Any:
+    """:mod:`.report`, imported when it is used (it brings rich's tables)."""
+    from . import report
+
+    return report
+
+
 def _stdout() -> Console:
+    from rich.console import Console
+
     return Console(file=sys.stdout, highlight=False)
 
 
@@ -685,7 +696,7 @@ def _decisions_answer(decisions: Decisions) -> Answer:
     return Answer(
         data=decisions.to_dict,
         names=names,
-        table=lambda out, wide: report.print_decisions(decisions, out),
+        table=lambda out, wide: _report_module().print_decisions(decisions, out),
         text=lambda: indented_json(decisions.to_dict()),  # CONTRACT §3's bytes: to_json's
     )
 
@@ -807,7 +818,7 @@ def _plugins(args: argparse.Namespace) -> int:
                 rows.add_row(info.name, info.source, *("yes" if flag else "no" for flag in flags))
             out.print(rows)
         else:
-            report.print_plugins(plugins.infos, out)
+            _report_module().print_plugins(plugins.infos, out)
         for note in notes:
             out.print(note, soft_wrap=True)
 
@@ -933,7 +944,7 @@ def _explain(args: argparse.Namespace) -> int:
         _errors([f"preemptd: workload {name} not found in the snapshot"])
         return EXIT_INPUT
     workload = run.inventory.workloads.get(key)
-    lines = report.explain_workload(key, run.decisions, workload)
+    lines = _report_module().explain_workload(key, run.decisions, workload)
     write_output(_explain_answer(key, run, lines), args.output)
     return EXIT_OK
 

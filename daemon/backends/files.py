@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import json
 import os
@@ -59,7 +60,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from preemptd.framework.decisions import Admitted, Decisions, Preempted
 from preemptd.framework.model import (
     DELETION_COST_ANNOTATION,
@@ -95,11 +95,25 @@ Document = dict[str, Any] | list[Any] | StrayDocument | RawItems
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "<stdin>"  # how problems name the file read from "-"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_SafeLoader):  # type: ignore[misc]
-    """The safe loader without the implicit timestamp type."""
+@functools.cache
+def _loader() -> Any:
+    """The safe loader without the implicit timestamp type. Made (and PyYAML imported)
+    on first use: reading JSON, as a large snapshot is, needs neither."""
+    import yaml
+
+    safe: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(safe):  # type: ignore[misc]
+        pass
+
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in safe.yaml_implicit_resolvers.items()
+    }
+    return Loader
 
 
 def _construct_int(loader: Any, node: Any) -> int | str:
@@ -110,13 +124,6 @@ def _construct_int(loader: Any, node: Any) -> int | str:
         text: str = loader.construct_scalar(node)
         return text
     return value
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
-    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
-}
 
 
 class LoadError(Exception):
@@ -287,8 +294,10 @@ def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> li
 
 
 def _yaml_documents(text: str) -> list[Any]:
+    import yaml
+
     try:
-        return list(yaml.load_all(text, Loader=_Loader))
+        return list(yaml.load_all(text, Loader=_loader()))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -492,14 +501,13 @@ def _flavor_scan(scan: Mapping[str, Mapping[str, int]]) -> Edit:
 
 # --- YAML out ----------------------------------------------------------------------------
 
-_SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
 def dump_documents(documents: Iterable[Any]) -> str:
     """One YAML stream, a ``---`` before each document, keys in their original order."""
+    import yaml
+
     return yaml.dump_all(
         [document.value if isinstance(document, StrayDocument) else document for document in documents],
-        Dumper=_SafeDumper,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
         explicit_start=True,
         sort_keys=False,
         default_flow_style=False,

@@ -1,7 +1,10 @@
-"""The `preemptd` program ends a read command without freeing its model object by object
-(``cli.entry``): everything it prints still comes out whole, the exit code is the
-command's, ``atexit`` functions still run, and a thread still running is waited for.
-And the decisions' JSON is written byte for byte as ``Decisions.to_json`` writes it."""
+"""The `preemptd` process: what a cycle imports, how it ends, how it writes its JSON.
+
+It ends a read command without freeing its model object by object (``cli.entry``):
+everything it prints still comes out whole, the exit code is the command's, ``atexit``
+functions still run, and a thread still running is waited for. A cycle over JSON that
+prints JSON imports neither PyYAML nor rich. The decisions' JSON is written byte for
+byte as ``Decisions.to_json`` writes it."""
 
 from __future__ import annotations
 
@@ -105,6 +108,19 @@ def test_main_called_in_process_keeps_nothing_to_the_exit(tmp_path: Path, capsys
     snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
     assert cli.main(["cycle", snapshot, "--now", NOW]) == 0
     assert cli._kept_to_exit is None
+
+
+def test_a_json_cycle_printing_json_imports_neither_yaml_nor_rich(cluster: str) -> None:
+    script = (
+        "import sys\n"
+        "from preemptd.daemon.cli import main\n"
+        f"code = main(['cycle', {cluster!r}, '--now', {NOW!r}, '-o', 'json'])\n"
+        "print(code, sorted({m.split('.')[0] for m in sys.modules} & {'yaml', 'rich'}), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.stderr == "0 []\n"
+    table = program("cycle", cluster, "--now", NOW)  # a table: rich, when it is wanted
+    assert table.returncode == 0 and "Admitted" in table.stdout
 
 
 # --- the decisions' JSON ------------------------------------------------------------
