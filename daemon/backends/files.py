@@ -209,11 +209,16 @@ def load_files(
     files = _expand(paths, errors)
     for path in files:
         shown = escape(path)  # messages are one line each, whatever the file is called
+        text: str | bytes
         try:
             if path == STDIN:
                 text = sys.stdin.read()
             else:
-                text = Path(path).read_bytes().decode("utf-8-sig")
+                data = Path(path).read_bytes()
+                # Typed reading takes a JSON file in ASCII (no BOM, nothing to check) as
+                # its bytes: a large snapshot is not copied into a string first.
+                as_bytes = typed and not keep_text and path.endswith(".json") and data.isascii()
+                text = data if as_bytes else data.decode("utf-8-sig")
         except OSError as exc:
             errors.append(f"{shown}: cannot read: {exc.strerror or exc}")
             continue
@@ -226,7 +231,7 @@ def load_files(
             errors.append(f"{shown}{escape(str(exc))}")
             continue
         documents.extend((path, document) for document in found)
-        if keep_text:
+        if keep_text and isinstance(text, str):
             texts.append((path, text))
     if errors:
         raise LoadError(errors, documents)
@@ -250,7 +255,7 @@ def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
     return files
 
 
-def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> list[Document]:
+def parse_text(text: str | bytes, *, json_only: bool = False, typed: bool = False) -> list[Document]:
     """The documents of one file's text: objects, lists of objects or ``kind: List``.
 
     Lists are not flattened here: :func:`~preemptd.framework.objects.parse_objects`
@@ -263,9 +268,11 @@ def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> li
     :class:`~preemptd.framework.objects.typed.RawItems`, its objects still text, for
     the typed decoding of :mod:`preemptd.framework.objects`; only reading for the model
     asks for that (``--apply`` and the simulator want the documents themselves).
+    ``text`` may be the bytes of a JSON file in ASCII (``json_only``, as
+    :func:`load_files` passes them).
     """
     documents: list[Any]
-    if json_only or text.lstrip().startswith(("{", "[")):
+    if json_only or (isinstance(text, str) and text.lstrip().startswith(("{", "["))):
         try:
             documents = [decode_items(text) if typed else decode_json(text)]
         except json.JSONDecodeError as exc:
@@ -293,9 +300,11 @@ def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> li
     return found
 
 
-def _yaml_documents(text: str) -> list[Any]:
+def _yaml_documents(text: str | bytes) -> list[Any]:
     import yaml
 
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig")
     try:
         return list(yaml.load_all(text, Loader=_loader()))
     except yaml.YAMLError as exc:
