@@ -21,6 +21,12 @@ forked from the launcher, whose own mark (a few MB) is far below any figure repo
 
 Medians are reported beside the targets of issue 16 for the large shape: load <= 1.5 s,
 session <= 1.0 s, whole process <= 1.3x the floor, peak RSS <= 250 MB (<= 1 KB per pod).
+The CPU seconds (user + system) of each process are reported too: on a shared machine
+they move far less with the load of others than the wall time does.
+
+``--breakdown`` runs the cycle through a small driver (:data:`DRIVER`) that marks the
+clock and the CPU time between the phases of the process, from its start to its end:
+start-up, imports, setup, load, snapshot, session, output, teardown and exit.
 
 This prints figures; it asserts nothing.
 """
@@ -67,31 +73,36 @@ LAUNCHER = (
 
 # ``--breakdown``: ``preemptd cycle`` run by this driver instead of ``python -m preemptd``.
 # It does what ``python -m preemptd`` does (imports the command and runs it as the program
-# does, through ``cli.entry`` where there is one), and prints to stderr ``mark NAME SECONDS``
-# lines: the monotonic clock (the launcher's: ``time.perf_counter`` is CLOCK_MONOTONIC on
-# Linux) when it started running Python code, when the imports were done, when the
-# snapshot's files started being read, when the output started and ended, and when
-# ``main`` returned.
+# does, through ``cli.entry`` where there is one), and prints to stderr ``mark NAME WALL
+# CPU`` lines: the monotonic clock (the launcher's: ``time.perf_counter`` is
+# CLOCK_MONOTONIC on Linux) and the process's CPU seconds when it started running Python
+# code, when the imports were done, when the snapshot's files started being read, when
+# the snapshot was built, when the session ran, when the output started and ended, and
+# when ``main`` returned.
 DRIVER = (
     "import sys, time\n"
-    "marks = {'begin': time.perf_counter()}\n"
+    "def now():\n"
+    "    return (time.perf_counter(), time.process_time())\n"
+    "marks = {'begin': now()}\n"
     "from preemptd.daemon import cli\n"
-    "marks['imported'] = time.perf_counter()\n"
+    "marks['imported'] = now()\n"
     "def timed(name, function):\n"
     "    def run(*args, **kwargs):\n"
-    "        marks.setdefault(name + '-start', time.perf_counter())\n"
+    "        marks.setdefault(name + '-start', now())\n"
     "        try:\n"
     "            return function(*args, **kwargs)\n"
     "        finally:\n"
-    "            marks[name + '-end'] = time.perf_counter()\n"
+    "            marks[name + '-end'] = now()\n"
     "    return run\n"
     "cli._load = timed('load', cli._load)\n"
+    "cli.Snapshot.build = timed('snapshot', cli.Snapshot.build)\n"
+    "cli.run_session = timed('session', cli.run_session)\n"
     "cli.write_output = timed('output', cli.write_output)\n"
     "main = cli.main\n"
     "def run_main(argv=None):\n"
     "    code = main(argv)\n"
-    "    marks['returned'] = time.perf_counter()\n"
-    "    sys.stderr.write(''.join(f'mark {name} {value!r}\\n' for name, value in marks.items()))\n"
+    "    marks['returned'] = now()\n"
+    "    sys.stderr.write(''.join(f'mark {name} {wall!r} {cpu!r}\\n' for name, (wall, cpu) in marks.items()))\n"
     "    return code\n"
     "cli.main = run_main\n"
     "sys.argv = ['preemptd', *sys.argv[1:]]\n"
@@ -144,49 +155,41 @@ def timings(stderr: str) -> dict[str, float]:
     return found
 
 
-def marks(stderr: str) -> dict[str, float]:
-    """The ``mark NAME CLOCK`` lines :data:`DRIVER` prints."""
+def marks(stderr: str) -> dict[str, tuple[float, float]]:
+    """The ``mark NAME WALL CPU`` lines :data:`DRIVER` prints."""
     found = {}
     for line in stderr.splitlines():
         parts = line.split()
-        if len(parts) == 3 and parts[0] == "mark":
-            found[parts[1]] = float(parts[2])
+        if len(parts) == 4 and parts[0] == "mark":
+            found[parts[1]] = (float(parts[2]), float(parts[3]))
     return found
 
 
 BREAKDOWN = (
-    ("start-up", "interpreter start and site (until the first line of Python code)"),
-    ("imports", "importing the command"),
-    ("setup", "command line, configuration, plugins (until the files are read)"),
-    ("load", "--timings load: reading, decoding, the inventory"),
-    ("snapshot", "--timings snapshot"),
-    ("session", "--timings session"),
-    ("between", "between the phases: problems printed, checks, the plugins' errors"),
-    ("output", "the decisions written (to /dev/null)"),
-    ("teardown", "from the output to the return of main: timings printed, locals freed"),
-    ("exit", "from the return of main to the end of the process"),
+    ("start-up", "begin", "interpreter start and site (until the first line of Python code)"),
+    ("imports", "imported", "importing the command"),
+    ("setup", "load-start", "command line, configuration, plugins (until the files are read)"),
+    ("load", "snapshot-start", "reading, decoding, the inventory, its problems printed"),
+    ("snapshot", "snapshot-end", "building the snapshot"),
+    ("session", "session-end", "the session (and the plugins' registry made before it)"),
+    ("output", "output-end", "the decisions written (to /dev/null)"),
+    ("teardown", "returned", "from the output to the return of main: timings printed, locals freed"),
+    ("exit", "", "from the return of main to the end of the process"),
 )
-"""The phases of ``--breakdown``, in order, with what each covers."""
+"""The phases of ``--breakdown``, in order: each from the end of the one before to its
+mark, with what it covers."""
 
 
-def breakdown(run: dict[str, Any]) -> dict[str, float]:
-    """One ``--breakdown`` run's wall seconds per phase of :data:`BREAKDOWN`."""
+def breakdown(run: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """One ``--breakdown`` run's (wall, CPU) seconds per phase of :data:`BREAKDOWN`."""
     found = marks(run["stderr"])
-    phases = timings(run["stderr"])
-    parts = {
-        "start-up": found["begin"] - run["started"],
-        "imports": found["imported"] - found["begin"],
-        "setup": found["load-start"] - found["imported"],
-        "load": phases["load"],
-        "snapshot": phases["snapshot"],
-        "session": phases["session"],
-        "output": found["output-end"] - found["output-start"],
-        "teardown": found["returned"] - found["output-end"],
-        "exit": run["ended"] - found["returned"],
-    }
-    measured = found["output-start"] - found["load-start"]
-    parts["between"] = measured - phases["load"] - phases["snapshot"] - phases["session"]
-    return {name: parts[name] for name, _ in BREAKDOWN}
+    parts = {}
+    wall, cpu = run["started"], 0.0
+    for name, mark, _ in BREAKDOWN:
+        until = found[mark] if mark else (run["ended"], run["cpu_s"])
+        parts[name] = (until[0] - wall, until[1] - cpu)
+        wall, cpu = until
+    return parts
 
 
 def measure(path: str, repeats: int, *, broken_down: bool = False) -> dict[str, Any]:
@@ -212,7 +215,7 @@ def measure(path: str, repeats: int, *, broken_down: bool = False) -> dict[str, 
     cycle_s = statistics.median(run["wall_s"] for run in cycles)
     floor_cpu_s = statistics.median(run["cpu_s"] for run in floors)
     cycle_cpu_s = statistics.median(run["cpu_s"] for run in cycles)
-    parts: dict[str, list[float]] = {}
+    parts: dict[str, list[tuple[float, float]]] = {}
     for run in cycles if broken_down else ():
         for name, seconds in breakdown(run).items():
             parts.setdefault(name, []).append(seconds)
@@ -230,7 +233,10 @@ def measure(path: str, repeats: int, *, broken_down: bool = False) -> dict[str, 
         "floor_cpu_s": floor_cpu_s,
         "cycle_cpu_s": cycle_cpu_s,
         "cpu_ratio": cycle_cpu_s / floor_cpu_s,
-        "breakdown_s": {name: statistics.median(values) for name, values in parts.items()},
+        "breakdown_s": {
+            name: [statistics.median(wall for wall, _ in values), statistics.median(cpu for _, cpu in values)]
+            for name, values in parts.items()
+        },
     }
 
 
@@ -284,12 +290,14 @@ def render(label: str, counts: dict[str, int], r: dict[str, Any]) -> str:
     if other:
         lines.append("other phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in other.items()))
     if r["breakdown_s"]:
-        lines += ["", "the cycle's wall time by phase (medians, s):"]
-        width = len("all but the session")
-        for name, what in BREAKDOWN:
-            lines.append(f"  {name.ljust(width)}  {r['breakdown_s'][name]:6.3f}  {what}")
-        outside = sum(seconds for name, seconds in r["breakdown_s"].items() if name != "session")
-        lines.append(f"  {'all but the session'.ljust(width)}  {outside:6.3f}")
+        lines += ["", "the cycle by phase (medians, s):", f"  {'phase'.ljust(19)}  {'wall':>6}  {'CPU':>6}"]
+        for name, _, what in BREAKDOWN:
+            wall, cpu = r["breakdown_s"][name]
+            lines.append(f"  {name.ljust(19)}  {wall:6.3f}  {cpu:6.3f}  {what}")
+        outside = [r["breakdown_s"][name] for name, _, _ in BREAKDOWN if name != "session"]
+        lines.append(
+            f"  {'all but the session'.ljust(19)}  {sum(w for w, _ in outside):6.3f}  {sum(c for _, c in outside):6.3f}"
+        )
     return "\n".join(lines)
 
 
