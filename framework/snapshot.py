@@ -180,10 +180,13 @@ class Snapshot:
 
     def _build_nodes(self, inventory: Inventory) -> None:
         # In namespace/name order, and so is each pods_by_workload list (one namespace).
-        # parse_objects lists them in that order already: a large cluster's Pods are not
-        # sorted again.
+        # parse_objects lists them in that order already, read-only: a large cluster's
+        # Pods are neither sorted nor copied again.
         pods = inventory.pods
-        self.pods = FrozenDict(pods if _in_order(pods) else sorted(pods.items()))
+        if not _in_order(pods):
+            self.pods = FrozenDict(sorted(pods.items()))
+        else:
+            self.pods = pods if type(pods) is FrozenDict else FrozenDict(pods)
         pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else None
         by_workload: dict[str, list[Pod]] = {}
         for pod in self.pods.values():

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..model import Flavor, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
+from ..model import Flavor, FrozenDict, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
 from .fallbacks import FALLBACKS
 from .fields import (
     Catalog,
@@ -269,11 +269,10 @@ def _valid(parsed: Mapping[str, list[Parsed[T]]]) -> dict[str, T]:
 
 
 def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
-    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them."""
-    if not walked:
-        return {key: plain[key] for key in sorted(plain)}
-    everything = walked | plain
-    return {key: everything[key] for key in sorted(everything)}
+    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them; read-only,
+    so that a snapshot takes them as they are (a large cluster's Pods are not copied)."""
+    everything = walked | plain if walked else plain
+    return FrozenDict({key: everything[key] for key in sorted(everything)})
 
 
 def _pod_entry(pod: Pod) -> Entry:

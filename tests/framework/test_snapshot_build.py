@@ -4,6 +4,7 @@ pods of an admitted workload that have no Pod object yet."""
 
 from __future__ import annotations
 
+import pytest
 from preemptd.framework.model import (
     Admission,
     Flavor,
@@ -17,7 +18,7 @@ from preemptd.framework.model import (
     ResourceQuota,
     Workload,
 )
-from preemptd.framework.objects import Inventory
+from preemptd.framework.objects import Inventory, parse_objects
 from preemptd.framework.snapshot import Snapshot
 
 
@@ -68,3 +69,15 @@ def test_a_workload_with_more_pods_than_admitted_reserves_nothing() -> None:
     snapshot = Snapshot.build(inventory([pod("w-0"), pod("w-1"), pod("w-2")], count=2), now=10)
     assert snapshot.reserved_pods == ()
     assert snapshot.node_pool.free["n1"] == {"cpu": 7}
+
+
+def test_the_pods_parse_objects_reads_are_read_only_in_key_order_and_not_copied_again() -> None:
+    objects = [
+        {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": name, "namespace": "ns"}, "spec": {"nodeName": "n1"}}
+        for name in ("b", "c", "a")
+    ]
+    inventory = parse_objects([("f.json", objects)])
+    assert list(inventory.pods) == ["ns/a", "ns/b", "ns/c"]
+    with pytest.raises(TypeError):
+        inventory.pods["ns/d"] = inventory.pods["ns/a"]
+    assert Snapshot.build(inventory, now=10).pods is inventory.pods
