@@ -602,7 +602,7 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
     )
     _interrupts.check()  # an interrupt swallowed in the session is no plugin's failure
     _errors(describe_failure(error) for error in registry.errors)
-    _keep_to_exit(snapshot, inventory, decisions)
+    _keep_to_exit(inventory, decisions)
     return _Run(config, documents, inventory, decisions, counters)
 
 
