@@ -134,9 +134,9 @@ def entry() -> NoReturn:
     """The ``preemptd`` program (``python -m preemptd``, the console script): :func:`main`,
     then the end of the process.
 
-    A read command (cycle, explain, validate) ends holding a snapshot's model, millions
-    of objects for a large cluster, which a normal exit frees one by one although the
-    system reclaims the memory at once. Such a command leaves its model here
+    A read command (cycle, explain, validate) ends holding what it read, millions of
+    objects for a large cluster, which a normal exit frees one by one although the
+    system reclaims the memory at once. Such a command leaves them here
     (:func:`_keep_to_exit`), and the process then ends with ``os._exit`` once what a
     normal exit does that anyone can see is done: standard output and error flushed, the
     ``atexit`` functions run (logging's shutdown among them), then both flushed again.
