@@ -21,6 +21,12 @@ forked from the launcher, whose own mark (a few MB) is far below any figure repo
 
 Medians are reported beside the targets of issue 16 for the large shape: load <= 1.5 s,
 session <= 1.0 s, whole process <= 1.3x the floor, peak RSS <= 250 MB (<= 1 KB per pod).
+The CPU seconds (user + system) of each process are reported too: on a shared machine
+they move far less with the load of others than the wall time does.
+
+``--breakdown`` runs the cycle through a small driver (:data:`DRIVER`) that marks the
+clock and the CPU time between the phases of the process, from its start to its end:
+start-up, imports, setup, load, snapshot, session, output, teardown and exit.
 
 This prints figures; it asserts nothing.
 """
@@ -49,21 +55,66 @@ TARGET_RSS_MB = 250.0
 TARGET_BYTES_PER_POD = 1000.0
 
 
-# Runs argv[2:], then writes to the descriptor argv[1] the wall seconds of that run and the
-# peak RSS (KiB, as Linux reports ru_maxrss) of that child alone; see the module docstring.
+# Runs argv[2:], then writes to the descriptor argv[1] the wall seconds of that run, the
+# peak RSS (KiB, as Linux reports ru_maxrss) and the CPU seconds (user + system) of that
+# child alone, and the monotonic clock just before it was started and once it had ended
+# (see the module docstring).
 LAUNCHER = (
     "import os, resource, subprocess, sys, time\n"
     "started = time.perf_counter()\n"
     "code = subprocess.call(sys.argv[2:], stdout=subprocess.DEVNULL)\n"
-    "wall = time.perf_counter() - started\n"
-    "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
-    "os.write(int(sys.argv[1]), f'{wall} {peak}'.encode())\n"
+    "ended = time.perf_counter()\n"
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "cpu = usage.ru_utime + usage.ru_stime\n"
+    "report = f'{ended - started} {usage.ru_maxrss} {cpu} {started} {ended}'\n"
+    "os.write(int(sys.argv[1]), report.encode())\n"
     "sys.exit(code if code >= 0 else 128 - code)\n"
+)
+
+# ``--breakdown``: ``preemptd cycle`` run by this driver instead of ``python -m preemptd``.
+# It does what ``python -m preemptd`` does (imports the command and runs it as the program
+# does, through ``cli.entry`` where there is one), and prints to stderr ``mark NAME WALL
+# CPU`` lines: the monotonic clock (the launcher's: ``time.perf_counter`` is
+# CLOCK_MONOTONIC on Linux) and the process's CPU seconds when it started running Python
+# code, when the imports were done, when the snapshot's files started being read, when
+# the snapshot was built, when the session ran, when the output started and ended, and
+# when ``main`` returned.
+DRIVER = (
+    "import sys, time\n"
+    "def now():\n"
+    "    return (time.perf_counter(), time.process_time())\n"
+    "marks = {'begin': now()}\n"
+    "from preemptd.daemon import cli\n"
+    "marks['imported'] = now()\n"
+    "def timed(name, function):\n"
+    "    def run(*args, **kwargs):\n"
+    "        marks.setdefault(name + '-start', now())\n"
+    "        try:\n"
+    "            return function(*args, **kwargs)\n"
+    "        finally:\n"
+    "            marks[name + '-end'] = now()\n"
+    "    return run\n"
+    "cli._load = timed('load', cli._load)\n"
+    "cli.Snapshot.build = timed('snapshot', cli.Snapshot.build)\n"
+    "cli.run_session = timed('session', cli.run_session)\n"
+    "cli.write_output = timed('output', cli.write_output)\n"
+    "main = cli.main\n"
+    "def run_main(argv=None):\n"
+    "    code = main(argv)\n"
+    "    marks['returned'] = now()\n"
+    "    sys.stderr.write(''.join(f'mark {name} {wall!r} {cpu!r}\\n' for name, (wall, cpu) in marks.items()))\n"
+    "    return code\n"
+    "cli.main = run_main\n"
+    "sys.argv = ['preemptd', *sys.argv[1:]]\n"
+    "if hasattr(cli, 'entry'):\n"
+    "    cli.entry()\n"
+    "sys.exit(run_main())\n"
 )
 
 
 def run_process(command: list[str]) -> dict[str, Any]:
-    """Run ``command`` to its end: wall seconds, its own peak RSS in bytes, exit code, stderr.
+    """Run ``command`` to its end: wall seconds, its own peak RSS in bytes, its CPU seconds,
+    the monotonic clock at its start and end, exit code, stderr.
 
     The wall time is taken by the launcher around the command alone, so the launcher's
     own start-up is not counted.
@@ -80,12 +131,15 @@ def run_process(command: list[str]) -> dict[str, Any]:
         process.wait()
         errors.seek(0)
         stderr = errors.read().decode("utf-8", "replace")
-    if len(reported) != 2:
+    if len(reported) != 5:
         return {"wall_s": 0.0, "rss_bytes": 0, "code": process.returncode or 1, "stderr": stderr}
     # Linux reports ru_maxrss in KiB.
     return {
         "wall_s": float(reported[0]),
         "rss_bytes": int(reported[1]) * 1024,
+        "cpu_s": float(reported[2]),
+        "started": float(reported[3]),
+        "ended": float(reported[4]),
         "code": process.returncode,
         "stderr": stderr,
     }
@@ -101,11 +155,48 @@ def timings(stderr: str) -> dict[str, float]:
     return found
 
 
-def measure(path: str, repeats: int) -> dict[str, Any]:
+def marks(stderr: str) -> dict[str, tuple[float, float]]:
+    """The ``mark NAME WALL CPU`` lines :data:`DRIVER` prints."""
+    found = {}
+    for line in stderr.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[0] == "mark":
+            found[parts[1]] = (float(parts[2]), float(parts[3]))
+    return found
+
+
+BREAKDOWN = (
+    ("start-up", "begin", "interpreter start and site (until the first line of Python code)"),
+    ("imports", "imported", "importing the command"),
+    ("setup", "load-start", "command line, configuration, plugins (until the files are read)"),
+    ("load", "snapshot-start", "reading, decoding, the inventory, its problems printed"),
+    ("snapshot", "snapshot-end", "building the snapshot"),
+    ("session", "session-end", "the session (and the plugins' registry made before it)"),
+    ("output", "output-end", "the decisions written (to /dev/null)"),
+    ("teardown", "returned", "from the output to the return of main: timings printed, locals freed"),
+    ("exit", "", "from the return of main to the end of the process"),
+)
+"""The phases of ``--breakdown``, in order: each from the end of the one before to its
+mark, with what it covers."""
+
+
+def breakdown(run: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """One ``--breakdown`` run's (wall, CPU) seconds per phase of :data:`BREAKDOWN`."""
+    found = marks(run["stderr"])
+    parts = {}
+    wall, cpu = run["started"], 0.0
+    for name, mark, _ in BREAKDOWN:
+        until = found[mark] if mark else (run["ended"], run["cpu_s"])
+        parts[name] = (until[0] - wall, until[1] - cpu)
+        wall, cpu = until
+    return parts
+
+
+def measure(path: str, repeats: int, *, broken_down: bool = False) -> dict[str, Any]:
     floor_command = [sys.executable, str(FLOOR), path]
+    start = [sys.executable, "-c", DRIVER] if broken_down else [sys.executable, "-m", "preemptd"]
     cycle_command = [
-        sys.executable, "-m", "preemptd", "cycle", "--config", str(CONFIG), "--now", NOW,
-        "--output", "json", "--timings", path,
+        *start, "cycle", "--config", str(CONFIG), "--now", NOW, "--output", "json", "--timings", path,
     ]
     floors: list[dict[str, Any]] = []
     cycles: list[dict[str, Any]] = []
@@ -122,6 +213,12 @@ def measure(path: str, repeats: int) -> dict[str, Any]:
             phases.setdefault(phase, []).append(seconds)
     floor_s = statistics.median(run["wall_s"] for run in floors)
     cycle_s = statistics.median(run["wall_s"] for run in cycles)
+    floor_cpu_s = statistics.median(run["cpu_s"] for run in floors)
+    cycle_cpu_s = statistics.median(run["cpu_s"] for run in cycles)
+    parts: dict[str, list[tuple[float, float]]] = {}
+    for run in cycles if broken_down else ():
+        for name, seconds in breakdown(run).items():
+            parts.setdefault(name, []).append(seconds)
     return {
         "repeats": repeats,
         "floor_s": floor_s,
@@ -133,6 +230,13 @@ def measure(path: str, repeats: int) -> dict[str, Any]:
         "rss_mb": statistics.median(run["rss_bytes"] for run in cycles) / 1e6,
         "rss_max_mb": max(run["rss_bytes"] for run in cycles) / 1e6,
         "phases_s": {phase: statistics.median(values) for phase, values in phases.items()},
+        "floor_cpu_s": floor_cpu_s,
+        "cycle_cpu_s": cycle_cpu_s,
+        "cpu_ratio": cycle_cpu_s / floor_cpu_s,
+        "breakdown_s": {
+            name: [statistics.median(wall for wall, _ in values), statistics.median(cpu for _, cpu in values)]
+            for name, values in parts.items()
+        },
     }
 
 
@@ -152,6 +256,9 @@ def render(label: str, counts: dict[str, int], r: dict[str, Any]) -> str:
     row("parse-only floor, whole process", f"{r['floor_s']:.2f} s", "-", None)
     row("preemptd cycle, whole process", f"{r['cycle_s']:.2f} s", "-", None)
     row("cycle / floor", f"{r['ratio']:.2f}x", f"<= {TARGET_RATIO}x", r["ratio"] <= TARGET_RATIO)
+    row("floor, CPU (user + system)", f"{r['floor_cpu_s']:.2f} s", "-", None)
+    row("cycle, CPU (user + system)", f"{r['cycle_cpu_s']:.2f} s", "-", None)
+    row("cycle / floor, CPU", f"{r['cpu_ratio']:.2f}x", "-", None)
     if "load" in phases:
         row("load (--timings)", f"{phases['load']:.2f} s", f"<= {TARGET_LOAD_S} s", phases["load"] <= TARGET_LOAD_S)
     if "snapshot" in phases:
@@ -182,6 +289,15 @@ def render(label: str, counts: dict[str, int], r: dict[str, Any]) -> str:
     other = {k: v for k, v in phases.items() if k not in ("load", "snapshot", "session")}
     if other:
         lines.append("other phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in other.items()))
+    if r["breakdown_s"]:
+        lines += ["", "the cycle by phase (medians, s):", f"  {'phase'.ljust(19)}  {'wall':>6}  {'CPU':>6}"]
+        for name, _, what in BREAKDOWN:
+            wall, cpu = r["breakdown_s"][name]
+            lines.append(f"  {name.ljust(19)}  {wall:6.3f}  {cpu:6.3f}  {what}")
+        outside = [r["breakdown_s"][name] for name, _, _ in BREAKDOWN if name != "session"]
+        lines.append(
+            f"  {'all but the session'.ljust(19)}  {sum(w for w, _ in outside):6.3f}  {sum(c for _, c in outside):6.3f}"
+        )
     return "\n".join(lines)
 
 
@@ -192,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", help="an existing JSON snapshot to read instead of generating one")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", action="store_true", help="print the raw figures as JSON instead")
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="run the cycle through a small driver that also times start-up, imports, setup, "
+        "output, teardown and exit, and print the wall time per phase",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="preemptd-bench-") as folder:
         if args.file:
@@ -210,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             write(objects, path)
             del objects
         print(f"running {args.repeats} x (floor, cycle) on {path} ...", file=sys.stderr, flush=True)
-        result = measure(path, args.repeats)
+        result = measure(path, args.repeats, broken_down=args.breakdown)
     result["counts"] = counts
     print(json.dumps(result, indent=2) if args.json else render(label, counts, result))
     return 0

@@ -27,7 +27,6 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import yaml
 from preemptd.framework.model import QueueSpec, Workload
 from preemptd.framework.objects import Inventory, StrayDocument, parse_objects
 from preemptd.framework.objects.fields import Entry
@@ -265,11 +264,15 @@ def _dropped(kind: str, spec: Mapping[str, Any]) -> list[str]:
 
 
 def _inline(value: Any) -> str:
+    import yaml  # only here: the other commands build their parser from this module
+
     text: str = yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
     return text.removesuffix("\n...").strip()
 
 
 def _dump(obj: Mapping[str, Any]) -> str:
+    import yaml
+
     text: str = yaml.safe_dump(dict(obj), sort_keys=False, default_flow_style=False, allow_unicode=True)
     return text
 

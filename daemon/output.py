@@ -27,10 +27,10 @@ import json
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import yaml
-from rich.console import Console
+if TYPE_CHECKING:  # rich and PyYAML are imported when a table or YAML is written
+    from rich.console import Console
 
 __all__ = ["FORMATS", "Answer", "add_output_option", "console", "write_output"]
 
@@ -69,6 +69,8 @@ class Answer:
 
 def console(stream: TextIO | None = None, *, wide: bool = False) -> Console:
     """The console tables are printed on (stdout by default)."""
+    from rich.console import Console
+
     out = stream if stream is not None else sys.stdout
     if wide:
         return Console(file=out, highlight=False, width=WIDE_COLUMNS, soft_wrap=True)
@@ -81,6 +83,8 @@ def write_output(answer: Answer, output: str, stream: TextIO | None = None) -> N
     if output == "json":
         out.write(answer.text() if answer.text is not None else dumps_json(answer.data()))
     elif output == "yaml":
+        import yaml
+
         data = json.loads(answer.text()) if answer.text is not None else answer.data()
         out.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000))
     elif output == "name":

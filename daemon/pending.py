@@ -15,14 +15,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from preemptd.framework.decisions import Decisions, Pending, QueuePosition
 from preemptd.framework.objects import escape
 from preemptd.framework.quantity import format_timestamp
-from rich.console import Console
 
 from .output import Answer, add_output_option, write_output
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["HELP", "add_arguments", "pending_view", "render_table", "run"]
 

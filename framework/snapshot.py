@@ -12,8 +12,8 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import attrgetter, itemgetter
+from itertools import accumulate, islice
+from operator import attrgetter, itemgetter, lt
 
 from .model import (
     FR,
@@ -180,18 +180,30 @@ class Snapshot:
 
     def _build_nodes(self, inventory: Inventory) -> None:
         # In namespace/name order, and so is each pods_by_workload list (one namespace).
-        self.pods = FrozenDict(sorted(inventory.pods.items()))
+        # parse_objects lists them in that order already, read-only: a large cluster's
+        # Pods are neither sorted nor copied again.
+        pods = inventory.pods
+        if not _in_order(pods):
+            self.pods = FrozenDict(sorted(pods.items()))
+        else:
+            self.pods = pods if type(pods) is FrozenDict else FrozenDict(pods)
+        pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else None
         by_workload: dict[str, list[Pod]] = {}
         for pod in self.pods.values():
-            if pod.workload is not None and pod.holds_resources:
-                by_workload.setdefault(pod.workload, []).append(pod)
+            if not pod.holds_resources:  # bound to a node, and not finished
+                continue
+            if pod.workload is not None:
+                found = by_workload.get(pod.workload)
+                if found is None:
+                    by_workload[pod.workload] = [pod]
+                else:
+                    found.append(pod)
+            if pool is not None:
+                pool.consume(pod.node_name, pod.requests)  # type: ignore[arg-type]  # bound
         self.pods_by_workload = FrozenDict({key: tuple(pods) for key, pods in by_workload.items()})
-        if not inventory.nodes:
+        if pool is None:
             return
-        pool = self.node_pool = NodePool(inventory.nodes, inventory.flavors)
-        for pod in self.pods.values():
-            if pod.holds_resources and pod.node_name is not None:
-                pool.consume(pod.node_name, pod.requests)
+        self.node_pool = pool
         if not pool.by_flavor:
             return
         placements = Placements(pool)
@@ -217,6 +229,8 @@ class Snapshot:
     ) -> None:
         assert workload.admission is not None
         existing = len(self.pods_by_workload.get(workload.key, ()))
+        if existing >= sum(psa.count for psa in workload.admission.pod_sets):
+            return  # every pod set is covered, whichever pods are whose (most workloads)
         specs = {ps.name: ps for ps in workload.pod_sets}
         for psa in workload.admission.pod_sets:
             spec = specs.get(psa.name)
@@ -357,6 +371,12 @@ class DeploymentPods:
         """The k-th least (class, priority) among the node's pods (1 ≤ k ≤ their number)."""
         entry = self.by_node[node][k - 1]
         return (entry[0], entry[1])
+
+
+def _in_order(pods: Mapping[str, Pod]) -> bool:
+    """Whether the keys of ``pods`` are in sorted order already."""
+    keys = list(pods)
+    return all(map(lt, keys, islice(keys, 1, None)))
 
 
 def fewest_to_cover(sums: list[int], short: int) -> int:

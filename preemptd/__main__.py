@@ -1,3 +1,3 @@
-from preemptd.daemon.cli import main
+from preemptd.daemon.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import functools
 import gc
 import json
 import os
@@ -59,7 +60,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from preemptd.framework.decisions import Admitted, Decisions, Preempted
 from preemptd.framework.model import (
     DELETION_COST_ANNOTATION,
@@ -95,11 +95,25 @@ Document = dict[str, Any] | list[Any] | StrayDocument | RawItems
 SNAPSHOT_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "<stdin>"  # how problems name the file read from "-"
 _TIMESTAMP = "tag:yaml.org,2002:timestamp"
-_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _Loader(_SafeLoader):  # type: ignore[misc]
-    """The safe loader without the implicit timestamp type."""
+@functools.cache
+def _loader() -> Any:
+    """The safe loader without the implicit timestamp type. Made (and PyYAML imported)
+    on first use: reading JSON, as a large snapshot is, needs neither."""
+    import yaml
+
+    safe: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+    class Loader(safe):  # type: ignore[misc]
+        pass
+
+    Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+    Loader.yaml_implicit_resolvers = {
+        first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
+        for first, resolvers in safe.yaml_implicit_resolvers.items()
+    }
+    return Loader
 
 
 def _construct_int(loader: Any, node: Any) -> int | str:
@@ -110,13 +124,6 @@ def _construct_int(loader: Any, node: Any) -> int | str:
         text: str = loader.construct_scalar(node)
         return text
     return value
-
-
-_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
-_Loader.yaml_implicit_resolvers = {
-    first: [(tag, pattern) for tag, pattern in resolvers if tag != _TIMESTAMP]
-    for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
-}
 
 
 class LoadError(Exception):
@@ -202,11 +209,16 @@ def load_files(
     files = _expand(paths, errors)
     for path in files:
         shown = escape(path)  # messages are one line each, whatever the file is called
+        text: str | bytes
         try:
             if path == STDIN:
                 text = sys.stdin.read()
             else:
-                text = Path(path).read_bytes().decode("utf-8-sig")
+                data = Path(path).read_bytes()
+                # Typed reading takes a JSON file in ASCII (no BOM, nothing to check) as
+                # its bytes: a large snapshot is not copied into a string first.
+                as_bytes = typed and not keep_text and path.endswith(".json") and data.isascii()
+                text = data if as_bytes else data.decode("utf-8-sig")
         except OSError as exc:
             errors.append(f"{shown}: cannot read: {exc.strerror or exc}")
             continue
@@ -219,7 +231,7 @@ def load_files(
             errors.append(f"{shown}{escape(str(exc))}")
             continue
         documents.extend((path, document) for document in found)
-        if keep_text:
+        if keep_text and isinstance(text, str):
             texts.append((path, text))
     if errors:
         raise LoadError(errors, documents)
@@ -243,7 +255,7 @@ def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
     return files
 
 
-def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> list[Document]:
+def parse_text(text: str | bytes, *, json_only: bool = False, typed: bool = False) -> list[Document]:
     """The documents of one file's text: objects, lists of objects or ``kind: List``.
 
     Lists are not flattened here: :func:`~preemptd.framework.objects.parse_objects`
@@ -256,9 +268,11 @@ def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> li
     :class:`~preemptd.framework.objects.typed.RawItems`, its objects still text, for
     the typed decoding of :mod:`preemptd.framework.objects`; only reading for the model
     asks for that (``--apply`` and the simulator want the documents themselves).
+    ``text`` may be the bytes of a JSON file in ASCII (``json_only``, as
+    :func:`load_files` passes them).
     """
     documents: list[Any]
-    if json_only or text.lstrip().startswith(("{", "[")):
+    if json_only or (isinstance(text, str) and text.lstrip().startswith(("{", "["))):
         try:
             documents = [decode_items(text) if typed else decode_json(text)]
         except json.JSONDecodeError as exc:
@@ -286,9 +300,13 @@ def parse_text(text: str, *, json_only: bool = False, typed: bool = False) -> li
     return found
 
 
-def _yaml_documents(text: str) -> list[Any]:
+def _yaml_documents(text: str | bytes) -> list[Any]:
+    import yaml
+
+    if isinstance(text, bytes):
+        text = text.decode("utf-8-sig")
     try:
-        return list(yaml.load_all(text, Loader=_Loader))
+        return list(yaml.load_all(text, Loader=_loader()))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark is not None else ""
@@ -492,14 +510,13 @@ def _flavor_scan(scan: Mapping[str, Mapping[str, int]]) -> Edit:
 
 # --- YAML out ----------------------------------------------------------------------------
 
-_SafeDumper: type = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
 def dump_documents(documents: Iterable[Any]) -> str:
     """One YAML stream, a ``---`` before each document, keys in their original order."""
+    import yaml
+
     return yaml.dump_all(
         [document.value if isinstance(document, StrayDocument) else document for document in documents],
-        Dumper=_SafeDumper,
+        Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper),
         explicit_start=True,
         sort_keys=False,
         default_flow_style=False,

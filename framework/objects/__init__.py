@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..model import Flavor, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
+from ..model import Flavor, FrozenDict, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
 from .fallbacks import FALLBACKS
 from .fields import (
     Catalog,
@@ -39,7 +39,7 @@ from .local_queues import namespace_refusal, parse_local_queue, parse_namespace,
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
 from .typed import RawItems, RawObject, decode_json, find_unknown_fields
-from .typed_pods import forget_read_maps, pod_entry, read_pod
+from .typed_pods import forget_read_maps, pod_item, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
@@ -269,11 +269,10 @@ def _valid(parsed: Mapping[str, list[Parsed[T]]]) -> dict[str, T]:
 
 
 def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
-    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them."""
-    if not walked:
-        return {key: plain[key] for key in sorted(plain)}
-    everything = walked | plain
-    return {key: everything[key] for key in sorted(everything)}
+    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them; read-only,
+    so that a snapshot takes them as they are (a large cluster's Pods are not copied)."""
+    everything = walked | plain if walked else plain
+    return FrozenDict({key: everything[key] for key in sorted(everything)})
 
 
 def _pod_entry(pod: Pod) -> Entry:
@@ -399,13 +398,12 @@ class _Intake:
         read like the items of a parsed list (the same checks, the same paths)."""
         in_list = bool(document.at)
         for index, raw in enumerate(document.take()):
-            entry = pod_entry(file, raw)
-            if entry is not None:
-                pod = entry.body.pod if type(entry.body) is RawObject else None
-                if pod is not None:
-                    self.plain_pod(pod)
-                else:
-                    self.entries.append(entry)
+            found = pod_item(file, raw)
+            if type(found) is Pod:
+                self.plain_pod(found)
+                continue
+            if found is not None:
+                self.entries.append(found)  # type: ignore[arg-type]  # an Entry
                 continue
             entry = workload_entry(file, raw)
             if entry is not None:

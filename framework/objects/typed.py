@@ -126,7 +126,7 @@ class RawItems:
         return items
 
 
-def decode_items(text: str) -> Any:
+def decode_items(text: str | bytes) -> Any:
     """A JSON document whose objects are left as text when it is a list of them.
 
     A top-level list, or a ``kind: ...List`` with an ``items`` list, becomes

@@ -1,10 +1,13 @@
 """Pods read the fast way (private to :mod:`objects`): see :mod:`.typed` for the design.
 
-A large cluster is mostly Pods, all alike: their label maps and container requests
-repeat per workload, so each distinct map (as the JSON gave it: the same keys in the
-same order) is read once while a snapshot is read, and the records are built without
-the dataclass constructor's keyword handling (:func:`_new_pod`), which cost more than
-the rest of reading a Pod.
+A large cluster is mostly Pods, all alike: their label maps, annotations and container
+requests repeat per workload. A Pod item of a JSON list (:func:`pod_item`) is decoded
+with those maps left as their JSON text, and each distinct text is read once while a
+snapshot is read; what differs from Pod to Pod (its name, node and phase) is all that is
+decoded per Pod. A Pod converted from a parsed dict (:func:`fast_pod`) has its maps
+read once per distinct map as the dict gave it (the same keys in the same order). Both
+build the record field by field (:func:`_new_pod`), without the dataclass constructor's
+keyword handling, which cost more than the rest of reading a Pod.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .fields import Entry, Problem
 from .nodes import parse_pod
 from .typed import RawObject, _intern, _NotPlain, _shared, _strings, intake_key
 
-__all__ = ["fast_pod", "forget_read_maps", "pod_entry", "read_pod"]
+__all__ = ["fast_pod", "forget_read_maps", "pod_item", "read_pod"]
 
 
 class _Requests(msgspec.Struct):
@@ -65,28 +68,68 @@ class _PodItemMeta(_PodMeta):
     namespace: Any = None
 
 
-class _PodItem(msgspec.Struct):
+_NULL = msgspec.Raw(b"null")
+"""An absent map of a Pod item: read as JSON ``null`` is."""
+
+
+class _ItemMeta(msgspec.Struct):
+    """A Pod item's metadata, its maps left as their JSON text (see the module docstring)."""
+
+    name: Any = None
+    namespace: Any = None
+    labels: msgspec.Raw = _NULL
+    annotations: msgspec.Raw = _NULL
+    creationTimestamp: Any = None
+    deletionTimestamp: Any = None
+
+
+class _ItemSpec(msgspec.Struct):
+    nodeName: str | None = None
+    priority: int | None = None
+    containers: msgspec.Raw = _NULL
+    initContainers: msgspec.Raw = _NULL
+
+
+class _Item(msgspec.Struct):
+    """What :func:`pod_item` decodes of an item before it knows its kind."""
+
     kind: Any = None
     apiVersion: Any = None
-    metadata: _PodItemMeta | None = None
-    spec: _PodSpec | None = None
+    metadata: _ItemMeta | None = None
+    spec: _ItemSpec | None = None
     status: _PodStatus | None = None
 
 
-_POD_ITEM = msgspec.json.Decoder(_PodItem)
+_ITEM = msgspec.json.Decoder(_Item)
+_STRING_MAP = msgspec.json.Decoder(dict[str, str] | None)
+_CONTAINERS = msgspec.json.Decoder(list[_Container] | None)
+_NO_SPEC = _ItemSpec()
 
 
 # Label maps and container requests as the JSON gave them (same keys in the same order),
-# to what they read as: pods of one workload repeat them, so each is read once.
+# to what they read as: pods of one workload repeat them, so each is read once. The
+# ``_ITEM_*`` maps do the same for the JSON text of a Pod item's maps.
 _READ_BOUND = 4_096  # pods of one workload come together: a few thousand maps are enough
 _LABELS: dict[tuple[tuple[str, str], ...], FrozenDict[str, Any]] = {}
 _AMOUNTS: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...]] = {}
+_ITEM_LABELS: dict[tuple[str, bytes], tuple[FrozenDict[str, str], str | None]] = {}
+_ITEM_REQUESTS: dict[tuple[bytes, bytes], FrozenDict[str, int]] = {}
+_ITEM_ANNOTATIONS: dict[bytes, tuple[bool, int]] = {}
+_NO_ANNOTATIONS = (False, 0)  # (force delete, deletion cost)
 
 
 def forget_read_maps() -> None:
     """Drop the maps kept while reading (their keys hold the input's own strings)."""
-    _LABELS.clear()
-    _AMOUNTS.clear()
+    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS):
+        kept.clear()
+
+
+def _kept(kept: dict[Any, Any], key: Any, value: Any) -> Any:
+    """``kept[key] = value`` in a map of at most :data:`_READ_BOUND` entries; ``value``."""
+    if len(kept) >= _READ_BOUND:
+        kept.clear()
+    kept[key] = value
+    return value
 
 
 def _label_map(mapping: dict[str, str] | None) -> FrozenDict[str, Any]:
@@ -103,7 +146,10 @@ def _label_map(mapping: dict[str, str] | None) -> FrozenDict[str, Any]:
 def _amounts(requests: dict[str, Any]) -> tuple[tuple[str, int], ...]:
     """One container's non-zero requests, parsed; kept per map as given."""
     key = tuple(requests.items())
-    found = _AMOUNTS.get(key)
+    try:
+        found = _AMOUNTS.get(key)
+    except TypeError:  # a value that is no quantity (a list, a mapping): the walker says so
+        raise _NotPlain from None
     if found is None:
         parsed = []
         for resource, value in key:
@@ -149,20 +195,12 @@ def fast_pod(entry: Entry) -> Pod | None:
     return _pod_of(entry.file, entry.namespace, entry.name, doc)
 
 
-def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem) -> Pod | None:
+def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | None:
     try:
         metadata = doc.metadata or _PodMeta()
         spec = doc.spec or _PodSpec()
         labels = _label_map(metadata.labels)
-        annotations = metadata.annotations or {}
-        if "" in annotations:
-            raise _NotPlain  # the walker names the empty key
-        deletion_cost = 0
-        if DELETION_COST_ANNOTATION in annotations:
-            text = annotations[DELETION_COST_ANNOTATION]
-            if not (text.isascii() and text.isdigit()) or len(text) >= 19:
-                raise _NotPlain  # signs, blanks, large values: the walker decides
-            deletion_cost = int(text)
+        force_delete, deletion_cost = _annotations(metadata.annotations)
         priority = spec.priority
         if priority is not None and not -MAX_AMOUNT - 1 <= priority <= MAX_AMOUNT:
             raise _NotPlain
@@ -186,7 +224,7 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem
         priority,
         created_ms or 0,
         metadata.deletionTimestamp is not None,
-        annotations.get(FORCE_DELETE_ANNOTATION) == "true",
+        force_delete,
         deletion_cost,
         _intern(phase) if phase else ("Running" if node_name else "Pending"),
         labels,
@@ -194,8 +232,42 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc | _PodItem
     )
 
 
+def _annotations(annotations: dict[str, str] | None) -> tuple[bool, int]:
+    """What a Pod's annotations say: (force delete, deletion cost)."""
+    if not annotations:
+        return _NO_ANNOTATIONS
+    if "" in annotations:
+        raise _NotPlain  # the walker names the empty key
+    deletion_cost = 0
+    if DELETION_COST_ANNOTATION in annotations:
+        text = annotations[DELETION_COST_ANNOTATION]
+        if not (text.isascii() and text.isdigit()) or len(text) >= 19:
+            raise _NotPlain  # signs, blanks, large values: the walker decides
+        deletion_cost = int(text)
+    return annotations.get(FORCE_DELETE_ANNOTATION) == "true", deletion_cost
+
+
 _new = object.__new__
-_set = object.__setattr__
+
+
+def _setter(field: str) -> Any:
+    """The setter of one field's own slot (``object.__setattr__`` looks the slot up first)."""
+    return vars(Pod)[field].__set__
+
+
+_set_namespace = _setter("namespace")
+_set_name = _setter("name")
+_set_requests = _setter("requests")
+_set_node_name = _setter("node_name")
+_set_workload = _setter("workload")
+_set_priority = _setter("priority")
+_set_created = _setter("created")
+_set_deleting = _setter("deleting")
+_set_force_delete = _setter("force_delete")
+_set_deletion_cost = _setter("deletion_cost")
+_set_phase = _setter("phase")
+_set_labels = _setter("labels")
+_set_source = _setter("source")
 
 
 def _new_pod(
@@ -216,36 +288,104 @@ def _new_pod(
     """The Pod ``Pod(...)`` makes of these values (its maps already FrozenDicts, so its
     ``__post_init__`` changes nothing), field by field in its order."""
     pod = _new(Pod)
-    _set(pod, "namespace", namespace)
-    _set(pod, "name", name)
-    _set(pod, "requests", requests)
-    _set(pod, "node_name", node_name)
-    _set(pod, "workload", workload)
-    _set(pod, "priority", priority)
-    _set(pod, "created", created)
-    _set(pod, "deleting", deleting)
-    _set(pod, "force_delete", force_delete)
-    _set(pod, "deletion_cost", deletion_cost)
-    _set(pod, "phase", phase)
-    _set(pod, "labels", labels)
-    _set(pod, "source", source)
+    _set_namespace(pod, namespace)
+    _set_name(pod, name)
+    _set_requests(pod, requests)
+    _set_node_name(pod, node_name)
+    _set_workload(pod, workload)
+    _set_priority(pod, priority)
+    _set_created(pod, created)
+    _set_deleting(pod, deleting)
+    _set_force_delete(pod, force_delete)
+    _set_deletion_cost(pod, deletion_cost)
+    _set_phase(pod, phase)
+    _set_labels(pod, labels)
+    _set_source(pod, source)
     return pod
 
 
-def pod_entry(file: str, raw: msgspec.Raw) -> Entry | None:
-    """The entry of a Pod item that the intake would take as it is, typed; else ``None``.
+def pod_item(file: str, raw: msgspec.Raw) -> Pod | Entry | None:
+    """A Pod item of a JSON list: its record when it is plain, its entry (for the walker)
+    when the intake takes it as it is but it is not plain; ``None`` for any other item.
 
     The checks are the intake's for a Pod (kind, API group, a name, a namespace);
-    anything it would report or skip goes its way instead.
+    anything it would report or skip goes its way instead. The maps of the Pod are read
+    from their text, once per distinct text (see the module docstring); the record is
+    all that is kept.
     """
     try:
-        item = _POD_ITEM.decode(raw)
+        item = _ITEM.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError):
+        return None
+    if item.kind != "Pod":
         return None
     key = intake_key(item, "Pod", "")
     if key is None:
         return None
     namespace, name = key
-    # Read now, while its typed record is at hand: the record is all that is kept.
-    pod = _pod_of(file, namespace, name, item)
-    return Entry(file, "Pod", namespace, name, RawObject(None if pod else raw, pod))
+    metadata = item.metadata
+    assert metadata is not None  # intake_key found a name in it
+    spec = item.spec or _NO_SPEC
+    try:
+        labels, workload = _item_labels(namespace, metadata.labels)
+        requests = _item_requests(spec.containers, spec.initContainers)
+        text = metadata.annotations
+        force_delete, deletion_cost = (
+            _NO_ANNOTATIONS if text is _NULL else _item_annotations(text)
+        )
+        priority = spec.priority
+        if priority is not None and not -MAX_AMOUNT - 1 <= priority <= MAX_AMOUNT:
+            raise _NotPlain
+        created = metadata.creationTimestamp
+        created_ms = parse_timestamp(created) if created is not None else 0
+    except (QuantityError, _NotPlain, msgspec.ValidationError, msgspec.DecodeError):
+        return Entry(file, "Pod", namespace, name, RawObject(raw.copy(), None))
+    node_name = _intern(spec.nodeName) if spec.nodeName else None
+    phase = item.status.phase if item.status is not None else None
+    return _new_pod(
+        namespace,
+        name,
+        requests,
+        node_name,
+        workload,
+        priority,
+        created_ms or 0,
+        metadata.deletionTimestamp is not None,
+        force_delete,
+        deletion_cost,
+        _intern(phase) if phase else ("Running" if node_name else "Pending"),
+        labels,
+        file,
+    )
+
+
+def _item_labels(namespace: str, text: msgspec.Raw) -> tuple[FrozenDict[str, str], str | None]:
+    """A Pod item's labels, and the key of the workload they name in ``namespace``."""
+    key = (namespace, bytes(text))
+    found: tuple[FrozenDict[str, str], str | None] | None = _ITEM_LABELS.get(key)
+    if found is None:
+        mapping = _STRING_MAP.decode(text)
+        name = mapping.get(WORKLOAD_LABEL) if mapping else None
+        workload = _intern(f"{namespace}/{name}") if name else None
+        found = _kept(_ITEM_LABELS, key, (_shared(_strings(mapping)), workload))
+    return found
+
+
+def _item_requests(containers: msgspec.Raw, init: msgspec.Raw) -> FrozenDict[str, int]:
+    """A Pod item's requests: its containers' added up, raised to any init container's."""
+    key = (bytes(containers), b"" if init is _NULL else bytes(init))
+    found: FrozenDict[str, int] | None = _ITEM_REQUESTS.get(key)
+    if found is None:
+        total: dict[str, int] = {}
+        _requests(_CONTAINERS.decode(containers), total, init=False)
+        _requests(_CONTAINERS.decode(init), total, init=True)
+        found = _kept(_ITEM_REQUESTS, key, _shared(sorted(total.items())))
+    return found
+
+
+def _item_annotations(text: msgspec.Raw) -> tuple[bool, int]:
+    key = bytes(text)
+    found: tuple[bool, int] | None = _ITEM_ANNOTATIONS.get(key)
+    if found is None:
+        found = _kept(_ITEM_ANNOTATIONS, key, _annotations(_STRING_MAP.decode(text)))
+    return found

@@ -141,16 +141,44 @@ def _count(value: int | None) -> int | None:
     return value
 
 
+# Resource and flavor maps as the JSON gave them (the same keys in the same order), to
+# what they read as: the workloads of one shape repeat them, so each is read once.
+_READ_BOUND = 4_096
+_AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = {}
+_FLAVORS: dict[tuple[tuple[str, str], ...], tuple[FrozenDict[str, str], frozenset[str]]] = {}
+
+
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
     """A resource map as ``Fields.resources`` reads it, shared."""
-    items: list[tuple[str, Any]] = []
-    for resource, value in sorted((mapping or {}).items()):
-        if not resource:
-            raise _NotPlain
-        amount = parse_quantity(value, resource)
-        if amount or not drop_zero:
-            items.append((_intern(resource), amount))
-    return _shared(items)
+    key = (drop_zero, tuple(mapping.items()) if mapping else ())
+    try:
+        found = _AMOUNTS.get(key)
+    except TypeError:  # a value that is no quantity (a list, a mapping): the walker says so
+        raise _NotPlain from None
+    if found is None:
+        items: list[tuple[str, Any]] = []
+        for resource, value in sorted(key[1]):
+            if not resource:
+                raise _NotPlain
+            amount = parse_quantity(value, resource)
+            if amount or not drop_zero:
+                items.append((_intern(resource), amount))
+        if len(_AMOUNTS) >= _READ_BOUND:
+            _AMOUNTS.clear()
+        found = _AMOUNTS[key] = _shared(items)
+    return found
+
+
+def _flavors(mapping: dict[str, str] | None) -> tuple[FrozenDict[str, str], frozenset[str]]:
+    """An admitted pod set's flavors (resource -> flavor), shared, and the flavors named."""
+    key = tuple(mapping.items()) if mapping else ()
+    found = _FLAVORS.get(key)
+    if found is None:
+        flavors = _strings(mapping)
+        if len(_FLAVORS) >= _READ_BOUND:
+            _FLAVORS.clear()
+        found = _FLAVORS[key] = (_shared(flavors), frozenset(flavor for _, flavor in flavors))
+    return found
 
 
 def _known_keys(items: Any, known: Mapping[str, Any]) -> None:
@@ -354,13 +382,13 @@ def _admission_of(
             count = spec_pod_set.count
         elif count > spec_pod_set.count and not owned_by_deployment:
             raise _NotPlain
-        flavors = _strings(doc_set.flavors)
-        for _, flavor in flavors:
+        flavors, named = _flavors(doc_set.flavors)
+        for flavor in named:
             if catalog.flavor_problem(flavor) is not None:
                 raise _NotPlain
-        if spec_pod_set.requests.keys() - {resource for resource, _ in flavors}:
+        if spec_pod_set.requests.keys() - flavors.keys():
             raise _NotPlain
-        assigned.append(PodSetAdmission(name, count, _shared(flavors)))
+        assigned.append(PodSetAdmission(name, count, flavors))
     return Admission(_intern(doc.queue or queue), tuple(assigned))
 
 

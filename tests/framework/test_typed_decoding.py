@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import load_files, parse_text
+from preemptd.framework.model import Pod
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Entry
 from preemptd.framework.objects.nodes import parse_pod
 from preemptd.framework.objects.typed import RawItems, RawObject
-from preemptd.framework.objects.typed_pods import fast_pod, pod_entry
+from preemptd.framework.objects.typed_pods import _new_pod, fast_pod, pod_item
 
 from benchmarks import generate
 
@@ -94,6 +95,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "bad quantity": variant("spec.containers.0.resources.requests.cpu", "lots"),
     "negative quantity": variant("spec.containers.0.resources.requests.cpu", "-1"),
     "quantity true": variant("spec.containers.0.resources.requests.cpu", True),
+    "quantity a list": variant("spec.containers.0.resources.requests.cpu", [1]),
+    "quantity a mapping": variant("spec.containers.0.resources.requests.memory", {"a": 1}),
     "empty resource name": variant("spec.containers.0.resources.requests", {"": "1"}),
     "container not a mapping": variant("spec.containers.0", "a"),
     "containers a mapping": variant("spec.containers", {"a": 1}),
@@ -153,12 +156,35 @@ def test_a_pod_converted_from_a_dict_equals_the_walkers_reading_or_is_left_to_it
 
 
 def test_plain_pods_are_taken_typed_and_keep_no_dict() -> None:
-    (document,) = parse_text(json.dumps([POD, POD | {"kind": "Node"}]), typed=True)
+    bad = variant("spec.containers.0.resources.requests.cpu", "lots")
+    (document,) = parse_text(json.dumps([POD, POD | {"kind": "Node"}, bad]), typed=True)
     assert isinstance(document, RawItems)
-    entry = pod_entry("f.json", document.items[0])
-    assert entry is not None and isinstance(entry.body, RawObject)
-    assert entry.body.pod == walker(POD)[0]
-    assert pod_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
+    assert pod_item("f.json", document.items[0]) == walker(POD)[0]
+    assert pod_item("f.json", document.items[1]) is None  # a Node: the intake reads it
+    entry = pod_item("f.json", document.items[2])  # a Pod, not plain: for the walker
+    assert isinstance(entry, Entry) and isinstance(entry.body, RawObject)
+    assert (entry.body.pod, entry.label, parse_pod(entry)[1]) == (None, "Pod/ns/p", walker(bad)[1])
+
+
+def test_pods_whose_maps_have_the_same_text_share_their_records() -> None:
+    """Pods of one workload repeat their labels and requests: each text is read once and
+    the records share it; another namespace names another workload."""
+    other = variant("metadata.name", "q")
+    elsewhere = variant("metadata.namespace", "other")
+    (document,) = parse_text(json.dumps([POD, other, elsewhere]), typed=True)
+    first, second, third = (pod_item("f.json", raw) for raw in document.items)
+    assert isinstance(first, Pod) and isinstance(second, Pod) and isinstance(third, Pod)
+    assert second.labels is first.labels and second.requests is first.requests
+    assert (first.workload, second.workload, third.workload) == ("ns/w", "ns/w", "other/w")
+    assert third.labels is first.labels
+
+
+def test_a_pod_record_built_field_by_field_equals_the_constructors() -> None:
+    values = ("ns", "p", {"cpu": 1}, "n1", "ns/w", 7, 5, True, True, 3, "Pending", {"a": "b"}, "f")
+    built = _new_pod(*values)  # type: ignore[arg-type]
+    expected = Pod(*values)  # type: ignore[arg-type]
+    assert built == expected
+    assert [getattr(built, name) for name in Pod.__slots__] == list(values)
 
 
 def test_items_that_are_not_pods_keep_their_located_problems(tmp_path: Path) -> None:

@@ -148,6 +148,8 @@ WORKLOADS: dict[str, dict[str, Any]] = {
     "min count zero": w("spec.podSets.0.minCount", 0),
     "bad quantity": w("spec.podSets.0.requests.cpu", "lots"),
     "requests a list": w("spec.podSets.0.requests", ["cpu"]),
+    "quantity a list": w("spec.podSets.0.requests.cpu", ["1"]),
+    "quantity a mapping": w("spec.podSets.0.requests.memory", {"a": 1}),
     "empty resource name": w("spec.podSets.1.requests", {"": "1"}),
     "node selector": w("spec.podSets.0.nodeSelector", {"zone": "a", "disk": "ssd"}),
     "node selector not text": w("spec.podSets.0.nodeSelector", {"zone": 1}),

@@ -399,7 +399,7 @@ def test_the_files_the_containerfile_copies_build_the_package(tmp_path: Path) ->
     names = zipfile.ZipFile(wheel).namelist()
     assert "preemptd/daemon/cli.py" in names and "preemptd/plugins/priority.py" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "preemptd = preemptd.daemon.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "preemptd = preemptd.daemon.cli:entry" in zipfile.ZipFile(wheel).read(entry_points).decode()
 
 
 def test_the_in_cluster_configuration_starts_the_daemon(tmp_path: Path) -> None:
