@@ -31,6 +31,7 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+from .room import FreedRoom
 from .waiting import covers, forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
@@ -110,6 +111,8 @@ class Walk:
         nodes = bool(self.targets) and not hopeless
         room = self._headroom() if self.may_skip_walk() and not hopeless else None
         lazy = hopeless or room is not None
+        # The node room of lazy victims, beside the placements (``room.py``).
+        freed = FreedRoom(session, self.targets) if self.targets and lazy and not hopeless else None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
@@ -172,12 +175,12 @@ class Walk:
                     if not self._fits_quota(allow_borrowing):
                         continue
                     if unplaced:
-                        if nodes:
-                            self._give_room(unplaced)
+                        if freed is not None:
+                            freed.give(unplaced)
                         unplaced.clear()
-                    if self.targets and not self.session.pods_fit(self.targets):
+                    if freed is not None and not freed.fits():
                         continue
-                    self._fill_back(victims, allow_borrowing)
+                    self._fill_back(victims, allow_borrowing, freed)
                     level = self._level()
                     return victims, level
                 if self._fits(allow_borrowing):
@@ -217,8 +220,8 @@ class Walk:
 
     def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
-        usage away is additive); their node room comes free (:meth:`_give_room`) once a
-        fit test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        usage away is additive); their node room comes free (``room.py``) once a fit
+        test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
         remove = self.session.statement.remove_usage
         if len(waiting) == 1:
             victim = waiting[0]
@@ -236,12 +239,6 @@ class Walk:
                 remove(leaf, summed)
         unplaced.extend(waiting)
         waiting.clear()
-
-    def _give_room(self, victims: list[Candidate]) -> None:
-        give = self.session.statement.give_room
-        for victim in victims:
-            for node, requests in victim.room:
-                give(node, requests)
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
@@ -377,7 +374,9 @@ class Walk:
                 return False
         return True
 
-    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
+    def _fill_back(
+        self, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None
+    ) -> None:
         """Walk the victims in reverse from the second-to-last, putting back each one
         the preemptor does not need (Kueue keeps the last victim added: it made it fit).
 
@@ -387,7 +386,11 @@ class Walk:
         (victims are put back, never taken), the fit test is monotone in usage (see the
         module notes), and one flavor-resource's usage never changes another's
         Available, so the test that failed then fails now. Only quota failures are
-        remembered; nothing a plugin is asked depends on such a step."""
+        remembered; nothing a plugin is asked depends on such a step.
+
+        ``freed``: the victims' node room is kept beside the placements (``room.py``);
+        a victim put back takes its room back there, and a step that fails gives it
+        again."""
         statement = self.session.statement
         targets = self.targets
         # Workloads whose remainder (a victim that is not a single pod) is in the set.
@@ -399,6 +402,7 @@ class Walk:
         # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
         # failed the quota test: see the docstring.
         failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
+        saved: tuple[int, ...] = ()
         for i in range(len(victims) - 2, -1, -1):
             victim = victims[i]
             if victim.single_pod and remainders.get(id(victim.workload)):
@@ -419,7 +423,14 @@ class Walk:
                 else:
                     known.append(shape)
                 continue
-            if targets:
+            if freed is not None:
+                saved = freed.saved()
+                freed.take_back(victim)
+                if not freed.fits():
+                    freed.undo(victim, saved)
+                    statement.rollback(mark)
+                    continue
+            elif targets:
                 for node, requests in victim.room:
                     statement.take_room(node, requests)
                 if not self.session.pods_fit(targets):
@@ -430,6 +441,8 @@ class Walk:
                 if not victim.single_pod:
                     remainders[id(victim.workload)] -= 1
                 continue
+            if freed is not None:
+                freed.undo(victim, saved)
             statement.rollback(mark)
 
     def _level(self) -> int:
