@@ -1,4 +1,4 @@
-"""Victim walks on nodes decide as the plain path (framework/preemption/room.py, walk.py).
+"""Victim walks decide as the plain walk (framework/preemption/room.py, walk.py).
 
 On the memo path a walk keeps its victims' node room beside the placements and follows
 how many of the preemptor's pods it holds; on the plain path (``memo=False``) every
@@ -9,18 +9,23 @@ its workers) must get the same decisions and the same vetoes either way.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from preemptd.framework.preemption import room as room_module
+from preemptd.framework.preemption import walk as walk_module
+from preemptd.framework.run import run_session
+from preemptd.framework.session import Registry
 from preemptd.framework.testing import snapshot
+from preemptd.plugins import cohort_reclaim, min_runtime, priority
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, generate_spec
-from tests.scenarios.test_search_memo import _both, assert_same_decisions
+from tests.scenarios.test_search_memo import _both, _random_cluster, assert_same_decisions
 
 
 @settings(max_examples=12, deadline=None)
@@ -54,3 +59,30 @@ def test_the_generated_walks_test_one_pod_set_and_a_launcher_with_its_workers(mo
     actions, registry_of = default_session()
     _both(lambda: snapshot(objects, NOW_MS), registry_of, actions)
     assert seen["exact"] and seen["launcher"]
+
+
+def _never_sure(self: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """No slack: fill-back tests the quota for every victim it puts back."""
+    return (-1,) * len(self.usage), (-1,) * len(self.usage)
+
+
+def _decided(parsed: Any) -> tuple[str, str]:
+    registry = Registry(
+        [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None), ("min-runtime", min_runtime, None)]
+    )
+    decisions = run_session(snapshot(parsed, 100_000), registry, actions=("allocate", "preempt"))
+    return decisions.to_json(), json.dumps(decisions.explanations, sort_keys=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=0, max_value=100_000))
+@example(512)  # a victim of the preemptor's own queue that the test within nominal needs
+def test_fill_back_keeps_the_victims_that_testing_each_one_keeps(seed: int) -> None:
+    """Fill-back skips the quota test of a victim whose usage the slack covers: random
+    queue trees (nominal, lending and borrowing limits, both attempts) decide and explain
+    exactly as when every victim put back is tested."""
+    parsed = _random_cluster(seed)
+    with_slack = _decided(parsed)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(walk_module.Walk, "_slack", _never_sure)
+        assert _decided(parsed) == with_slack
