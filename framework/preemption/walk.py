@@ -81,6 +81,13 @@ class Walk:
         the quota as taking them one by one does. A victim a scenario filter rejects is
         never taken, as it is rolled back in the step-by-step walk.
 
+        The lender test only turns from yes to no as an attempt goes on (usage is only
+        taken away, and the test asks whether the lender's queue and cohorts are still
+        above nominal), and it reads a candidate's queue and which of the needed
+        flavor-resources the candidate holds: once it refuses a candidate, it refuses
+        every later candidate of that queue holding the same flavor-resources, which are
+        skipped without a test (and without taking the victims waiting under their top).
+
         ``hopeless``: :meth:`may_fit` proved that no step fits. The walk then tells only
         what it tells the plugins: the same candidates in the same order reach
         ``is_preemptible`` and the scenario filters with the same victims so far, so the
@@ -104,11 +111,16 @@ class Walk:
         # Per queue or cohort off the preemptor's path: the needed usage of the waiting
         # victims under it (see ``waiting.py``).
         pending: dict[QuotaNode, dict[FR, int]] = {}
+        # Queues (with the flavor-resources their candidates hold) the lender test refused.
+        refused: set[tuple[QuotaNode, tuple[FR, ...]]] = set()
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 if candidate.group != CLASS_SAME_QUEUE:
+                    lender = (candidate.leaf, tuple(candidate.usage))
+                    if lender in refused:
+                        continue
                     gives = False
                     if others:
                         top = self._top(candidate.leaf)
@@ -123,6 +135,7 @@ class Walk:
                                 forget(waiting, pending, self.path)
                                 self._take(waiting, unplaced)
                     if not gives and not self._lender_may_give(candidate):
+                        refused.add(lender)
                         continue
                 if (
                     not candidate.single_pod

@@ -20,7 +20,8 @@ from preemptd.framework.preemption import room as room_module
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
-from preemptd.framework.testing import snapshot
+from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
 
 from benchmarks.bench_session import default_session
@@ -86,3 +87,39 @@ def test_fill_back_keeps_the_victims_that_testing_each_one_keeps(seed: int) -> N
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(walk_module.Walk, "_slack", _never_sure)
         assert _decided(parsed) == with_slack
+
+
+def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SEMANTICS §4 by hand. Cohort of ``a`` (nominal 5) and ``c`` (nominal 2, using 4 in
+    four 1-core workloads ``c1``..``c4``, newest first). ``h`` in ``a`` (priority 5, may
+    reclaim while borrowing from lower priorities) asks for 6 cores: Available is
+    7 - 4 = 3. Each attempt (with borrowing, then within nominal) takes ``c1`` and ``c2`` (``c`` is still above its
+    nominal before each), then ``c`` is at its nominal: ``c3`` is refused, and so is
+    ``c4`` without asking. 5 cores are not 6: ``h`` stays pending, nothing is preempted.
+    The lender test is asked about ``c1`` and ``c3`` only (``c2`` passes on the lower
+    bound of the waiting victims, ``waiting.py``)."""
+    asked: list[str] = []
+    real = walk_module.lender_may_give
+
+    def counting(accounting: Any, leaf: Any, lender: Any, usage: Any, needed: Any, path: Any = None) -> bool:
+        asked.append(lender.name)
+        return real(accounting, leaf, lender, usage, needed, path)
+
+    policy = PreemptionPolicy(
+        within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority"
+    )
+    parsed = inventory(
+        [cohort("root"), queue("a", "root", cpu=5, preemption=policy), queue("c", "root", cpu=2)],
+        [
+            *(workload(f"c{i}", "c", 1, created=1, admitted=True, admitted_at=50 - 10 * i) for i in range(1, 5)),
+            workload("h", "a", 6, priority=5, created=2),
+        ],
+    )
+    plain = _decided(parsed)
+    monkeypatch.setattr(walk_module, "lender_may_give", counting)
+    decided = _decided(parsed)
+    assert decided == plain
+    result = json.loads(decided[0])
+    assert result["preempted"] == []
+    assert [(p["workload"], p["reason"]) for p in result["pending"]] == [("ns/h", "PreemptionNoCandidates")]
+    assert asked == ["c", "c"] * 2
