@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.preemption import room as room_module
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
-from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
 
