@@ -220,6 +220,8 @@ class Walk:
         """Take the waiting victims from the quota only, in one step per queue (taking
         usage away is additive); their node room comes free (``room.py``) once a fit
         test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        if not waiting:
+            return
         remove = self.session.statement.remove_usage
         if len(waiting) == 1:
             victim = waiting[0]
@@ -327,7 +329,8 @@ class Walk:
         remembered; nothing a plugin is asked depends on such a step.
 
         A victim the quota does not need is known without a test too, while the
-        slack of the last test covers its usage (``bound.py``).
+        slack of the last test covers its usage (``bound.py``); and one of the
+        preemptor's own queue that the test within nominal needs, by its exact slack.
 
         ``freed``: the victims' node room is kept beside the placements (``room.py``);
         a victim put back takes its room back there, and a step that fails gives it
@@ -356,7 +359,14 @@ class Walk:
             if known is not None and any(covers(shape, smaller) for smaller in known):
                 continue
             own = victim.leaf is leaf
-            sure = covers(slack, shape) and (allow_borrowing or not own or covers(nominal, shape))
+            if own and not allow_borrowing and not covers(nominal, shape):
+                # The test within nominal fails: its slack is exact (``bound.py``).
+                if known is None:
+                    failed[victim.leaf] = [shape]
+                else:
+                    known.append(shape)
+                continue
+            sure = covers(slack, shape)
             mark = statement.checkpoint()
             statement.add_usage(victim.leaf, usage)
             # The quota is tested before the room is taken back: a victim the quota

@@ -63,8 +63,8 @@ def test_the_generated_walks_test_one_pod_set_and_a_launcher_with_its_workers(mo
 
 
 def _never_sure(self: Any) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """No slack: fill-back tests the quota for every victim it puts back."""
-    return (-1,) * len(self.usage), (-1,) * len(self.usage)
+    """No slack known either way: fill-back tests the quota for every victim it puts back."""
+    return (-1,) * len(self.usage), (1 << 62,) * len(self.usage)
 
 
 def _decided(parsed: Any) -> tuple[str, str]:
@@ -79,9 +79,10 @@ def _decided(parsed: Any) -> tuple[str, str]:
 @given(st.integers(min_value=0, max_value=100_000))
 @example(512)  # a victim of the preemptor's own queue that the test within nominal needs
 def test_fill_back_keeps_the_victims_that_testing_each_one_keeps(seed: int) -> None:
-    """Fill-back skips the quota test of a victim whose usage the slack covers: random
-    queue trees (nominal, lending and borrowing limits, both attempts) decide and explain
-    exactly as when every victim put back is tested."""
+    """Fill-back skips the quota test of a victim whose usage the slack covers, and of a
+    victim of the preemptor's own queue the test within nominal needs: random queue trees
+    (nominal, lending and borrowing limits, both attempts) decide and explain exactly as
+    when every victim put back is tested."""
     parsed = _random_cluster(seed)
     with_slack = _decided(parsed)
     with pytest.MonkeyPatch.context() as patch:
