@@ -86,9 +86,8 @@ def may_fit(
     may take evicted at once. When it does not, no step of the attempt fits.
 
     A candidate counted twice only makes the bound looser (the walk then runs as usual),
-    never wrong. Only the preemptor's flavor-resources are summed. Usage is removed per
-    queue, in one step per flavor-resource (removal is additive), and added back
-    exactly. The cheaper test (see the module notes) looks only at the flavor-resources
+    never wrong. Only the preemptor's flavor-resources are summed. Usage is removed
+    where it reaches the preemptor's path (:func:`_arriving`), and added back exactly. The cheaper test (see the module notes) looks only at the flavor-resources
     that do not fit now: the others fit already, and taking victims only adds to what is
     free."""
     short: list[FR] = []
@@ -121,10 +120,58 @@ def may_fit(
         lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
         for lender, usages in by_leaf.items()
     }
-    for lender, amounts in freed.items():
-        accounting.remove_all(lender, amounts)
+    arriving = _arriving(accounting, leaf, freed)
+    for node, amounts in arriving:
+        accounting.remove_all(node, amounts)
     try:
         return fits_quota(accounting, leaf, usage, allow_borrowing)
     finally:
-        for lender, amounts in freed.items():
-            accounting.add_all(lender, amounts)
+        for node, amounts in arriving:
+            accounting.add_all(node, amounts)
+
+
+def _arriving(
+    accounting: Accounting, leaf: QuotaNode, freed: dict[QuotaNode, dict[FR, int]]
+) -> list[tuple[QuotaNode, dict[FR, int]]]:
+    """Where removing ``freed`` (usage per queue) reaches the preemptor's path, and how
+    much: only the path's usage is read by the fit test. Removing usage from a queue
+    passes up to its parent what it had stored there (its usage beyond its local
+    reserve); removals are additive, and several removals below one node pass up
+    together ``min(their sum, what it stored)``, as they would one by one. So the
+    queues off the path are summed bottom up without being changed, and each path
+    node gets, as a removal of its own, what reaches it from below."""
+    path = set(leaf.path())
+    out: list[tuple[QuotaNode, dict[FR, int]]] = []
+    # Per depth, the queues and cohorts off the path and what leaves them from below.
+    levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
+    for node, amounts in freed.items():
+        if node in path:
+            out.append((node, amounts))
+        else:
+            levels.setdefault(node.depth, {})[node] = dict(amounts)
+    all_usage = accounting.usage
+    for depth in range(max(levels, default=0), 0, -1):
+        for node, amounts in levels.get(depth, {}).items():
+            parent = node.parent
+            if parent is None:
+                continue  # another queue tree: nothing reaches the preemptor's
+            used = all_usage[node.index]
+            guaranteed = node.guaranteed
+            passed = {}
+            for fr, amount in amounts.items():
+                stored = used.get(fr, 0) - guaranteed.get(fr, 0)
+                if amount > 0 and stored > 0:
+                    passed[fr] = min(amount, stored)
+            if not passed:
+                continue
+            if parent in path:
+                out.append((parent, passed))
+                continue
+            above = levels.setdefault(depth - 1, {})
+            into = above.get(parent)
+            if into is None:
+                above[parent] = passed
+            else:
+                for fr, amount in passed.items():
+                    into[fr] = into.get(fr, 0) + amount
+    return out
