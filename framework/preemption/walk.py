@@ -76,10 +76,13 @@ class Walk:
         (``waiting.py``), and only when that is not enough are they taken before it; the
         others (and the victims of the preemptor's own queue, whose usage leaves only the
         path) keep waiting. Victims are taken from the quota first; their node room comes
-        free only when the quota fits, before the pods' fit test reads it. Taking
-        usage away is additive and order-free, so waiting victims taken together leave
-        the quota as taking them one by one does. A victim a scenario filter rejects is
-        never taken, as it is rolled back in the step-by-step walk.
+        free only when the quota fits, before the pods' fit test reads it. Once the
+        quota fits, it fits at every later step of the attempt (the state only loses
+        usage, and the test is monotone: ``bound.py``), so it is not tested again: later
+        victims wait for the quota until fill-back, and only their room comes free at
+        once. Taking usage away is additive and order-free, so waiting victims taken
+        together leave the quota as taking them one by one does. A victim a scenario
+        filter rejects is never taken, as it is rolled back in the step-by-step walk.
 
         The lender test only turns from yes to no as an attempt goes on (usage is only
         taken away, and the test asks whether the lender's queue and cohorts are still
@@ -107,7 +110,7 @@ class Walk:
         freed = FreedRoom(session, self.targets) if self.targets and lazy and not hopeless else None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
-        unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
+        quota_fits = False  # the quota fit at a step of this (lazy) attempt
         # Per queue or cohort off the preemptor's path: the needed usage of the waiting
         # victims under it (see ``waiting.py``).
         pending: dict[QuotaNode, dict[FR, int]] = {}
@@ -133,7 +136,7 @@ class Walk:
                             else:
                                 del others[top]
                                 forget(waiting, pending, self.path)
-                                self._take(waiting, unplaced)
+                                self._take(waiting)
                     if not gives and not self._lender_may_give(candidate):
                         refused.add(lender)
                         continue
@@ -163,21 +166,25 @@ class Walk:
                     else:
                         others.setdefault(self._top(candidate.leaf), []).append(candidate)
                         remember(candidate, pending, self.needed, self.path)
-                    if room is None or not self._may_fit_with(room, candidate):
-                        continue
-                    self._take(own, unplaced)
-                    for waiting in others.values():
-                        self._take(waiting, unplaced)
-                    others.clear()
-                    pending.clear()
-                    if not self._fits_quota(allow_borrowing):
-                        continue
-                    if unplaced:
+                    if room is None:
+                        continue  # hopeless: no fit test
+                    if quota_fits:
+                        # The quota fits at every later step: the victim waits for it,
+                        # and only its room comes free now.
                         if freed is not None:
-                            freed.give(unplaced)
-                        unplaced.clear()
+                            freed.give((candidate,))
+                    else:
+                        if not self._may_fit_with(room, candidate):
+                            continue
+                        self._take_all(own, others, pending)
+                        if not self._fits_quota(allow_borrowing):
+                            continue
+                        quota_fits = True
+                        if freed is not None:
+                            freed.give(victims)
                     if freed is not None and not freed.fits():
                         continue
+                    self._take_all(own, others, pending)
                     self._fill_back(victims, allow_borrowing, freed)
                     level = self._level()
                     return victims, level
@@ -216,10 +223,9 @@ class Walk:
                 fits = False
         return fits
 
-    def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
+    def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
-        usage away is additive); their node room comes free (``room.py``) once a fit
-        test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        usage away is additive). Nothing listens to the evictions (:meth:`may_skip_walk`)."""
         if not waiting:
             return
         remove = self.session.statement.remove_usage
@@ -237,8 +243,20 @@ class Walk:
                     summed[fr] = summed.get(fr, 0) + amount
             for leaf, summed in by_leaf.items():
                 remove(leaf, summed)
-        unplaced.extend(waiting)
         waiting.clear()
+
+    def _take_all(
+        self,
+        own: list[Candidate],
+        others: dict[QuotaNode, list[Candidate]],
+        pending: dict[QuotaNode, dict[FR, int]],
+    ) -> None:
+        """Take every waiting victim from the quota."""
+        self._take(own)
+        for waiting in others.values():
+            self._take(waiting)
+        others.clear()
+        pending.clear()
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
