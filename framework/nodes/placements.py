@@ -249,8 +249,50 @@ class Placements:
         """
         if count <= 0:
             return True
-        tally = self.tally(flavor, requests, count, selector, tolerations)
-        return tally is not None and self.count(tally) >= count
+        index = self._index.get(flavor)
+        if index is None:
+            return False
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        wanted = [(r, a) for r, a in requests.items() if a > 0]
+        nodes = self.pool.nodes
+        free = self.free
+        keys = index.keys
+        remaining = count
+        stale = self._stale
+        if stale:
+            # Stale nodes first, on their actual room and with the index's filters.
+            node_flavors = self._node_flavors
+            for name, (node_gpus, node_cpu) in self._moved.items():
+                if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
+                    continue
+                room = free[name]
+                fits = remaining
+                for resource, amount in wanted:
+                    fits = min(fits, room.get(resource, 0) // amount)
+                    if fits <= 0:
+                        break
+                if fits > 0 and node_matches(nodes[name], selector, tolerations):
+                    remaining -= fits
+                    if remaining <= 0:
+                        return True
+        for k in keys[bisect_left(keys, gpus) :]:
+            bucket = index.buckets[k]
+            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
+                name = bucket[j][1]
+                if stale and name in stale:
+                    continue
+                room = free[name]
+                fits = remaining
+                for resource, amount in wanted:
+                    fits = min(fits, room.get(resource, 0) // amount)
+                    if fits <= 0:
+                        break
+                if fits > 0 and node_matches(nodes[name], selector, tolerations):
+                    remaining -= fits
+                    if remaining <= 0:
+                        return True
+        return False
 
     def tally(
         self,
