@@ -4,33 +4,19 @@
 request fits, then fills back to a minimal set; every step is exact and undoable,
 and everything is rolled back when the walk returns.
 
-Searches that cannot succeed. The state at any step of an attempt is the committed
-state less a subset of the candidates the attempt may take, and the fit test is
-monotone: Available (and usage, for the test within nominal) only improves as usage is
-removed anywhere in the queue tree. So if the request does not fit with *all* of them
-removed at once, no step fits and the attempt fails (:meth:`Walk.may_fit`, the bound).
-A cheaper necessary condition decides first: removing ``x`` of usage anywhere raises the
-leaf's unclipped Available by at most ``x`` (each level of the tree passes up no more
-than it lost), so the headroom plus the candidates' whole usage must reach the request.
-A search the bound proves hopeless still walks its candidates in the same order for
-what the plugins are told and answer — vetoes, their counts, min-runtime's notes — but
-runs no fit test and takes nothing it does not have to (:meth:`Walk.attempt` with
-``hopeless``), which is exact under the ``MEMO_SAFE`` promise that plugins answer from
-the state committed before the search. A bound computed from other preemptors'
-failures instead ("a head that asks for at least as much, with no higher priority, in
-the same queue and epoch, fails too") holds for the fit, but not for the vetoes: a
-plugin may veto a candidate for the weaker preemptor only, which changes its pending
-reason and message; so every search asks its own questions.
+Searches that cannot succeed, and tests known without running them: ``bound.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
+from .bound import fits_quota, may_fit, slack
+from .room import FreedRoom
 from .waiting import covers, forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
@@ -90,10 +76,20 @@ class Walk:
         (``waiting.py``), and only when that is not enough are they taken before it; the
         others (and the victims of the preemptor's own queue, whose usage leaves only the
         path) keep waiting. Victims are taken from the quota first; their node room comes
-        free only when the quota fits, before the pods' fit test reads it. Taking
-        usage away is additive and order-free, so waiting victims taken together leave
-        the quota as taking them one by one does. A victim a scenario filter rejects is
-        never taken, as it is rolled back in the step-by-step walk.
+        free only when the quota fits, before the pods' fit test reads it. Once the
+        quota fits, it fits at every later step of the attempt (the state only loses
+        usage, and the test is monotone: ``bound.py``), so it is not tested again: later
+        victims wait for the quota until fill-back, and only their room comes free at
+        once. Taking usage away is additive and order-free, so waiting victims taken
+        together leave the quota as taking them one by one does. A victim a scenario
+        filter rejects is never taken, as it is rolled back in the step-by-step walk.
+
+        The lender test only turns from yes to no as an attempt goes on (usage is only
+        taken away, and the test asks whether the lender's queue and cohorts are still
+        above nominal), and it reads a candidate's queue and which of the needed
+        flavor-resources the candidate holds: once it refuses a candidate, it refuses
+        every later candidate of that queue holding the same flavor-resources, which are
+        skipped without a test (and without taking the victims waiting under their top).
 
         ``hopeless``: :meth:`may_fit` proved that no step fits. The walk then tells only
         what it tells the plugins: the same candidates in the same order reach
@@ -110,17 +106,24 @@ class Walk:
         nodes = bool(self.targets) and not hopeless
         room = self._headroom() if self.may_skip_walk() and not hopeless else None
         lazy = hopeless or room is not None
+        # The node room of lazy victims, beside the placements (``room.py``).
+        freed = FreedRoom(session, self.targets) if self.targets and lazy and not hopeless else None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
-        unplaced: list[Candidate] = []  # lazy victims taken from the quota, their room not yet
+        quota_fits = False  # the quota fit at a step of this (lazy) attempt
         # Per queue or cohort off the preemptor's path: the needed usage of the waiting
         # victims under it (see ``waiting.py``).
         pending: dict[QuotaNode, dict[FR, int]] = {}
+        # Queues (with the flavor-resources their candidates hold) the lender test refused.
+        refused: set[tuple[QuotaNode, tuple[FR, ...]]] = set()
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 if candidate.group != CLASS_SAME_QUEUE:
+                    lender = (candidate.leaf, tuple(candidate.usage))
+                    if lender in refused:
+                        continue
                     gives = False
                     if others:
                         top = self._top(candidate.leaf)
@@ -133,8 +136,9 @@ class Walk:
                             else:
                                 del others[top]
                                 forget(waiting, pending, self.path)
-                                self._take(waiting, unplaced)
+                                self._take(waiting)
                     if not gives and not self._lender_may_give(candidate):
+                        refused.add(lender)
                         continue
                 if (
                     not candidate.single_pod
@@ -162,22 +166,26 @@ class Walk:
                     else:
                         others.setdefault(self._top(candidate.leaf), []).append(candidate)
                         remember(candidate, pending, self.needed, self.path)
-                    if room is None or not self._may_fit_with(room, candidate):
+                    if room is None:
+                        continue  # hopeless: no fit test
+                    if quota_fits:
+                        # The quota fits at every later step: the victim waits for it,
+                        # and only its room comes free now.
+                        if freed is not None:
+                            freed.give((candidate,))
+                    else:
+                        if not self._may_fit_with(room, candidate):
+                            continue
+                        self._take_all(own, others, pending)
+                        if not self._fits_quota(allow_borrowing):
+                            continue
+                        quota_fits = True
+                        if freed is not None:
+                            freed.give(victims)
+                    if freed is not None and not freed.fits():
                         continue
-                    self._take(own, unplaced)
-                    for waiting in others.values():
-                        self._take(waiting, unplaced)
-                    others.clear()
-                    pending.clear()
-                    if not self._fits_quota(allow_borrowing):
-                        continue
-                    if unplaced:
-                        if nodes:
-                            self._give_room(unplaced)
-                        unplaced.clear()
-                    if self.targets and not self.session.pods_fit(self.targets):
-                        continue
-                    self._fill_back(victims, allow_borrowing)
+                    self._take_all(own, others, pending)
+                    self._fill_back(victims, allow_borrowing, freed)
                     level = self._level()
                     return victims, level
                 if self._fits(allow_borrowing):
@@ -215,10 +223,11 @@ class Walk:
                 fits = False
         return fits
 
-    def _take(self, waiting: list[Candidate], unplaced: list[Candidate]) -> None:
+    def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
-        usage away is additive); their node room comes free (:meth:`_give_room`) once a
-        fit test reads it. Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        usage away is additive). Nothing listens to the evictions (:meth:`may_skip_walk`)."""
+        if not waiting:
+            return
         remove = self.session.statement.remove_usage
         if len(waiting) == 1:
             victim = waiting[0]
@@ -234,14 +243,20 @@ class Walk:
                     summed[fr] = summed.get(fr, 0) + amount
             for leaf, summed in by_leaf.items():
                 remove(leaf, summed)
-        unplaced.extend(waiting)
         waiting.clear()
 
-    def _give_room(self, victims: list[Candidate]) -> None:
-        give = self.session.statement.give_room
-        for victim in victims:
-            for node, requests in victim.room:
-                give(node, requests)
+    def _take_all(
+        self,
+        own: list[Candidate],
+        others: dict[QuotaNode, list[Candidate]],
+        pending: dict[QuotaNode, dict[FR, int]],
+    ) -> None:
+        """Take every waiting victim from the quota."""
+        self._take(own)
+        for waiting in others.values():
+            self._take(waiting)
+        others.clear()
+        pending.clear()
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
@@ -251,63 +266,10 @@ class Walk:
         return session.memo is not None and session.statement.on_evict is None
 
     def may_fit(self, candidates: list[Candidate], allow_borrowing: bool) -> bool:
-        """The bound: whether the request fits the quota with every candidate this attempt
-        may take evicted at once. When it does not, no step of the attempt fits.
-
-        The walk's state at any step is the committed state less a subset of these
-        candidates, and Available (and usage, for the test within nominal) only
-        improves as usage is removed anywhere in the tree, so the fit test of every
-        step is at most as true as this one. A candidate counted twice only makes the
-        bound looser (the walk then runs as usual), never wrong. Only the preemptor's
-        flavor-resources are summed: usage of one flavor-resource never changes the
-        Available of another. Usage is removed per queue, in one step per
-        flavor-resource (removal is additive), and added back exactly.
-
-        A cheaper test decides first where it can: removing ``x`` of usage anywhere
-        raises the leaf's unclipped Available by at most ``x``
-        (:meth:`~preemptd.framework.quota.Accounting.headroom`), so a flavor-resource
-        whose headroom plus the candidates' whole usage of it is short of the request
-        cannot fit. Only the flavor-resources that do not fit now are looked at: the
-        others fit already, and taking victims only adds to what is free."""
-        accounting = self.session.accounting
-        leaf = self.leaf
-        short: list[FR] = []
-        for fr, amount in self.usage.items():
-            room = accounting.headroom(leaf, fr)
-            within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
-            if room >= amount and within:
-                continue
-            short.append(fr)
-            if room >= amount:
-                continue
-            if allow_borrowing:
-                room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
-            else:
-                room += sum([c.usage.get(fr, 0) for c in candidates])
-            if room < amount:
-                return False
-        if not short:
-            return True
-        by_leaf: dict[QuotaNode, list[Mapping[FR, int]]] = {}
-        for candidate in candidates:
-            if candidate.only_within_nominal and allow_borrowing:
-                continue
-            usages = by_leaf.get(candidate.leaf)
-            if usages is None:
-                by_leaf[candidate.leaf] = [candidate.usage]
-            else:
-                usages.append(candidate.usage)
-        freed = {
-            lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
-            for lender, usages in by_leaf.items()
-        }
-        for lender, amounts in freed.items():
-            accounting.remove_all(lender, amounts)
-        try:
-            return self._fits_quota(allow_borrowing)
-        finally:
-            for lender, amounts in freed.items():
-                accounting.add_all(lender, amounts)
+        """The bound (``bound.py``): whether the request fits the quota with every
+        candidate this attempt may take evicted at once. When it does not, no step of the
+        attempt fits."""
+        return may_fit(self.session.accounting, self.leaf, self.usage, candidates, allow_borrowing)
 
     def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
         """The remainder of an elastic workload goes only after all its single pods."""
@@ -368,28 +330,32 @@ class Walk:
         return True
 
     def _fits_quota(self, allow_borrowing: bool) -> bool:
-        accounting = self.session.accounting
-        leaf = self.leaf
-        for fr, amount in self.usage.items():
-            if amount > accounting.available(leaf, fr):
-                return False
-            if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-                return False
-        return True
+        return fits_quota(self.session.accounting, self.leaf, self.usage, allow_borrowing)
 
-    def _fill_back(self, victims: list[Candidate], allow_borrowing: bool) -> None:
+    def _fill_back(
+        self, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None
+    ) -> None:
         """Walk the victims in reverse from the second-to-last, putting back each one
         the preemptor does not need (Kueue keeps the last victim added: it made it fit).
 
         A victim the quota still needs is known without a test when an earlier victim
         of the same queue, using no more of any of the preemptor's flavor-resources,
         failed the quota test: the state only gains usage as the fill-back goes on
-        (victims are put back, never taken), the fit test is monotone in usage (see the
-        module notes), and one flavor-resource's usage never changes another's
+        (victims are put back, never taken), the fit test is monotone in usage
+        (``bound.py``), and one flavor-resource's usage never changes another's
         Available, so the test that failed then fails now. Only quota failures are
-        remembered; nothing a plugin is asked depends on such a step."""
+        remembered; nothing a plugin is asked depends on such a step.
+
+        A victim the quota does not need is known without a test too, while the
+        slack of the last test covers its usage (``bound.py``); and one of the
+        preemptor's own queue that the test within nominal needs, by its exact slack.
+
+        ``freed``: the victims' node room is kept beside the placements (``room.py``);
+        a victim put back takes its room back there, and a step that fails gives it
+        again."""
         statement = self.session.statement
         targets = self.targets
+        leaf = self.leaf
         # Workloads whose remainder (a victim that is not a single pod) is in the set.
         remainders: dict[int, int] = {}
         for v in victims:
@@ -399,6 +365,8 @@ class Walk:
         # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
         # failed the quota test: see the docstring.
         failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
+        slack, nominal = self._slack()
+        saved: tuple[int, ...] = ()
         for i in range(len(victims) - 2, -1, -1):
             victim = victims[i]
             if victim.single_pod and remainders.get(id(victim.workload)):
@@ -408,18 +376,41 @@ class Walk:
             known = failed.get(victim.leaf)
             if known is not None and any(covers(shape, smaller) for smaller in known):
                 continue
+            own = victim.leaf is leaf
+            if own and not allow_borrowing and not covers(nominal, shape):
+                # The test within nominal fails: its slack is exact (``bound.py``).
+                if known is None:
+                    failed[victim.leaf] = [shape]
+                else:
+                    known.append(shape)
+                continue
+            sure = covers(slack, shape)
             mark = statement.checkpoint()
             statement.add_usage(victim.leaf, usage)
             # The quota is tested before the room is taken back: a victim the quota
             # still needs (most of them) costs no node change.
-            if not self._fits_quota(allow_borrowing):
+            if sure:
+                kept = (
+                    tuple([room - put for room, put in zip(slack, shape, strict=True)]),
+                    tuple([room - put for room, put in zip(nominal, shape, strict=True)]) if own else nominal,
+                )
+            elif self._fits_quota(allow_borrowing):
+                kept = self._slack()
+            else:
                 statement.rollback(mark)
                 if known is None:
                     failed[victim.leaf] = [shape]
                 else:
                     known.append(shape)
                 continue
-            if targets:
+            if freed is not None:
+                saved = freed.saved()
+                freed.take_back(victim)
+                if not freed.fits():
+                    freed.undo(victim, saved)
+                    statement.rollback(mark)
+                    continue
+            elif targets:
                 for node, requests in victim.room:
                     statement.take_room(node, requests)
                 if not self.session.pods_fit(targets):
@@ -429,8 +420,14 @@ class Walk:
                 del victims[i]
                 if not victim.single_pod:
                     remainders[id(victim.workload)] -= 1
+                slack, nominal = kept
                 continue
+            if freed is not None:
+                freed.undo(victim, saved)
             statement.rollback(mark)
+
+    def _slack(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        return slack(self.session.accounting, self.leaf, self.usage)
 
     def _level(self) -> int:
         return self.session.accounting.level_of(self.leaf, self.usage)

@@ -1,121 +1,14 @@
-"""Node-level fit and placement (SEMANTICS §6, first part).
-
-Only flavors that have Node objects (nodes whose labels match the flavor's
-``nodeLabels``) are placed; without nodes only quota counts, as in Kueue.
-
-Pods are placed one at a time, best fit: the node with the least free GPUs
-that still fits, then the least free cpu, then the node name. Scanning 4,000
-nodes per pod would be quadratic over a burst of pods, so each flavor keeps
-its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
-the first fitting node found walking buckets upwards from the request is the
-best fit.
-
-A victim search frees and takes room tentatively, and undoes it after every
-attempt; re-sorting a node in its bucket each time cost more than the search
-itself. Room changed through :meth:`Placements.take_tentatively` and
-:meth:`Placements.give_back_tentatively` changes only the node's free room: the
-node is marked stale, with the place the index still holds for it, and is moved
-in the index by :meth:`Placements.sync` (the session's statement syncs on commit,
-and when a rollback brings it back to the last commit). Until then every query
-skips stale nodes in the index and judges them one by one on their actual room,
-with the same filters and order, so its answer is the one a fresh index gives.
-"""
+"""Free room per node during one session, with best-fit placement (see the package notes)."""
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
-from .model import GPU_RESOURCES, Flavor, Node, PodSet, Taint, Toleration, tolerates
+from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
+from .pool import NodePool, PodTally, _fits, _FlavorIndex, gpu_amount, node_matches, pod_terms
 
-__all__ = ["NodePool", "Placements", "gpu_amount", "pod_terms"]
-
-_BLOCKING = ("NoSchedule", "NoExecute")
-
-
-def gpu_amount(amounts: Mapping[str, int]) -> int:
-    total = 0
-    for resource in GPU_RESOURCES:
-        total += amounts.get(resource, 0)
-    return total
-
-
-def node_matches(
-    node: Node,
-    selector: Mapping[str, str],
-    tolerations: Sequence[Toleration],
-) -> bool:
-    if node.unschedulable:
-        return False
-    labels = node.labels
-    for key, value in selector.items():
-        if labels.get(key) != value:
-            return False
-    for taint in node.taints:
-        if taint.effect in _BLOCKING and not tolerates(tuple(tolerations), taint):
-            return False
-    return True
-
-
-class NodePool:
-    """The static node view of a snapshot: which nodes serve which flavor."""
-
-    __slots__ = ("by_flavor", "free", "nodes")
-
-    def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
-        self.nodes = dict(sorted(nodes.items()))
-        self.free: dict[str, dict[str, int]] = {
-            name: dict(node.allocatable) for name, node in self.nodes.items()
-        }
-        self.by_flavor: dict[str, list[str]] = {}
-        if not self.nodes:
-            return
-        for flavor in sorted(flavors.values(), key=lambda f: f.name):
-            members = [
-                name
-                for name, node in self.nodes.items()
-                if all(node.labels.get(k) == v for k, v in flavor.node_labels.items())
-            ]
-            if members:
-                self.by_flavor[flavor.name] = members
-
-    def consume(self, node_name: str, requests: Mapping[str, int]) -> None:
-        """Subtract a bound pod's requests (snapshot building only)."""
-        free = self.free.get(node_name)
-        if free is None:
-            return
-        for resource, amount in requests.items():
-            free[resource] = free.get(resource, 0) - amount
-
-
-def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
-    # A plain loop: all() over a generator costs a frame per call on this hot path.
-    for resource, amount in requests.items():  # noqa: SIM110
-        if free.get(resource, 0) < amount:
-            return False
-    return True
-
-
-class _FlavorIndex:
-    __slots__ = ("buckets", "keys")
-
-    def __init__(self) -> None:
-        self.buckets: dict[int, list[tuple[int, str]]] = {}
-        self.keys: list[int] = []
-
-    def insert(self, gpus: int, cpu: int, name: str) -> None:
-        bucket = self.buckets.get(gpus)
-        if bucket is None:
-            bucket = self.buckets[gpus] = []
-            insort(self.keys, gpus)
-        insort(bucket, (cpu, name))
-
-    def delete(self, gpus: int, cpu: int, name: str) -> None:
-        bucket = self.buckets[gpus]
-        del bucket[bisect_left(bucket, (cpu, name))]
-        if not bucket:
-            del self.buckets[gpus]
-            del self.keys[bisect_left(self.keys, gpus)]
+__all__ = ["Placements"]
 
 
 class Placements:
@@ -189,6 +82,84 @@ class Placements:
         if not stale:
             return None
         return self._best_stale(index, requests, selector, tolerations, None)
+
+    def best_fit_unchanged(
+        self,
+        flavor: str,
+        requests: Mapping[str, int],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        changed: Mapping[str, Mapping[str, int]],
+    ) -> tuple[int, int, str] | None:
+        """The best fit for one pod among the nodes of ``flavor`` neither stale nor in
+        ``changed``, as its index orders them: (free GPUs, free cpu, name), or ``None``."""
+        index = self._index.get(flavor)
+        if index is None:
+            return None
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        nodes = self.pool.nodes
+        free = self.free
+        keys = index.keys
+        stale = self._stale
+        for k in keys[bisect_left(keys, gpus) :]:
+            bucket = index.buckets[k]
+            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
+                node_cpu, name = bucket[j]
+                if name in changed or (stale and name in stale):
+                    continue
+                if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
+                    return (k, node_cpu, name)
+        return None
+
+    def best_fit_beside(
+        self,
+        flavor: str,
+        requests: Mapping[str, int],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        changed: Mapping[str, Mapping[str, int]],
+    ) -> str | None:
+        """:meth:`best_fit` on the room of the placements plus ``changed``: room a search
+        keeps beside them, per node (freed, or taken when negative). The nodes in
+        ``changed`` are judged one by one on their room, as stale nodes are."""
+        index = self._index.get(flavor)
+        if index is None:
+            return None
+        gpus = gpu_amount(requests)
+        cpu = requests.get("cpu", 0)
+        nodes = self.pool.nodes
+        free = self.free
+        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, changed)
+        node_flavors = self._node_flavors
+        for name, (node_gpus, node_cpu) in self._moved.items():
+            if name in changed or node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
+                continue
+            key = (node_gpus, node_cpu, name)
+            if best is not None and key > best:
+                continue
+            if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
+                best = key
+        for name, extra in changed.items():
+            if index not in node_flavors.get(name, ()):
+                continue
+            room = free[name]
+            node_gpus = 0
+            for resource in GPU_RESOURCES:
+                node_gpus += room.get(resource, 0) + extra.get(resource, 0)
+            node_cpu = room.get("cpu", 0) + extra.get("cpu", 0)
+            if node_gpus < gpus or node_cpu < cpu:
+                continue
+            key = (node_gpus, node_cpu, name)
+            if best is not None and key > best:
+                continue
+            for resource, amount in requests.items():
+                if room.get(resource, 0) + extra.get(resource, 0) < amount:
+                    break
+            else:
+                if node_matches(nodes[name], selector, tolerations):
+                    best = key
+        return best[2] if best is not None else None
 
     def _best_stale(
         self,
@@ -271,7 +242,10 @@ class Placements:
         """Whether ``count`` identical pods fit the flavor's nodes, without placing them.
 
         For identical pods the number that fits is the sum over nodes of how many
-        each node takes, whatever the placement order, so this only counts.
+        each node takes, whatever the placement order, so this only counts. A node
+        takes none of them when some requested resource is short, even when its room
+        of that resource is negative (bound pods beyond its allocatable): it takes no
+        pod, it does not cancel what others take.
         """
         if count <= 0:
             return True
@@ -296,9 +270,9 @@ class Placements:
                 fits = remaining
                 for resource, amount in wanted:
                     fits = min(fits, room.get(resource, 0) // amount)
-                    if fits == 0:
+                    if fits <= 0:
                         break
-                if fits and node_matches(nodes[name], selector, tolerations):
+                if fits > 0 and node_matches(nodes[name], selector, tolerations):
                     remaining -= fits
                     if remaining <= 0:
                         return True
@@ -312,13 +286,81 @@ class Placements:
                 fits = remaining
                 for resource, amount in wanted:
                     fits = min(fits, room.get(resource, 0) // amount)
-                    if fits == 0:
+                    if fits <= 0:
                         break
-                if fits and node_matches(nodes[name], selector, tolerations):
+                if fits > 0 and node_matches(nodes[name], selector, tolerations):
                     remaining -= fits
                     if remaining <= 0:
                         return True
         return False
+
+    def tally(
+        self,
+        flavor: str,
+        requests: Mapping[str, int],
+        count: int,
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+    ) -> PodTally | None:
+        """The :class:`PodTally` of ``count`` identical pods on ``flavor``'s nodes, or
+        ``None`` when the flavor has no nodes."""
+        index = self._index.get(flavor)
+        if index is None:
+            return None
+        return PodTally(index, self.pool.nodes, self._node_flavors, requests, count, selector, tolerations)
+
+    def count(self, tally: PodTally, changed: Mapping[str, Mapping[str, int]] | None = None) -> int:
+        """How many of the tally's pods the flavor's nodes take now, counted up to its
+        ``count`` (a sum node by node: see :class:`PodTally`). Stale nodes are judged
+        on their actual room, the rest walking the index from the request upwards:
+        every node it skips fails the index's filters. ``changed``: room kept beside
+        the placements, per node (see :meth:`best_fit_beside`)."""
+        wanted = tally.count
+        if wanted <= 0:
+            return 0
+        index = tally.index
+        gpus = tally.gpus
+        cpu = tally.cpu
+        free = self.free
+        found = 0
+        on = tally.on
+        if changed:
+            for name, extra in changed.items():
+                found += on(name, free[name], extra)
+                if found >= wanted:
+                    return found
+        else:
+            changed = {}
+        stale = self._stale
+        if stale:
+            for name, (node_gpus, node_cpu) in self._moved.items():
+                if node_gpus < gpus or node_cpu < cpu or name in changed:
+                    continue
+                found += on(name, free[name], None)
+                if found >= wanted:
+                    return found
+        nodes = self.pool.nodes
+        selector = tally.selector
+        tolerations = tally.tolerations
+        requested = tally.wanted
+        keys = index.keys
+        for k in keys[bisect_left(keys, gpus) :]:
+            bucket = index.buckets[k]
+            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
+                name = bucket[j][1]
+                if (stale and name in stale) or (changed and name in changed):
+                    continue
+                room = free[name]
+                fits = wanted - found
+                for resource, amount in requested:
+                    fits = min(fits, room.get(resource, 0) // amount)
+                    if fits <= 0:
+                        break
+                if fits > 0 and node_matches(nodes[name], selector, tolerations):
+                    found += fits
+                    if found >= wanted:
+                        return found
+        return found
 
     def take(self, node_name: str, requests: Mapping[str, int]) -> None:
         self._adjust(node_name, requests, -1)
@@ -400,22 +442,3 @@ class Placements:
             for index in indexes:
                 index.delete(old_gpus, old_cpu, node_name)
                 index.insert(new_gpus, new_cpu, node_name)
-
-
-def flavor_tolerations(flavor: Flavor, pod_tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
-    """What a pod admitted on ``flavor`` tolerates: its own plus the flavor's injected ones."""
-    return tuple(pod_tolerations) + flavor.tolerations
-
-
-def pod_terms(flavor: Flavor, pod_set: PodSet) -> tuple[dict[str, str], tuple[Toleration, ...]]:
-    """The node selector and tolerations a pod of ``pod_set`` has once admitted on
-    ``flavor``: admission injects the flavor's node labels and tolerations."""
-    return {**pod_set.node_selector, **flavor.node_labels}, flavor_tolerations(flavor, pod_set.tolerations)
-
-
-def flavor_taints_tolerated(flavor: Flavor, tolerations: Sequence[Toleration]) -> bool:
-    """SEMANTICS §3: a flavor is skipped when one of its NoSchedule/NoExecute taints is not tolerated."""
-    taints: tuple[Taint, ...] = flavor.node_taints
-    return all(
-        taint.effect not in _BLOCKING or tolerates(tuple(tolerations), taint) for taint in taints
-    )

@@ -1,0 +1,201 @@
+"""The static node view, the terms a pod is placed with, and how a node is judged.
+
+:class:`NodePool` says which nodes serve which flavor; :class:`_FlavorIndex` keeps a
+flavor's nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)`` (see the
+package notes); :class:`PodTally` judges one node for a pod set as the placements' count
+does.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Mapping, Sequence
+
+from ..model import GPU_RESOURCES, Flavor, Node, PodSet, Taint, Toleration, tolerates
+
+__all__ = [
+    "NodePool",
+    "PodTally",
+    "flavor_taints_tolerated",
+    "flavor_tolerations",
+    "gpu_amount",
+    "node_matches",
+    "pod_terms",
+]
+
+_BLOCKING = ("NoSchedule", "NoExecute")
+
+
+def gpu_amount(amounts: Mapping[str, int]) -> int:
+    total = 0
+    for resource in GPU_RESOURCES:
+        total += amounts.get(resource, 0)
+    return total
+
+
+def node_matches(
+    node: Node,
+    selector: Mapping[str, str],
+    tolerations: Sequence[Toleration],
+) -> bool:
+    if node.unschedulable:
+        return False
+    labels = node.labels
+    for key, value in selector.items():
+        if labels.get(key) != value:
+            return False
+    for taint in node.taints:
+        if taint.effect in _BLOCKING and not tolerates(tuple(tolerations), taint):
+            return False
+    return True
+
+
+class NodePool:
+    """The static node view of a snapshot: which nodes serve which flavor."""
+
+    __slots__ = ("by_flavor", "free", "nodes")
+
+    def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
+        self.nodes = dict(sorted(nodes.items()))
+        self.free: dict[str, dict[str, int]] = {
+            name: dict(node.allocatable) for name, node in self.nodes.items()
+        }
+        self.by_flavor: dict[str, list[str]] = {}
+        if not self.nodes:
+            return
+        for flavor in sorted(flavors.values(), key=lambda f: f.name):
+            members = [
+                name
+                for name, node in self.nodes.items()
+                if all(node.labels.get(k) == v for k, v in flavor.node_labels.items())
+            ]
+            if members:
+                self.by_flavor[flavor.name] = members
+
+    def consume(self, node_name: str, requests: Mapping[str, int]) -> None:
+        """Subtract a bound pod's requests (snapshot building only)."""
+        free = self.free.get(node_name)
+        if free is None:
+            return
+        for resource, amount in requests.items():
+            free[resource] = free.get(resource, 0) - amount
+
+
+def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
+    # A plain loop: all() over a generator costs a frame per call on this hot path.
+    for resource, amount in requests.items():  # noqa: SIM110
+        if free.get(resource, 0) < amount:
+            return False
+    return True
+
+
+class _FlavorIndex:
+    __slots__ = ("buckets", "keys")
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[int, str]]] = {}
+        self.keys: list[int] = []
+
+    def insert(self, gpus: int, cpu: int, name: str) -> None:
+        bucket = self.buckets.get(gpus)
+        if bucket is None:
+            bucket = self.buckets[gpus] = []
+            insort(self.keys, gpus)
+        insort(bucket, (cpu, name))
+
+    def delete(self, gpus: int, cpu: int, name: str) -> None:
+        bucket = self.buckets[gpus]
+        del bucket[bisect_left(bucket, (cpu, name))]
+        if not bucket:
+            del self.buckets[gpus]
+            del self.keys[bisect_left(self.keys, gpus)]
+
+
+class PodTally:
+    """How many of ``count`` identical pods the nodes of one flavor take, node by node.
+
+    Identical pods fill a set of nodes independently of the order they are placed in:
+    the number that fits is the sum over the nodes of what each takes
+    (:meth:`Placements.can_place`). A search that frees room on a few nodes follows
+    that sum by judging those nodes again, before and after, instead of scanning the
+    flavor's nodes at every test. :meth:`on` judges one node exactly as the scan does:
+    a node of the flavor whose free GPUs and cpu reach the request's (the index's
+    filters), matching the pods' selector and tolerations, takes as many pods as every
+    requested resource allows, none if one is short, at most ``count``.
+    """
+
+    __slots__ = (
+        "count", "cpu", "gpus", "index", "matches", "node_flavors", "nodes", "selector",
+        "tolerations", "wanted",
+    )
+
+    def __init__(
+        self,
+        index: _FlavorIndex,
+        nodes: Mapping[str, Node],
+        node_flavors: Mapping[str, list[_FlavorIndex]],
+        requests: Mapping[str, int],
+        count: int,
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+    ) -> None:
+        self.index = index
+        self.count = count
+        self.gpus = gpu_amount(requests)
+        self.cpu = requests.get("cpu", 0)
+        self.wanted = [(r, a) for r, a in requests.items() if a > 0]
+        self.selector = selector
+        self.tolerations = tolerations
+        self.nodes = nodes
+        self.node_flavors = node_flavors
+        self.matches: dict[str, bool] = {}
+
+    def on(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
+        """How many of the pods node ``name`` takes with room ``free`` plus ``extra``."""
+        if self.index not in self.node_flavors.get(name, ()):
+            return 0
+        if extra:
+            gpus = 0
+            for resource in GPU_RESOURCES:
+                gpus += free.get(resource, 0) + extra.get(resource, 0)
+            if gpus < self.gpus or free.get("cpu", 0) + extra.get("cpu", 0) < self.cpu:
+                return 0
+            fits = self.count
+            for resource, amount in self.wanted:
+                fits = min(fits, (free.get(resource, 0) + extra.get(resource, 0)) // amount)
+                if fits <= 0:
+                    return 0
+        else:
+            gpus = 0
+            for resource in GPU_RESOURCES:
+                gpus += free.get(resource, 0)
+            if gpus < self.gpus or free.get("cpu", 0) < self.cpu:
+                return 0
+            fits = self.count
+            for resource, amount in self.wanted:
+                fits = min(fits, free.get(resource, 0) // amount)
+                if fits <= 0:
+                    return 0
+        matches = self.matches.get(name)
+        if matches is None:
+            matches = self.matches[name] = node_matches(self.nodes[name], self.selector, self.tolerations)
+        return fits if matches else 0
+
+
+def flavor_tolerations(flavor: Flavor, pod_tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
+    """What a pod admitted on ``flavor`` tolerates: its own plus the flavor's injected ones."""
+    return tuple(pod_tolerations) + flavor.tolerations
+
+
+def pod_terms(flavor: Flavor, pod_set: PodSet) -> tuple[dict[str, str], tuple[Toleration, ...]]:
+    """The node selector and tolerations a pod of ``pod_set`` has once admitted on
+    ``flavor``: admission injects the flavor's node labels and tolerations."""
+    return {**pod_set.node_selector, **flavor.node_labels}, flavor_tolerations(flavor, pod_set.tolerations)
+
+
+def flavor_taints_tolerated(flavor: Flavor, tolerations: Sequence[Toleration]) -> bool:
+    """SEMANTICS §3: a flavor is skipped when one of its NoSchedule/NoExecute taints is not tolerated."""
+    taints: tuple[Taint, ...] = flavor.node_taints
+    return all(
+        taint.effect not in _BLOCKING or tolerates(tuple(tolerations), taint) for taint in taints
+    )

@@ -1,0 +1,177 @@
+"""What a victim walk (``walk.py``) knows of the quota test without running it.
+
+The fit test of one preemptor: for every requested flavor-resource, the request fits
+the leaf's Available and, when the attempt may not borrow, the leaf's usage plus the
+request stays within its nominal (:func:`fits_quota`). Two facts about it:
+
+* It is monotone: Available (and usage, for the test within nominal) only improves as
+  usage is removed anywhere in the queue tree, and one flavor-resource's usage never
+  changes another's Available.
+* Removing ``x`` of usage anywhere raises the leaf's unclipped Available
+  (:meth:`~preemptd.framework.quota.Accounting.headroom`) by at most ``x``, since each
+  level of the tree passes up no more than it lost; putting ``x`` back, the exact
+  mirror, lowers it by at most ``x``.
+
+Searches that cannot succeed. The state at any step of an attempt is the committed
+state less a subset of the candidates the attempt may take, so if the request does not
+fit with *all* of them removed at once, no step fits and the attempt fails
+(:func:`may_fit`, the bound). A cheaper necessary condition decides first: the headroom
+plus the candidates' whole usage must reach the request. A search the bound proves
+hopeless still walks its candidates in the same order for what the plugins are told
+and answer — vetoes, their counts, min-runtime's notes — but runs no fit test and takes
+nothing it does not have to (``Walk.attempt`` with ``hopeless``), which is exact under
+the ``MEMO_SAFE`` promise that plugins answer from the state committed before the
+search. A bound computed from other preemptors' failures instead ("a head that asks
+for at least as much, with no higher priority, in the same queue and epoch, fails
+too") holds for the fit, but not for the vetoes: a plugin may veto a candidate for the
+weaker preemptor only, which changes its pending reason and message; so every search
+asks its own questions.
+
+Victims fill-back keeps without a test. Fill-back puts victims back one by one while
+the request still fits. Its :func:`slack`, per flavor-resource, is how far the request
+is from not fitting: the unclipped Available less the request, and the leaf's nominal
+less its usage and the request. Putting back a victim that uses ``y`` lowers the first
+by at most ``y`` (above) and the second by exactly ``y`` when the victim is of the
+preemptor's own queue (a leaf: no other queue's usage is counted in it), else not at
+all. So while the slack measured by the last test, less what was put back since,
+covers a victim's usage, the request still fits with it back, and no test is run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..model import FR
+from ..quota import Accounting, QuotaNode
+from ..session import Candidate
+
+__all__ = ["fits_quota", "may_fit", "slack"]
+
+# A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
+# usage is far below 2**62 in any unit.
+_ALWAYS = 1 << 62
+
+
+def fits_quota(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> bool:
+    """The fit test of the quota (see the module notes)."""
+    for fr, amount in usage.items():
+        if amount > accounting.available(leaf, fr):
+            return False
+        if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+            return False
+    return True
+
+
+def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Per flavor-resource of the request, in its order: how far the request is from not
+    fitting Available (unclipped), and from leaving the leaf's nominal."""
+    subtree = leaf.subtree
+    used = accounting.usage[leaf.index]
+    room = []
+    nominal = []
+    for fr, amount in usage.items():
+        room.append(accounting.headroom(leaf, fr) - amount if amount > 0 else _ALWAYS)
+        nominal.append(subtree.get(fr, 0) - used.get(fr, 0) - amount)
+    return tuple(room), tuple(nominal)
+
+
+def may_fit(
+    accounting: Accounting,
+    leaf: QuotaNode,
+    usage: Mapping[FR, int],
+    candidates: list[Candidate],
+    allow_borrowing: bool,
+) -> bool:
+    """The bound: whether the request fits the quota with every candidate this attempt
+    may take evicted at once. When it does not, no step of the attempt fits.
+
+    A candidate counted twice only makes the bound looser (the walk then runs as usual),
+    never wrong. Only the preemptor's flavor-resources are summed. Usage is removed
+    where it reaches the preemptor's path (:func:`_arriving`), and added back exactly. The cheaper test (see the module notes) looks only at the flavor-resources
+    that do not fit now: the others fit already, and taking victims only adds to what is
+    free."""
+    short: list[FR] = []
+    for fr, amount in usage.items():
+        room = accounting.headroom(leaf, fr)
+        within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
+        if room >= amount and within:
+            continue
+        short.append(fr)
+        if room >= amount:
+            continue
+        if allow_borrowing:
+            room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
+        else:
+            room += sum([c.usage.get(fr, 0) for c in candidates])
+        if room < amount:
+            return False
+    if not short:
+        return True
+    by_leaf: dict[QuotaNode, list[Mapping[FR, int]]] = {}
+    for candidate in candidates:
+        if candidate.only_within_nominal and allow_borrowing:
+            continue
+        usages = by_leaf.get(candidate.leaf)
+        if usages is None:
+            by_leaf[candidate.leaf] = [candidate.usage]
+        else:
+            usages.append(candidate.usage)
+    freed = {
+        lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
+        for lender, usages in by_leaf.items()
+    }
+    arriving = _arriving(accounting, leaf, freed)
+    for node, amounts in arriving:
+        accounting.remove_all(node, amounts)
+    try:
+        return fits_quota(accounting, leaf, usage, allow_borrowing)
+    finally:
+        for node, amounts in arriving:
+            accounting.add_all(node, amounts)
+
+
+def _arriving(
+    accounting: Accounting, leaf: QuotaNode, freed: dict[QuotaNode, dict[FR, int]]
+) -> list[tuple[QuotaNode, dict[FR, int]]]:
+    """Where removing ``freed`` (usage per queue) reaches the preemptor's path, and how
+    much: only the path's usage is read by the fit test. Removing usage from a queue
+    passes up to its parent what it had stored there (its usage beyond its local
+    reserve); removals are additive, and several removals below one node pass up
+    together ``min(their sum, what it stored)``, as they would one by one. So the
+    queues off the path are summed bottom up without being changed, and each path
+    node gets, as a removal of its own, what reaches it from below."""
+    path = set(leaf.path())
+    out: list[tuple[QuotaNode, dict[FR, int]]] = []
+    # Per depth, the queues and cohorts off the path and what leaves them from below.
+    levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
+    for node, amounts in freed.items():
+        if node in path:
+            out.append((node, amounts))
+        else:
+            levels.setdefault(node.depth, {})[node] = dict(amounts)
+    all_usage = accounting.usage
+    for depth in range(max(levels, default=0), 0, -1):
+        for node, amounts in levels.get(depth, {}).items():
+            parent = node.parent
+            if parent is None:
+                continue  # another queue tree: nothing reaches the preemptor's
+            used = all_usage[node.index]
+            guaranteed = node.guaranteed
+            passed = {}
+            for fr, amount in amounts.items():
+                stored = used.get(fr, 0) - guaranteed.get(fr, 0)
+                if amount > 0 and stored > 0:
+                    passed[fr] = min(amount, stored)
+            if not passed:
+                continue
+            if parent in path:
+                out.append((parent, passed))
+                continue
+            above = levels.setdefault(depth - 1, {})
+            into = above.get(parent)
+            if into is None:
+                above[parent] = passed
+            else:
+                for fr, amount in passed.items():
+                    into[fr] = into.get(fr, 0) + amount
+    return out

@@ -1,0 +1,284 @@
+"""The node room a walk's victims free (``walk.py``), kept beside the placements.
+
+A victim search on a flavor with nodes takes victims until the quota fits and then
+until the preemptor's pods fit the nodes. Giving each victim's room back to the
+placements costs a tentative change and its undo per pod, and every test then scans
+the flavor's nodes, skipping (and judging one by one) every node whose room moved:
+the cost of a test grows with the victims taken so far.
+
+:class:`FreedRoom` keeps the freed room instead, per node, in ``extra``: the room of
+the walk's state is the placements' plus ``extra``. For each pod set placed on
+nodes it follows how many of its pods the nodes take (a :class:`~..nodes.PodTally`):
+that number is a sum over the nodes, so freeing or taking back room on a node
+changes it by what that node takes after less what it took before, and only the
+victims' nodes are judged again. The count starts from one scan of the flavor, when
+the quota first fits; a pod set whose pods all fit then fits at every later step,
+since the walk never leaves less room than it started with (victims only free room;
+fill-back takes back only what they freed), and is not followed.
+
+One pod set: its pods fit exactly when the count reaches them (``can_place`` is that
+sum), so the count is the test. Several: the pods of the earlier pod sets are placed
+best fit before the last is counted (``Placements.fit_all``), which depends on where
+each lands; every pod set fitting on its own is necessary, since the earlier ones only
+take room away, so the counts are a bound there, and only when each pod set fits on
+its own is the test run in full: on the placements' room plus ``extra``
+(``Placements.best_fit_beside`` and ``Placements.count``), the pods placed one by one
+as ``fit_all`` places them, in a copy of ``extra``. Nothing is ever given to the
+placements: the walk changes no node's room and has nothing to undo there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from ..model import PodSet, Toleration
+from ..nodes import PodTally, pod_terms
+from ..session import Candidate, Session
+
+__all__ = ["FreedRoom"]
+
+
+class FreedRoom:
+    """Node room freed by one walk's victims, and how many pods of each target it holds."""
+
+    __slots__ = (
+        "counted", "exact", "extra", "free", "known", "last", "live", "session", "started", "tallies",
+        "targets", "terms", "took", "totals",
+    )
+
+    def __init__(self, session: Session, targets: Sequence[tuple[PodSet, int, str]]) -> None:
+        placements = session.placements
+        assert placements is not None
+        self.session = session
+        self.targets = list(targets)
+        self.free = placements.free
+        # One pod set: the counts are the test (see the module notes).
+        self.exact = len(self.targets) == 1
+        self.extra: dict[str, dict[str, int]] = {}
+        self.started = False
+        self.tallies: list[PodTally] = []  # per target
+        self.terms: list[tuple[Mapping[str, str], tuple[Toleration, ...]]] = []  # per target
+        self.live: list[PodTally] = []  # the pod sets that did not fit at the start
+        self.totals: list[int] = []  # per live pod set: the pods its nodes take now
+        self.last = -1  # the place of the last target in ``live``, if it is there
+        # One pod set: the pods each node the walk touched takes now, and the nodes and
+        # counts the last take_back changed (for undo).
+        self.known: dict[str, int] = {}
+        self.took: list[tuple[str, Mapping[str, int], int]] = []
+        # Several pod sets: per live pod set, the pods each node touched takes now.
+        self.counted: list[dict[str, int]] = []
+
+    def _start(self) -> None:
+        """Count each pod set on the walk's starting room (nothing freed yet)."""
+        self.started = True
+        session = self.session
+        placements = session.placements
+        assert placements is not None
+        flavors = session.snapshot.flavors
+        last = len(self.targets) - 1
+        for i, (spec, count, flavor) in enumerate(self.targets):
+            selector, tolerations = pod_terms(flavors[flavor], spec)
+            tally = placements.tally(flavor, spec.requests, count, selector, tolerations)
+            assert tally is not None  # the walk keeps only targets on flavors with nodes
+            self.tallies.append(tally)
+            self.terms.append((selector, tolerations))
+            found = placements.count(tally)
+            if found < count:
+                if i == last:
+                    self.last = len(self.live)
+                self.live.append(tally)
+                self.totals.append(found)
+                self.counted.append({})
+
+    def give(self, victims: Sequence[Candidate]) -> None:
+        """Free the room of ``victims``' pods."""
+        if not self.started:
+            self._start()
+        live = self.live
+        if not self.exact:
+            change = self._change
+            for victim in victims:
+                for node, requests in victim.room:
+                    change(node, requests, 1)
+            return
+        if not live:
+            return  # the pods fit from the start: nothing to follow
+        tally = live[0]
+        on = tally.on
+        member = tally.index
+        node_flavors = tally.node_flavors
+        all_free = self.free
+        all_extra = self.extra
+        known = self.known
+        total = self.totals[0]
+        for victim in victims:
+            for node, requests in victim.room:
+                if member not in node_flavors.get(node, ()):
+                    continue  # the pods never go there: its room is not followed
+                free = all_free[node]
+                before = known.get(node)
+                extra = all_extra.get(node)
+                if extra is None:
+                    extra = all_extra[node] = {}
+                    if before is None:
+                        before = on(node, free, None)
+                elif before is None:
+                    before = on(node, free, extra)
+                for resource, amount in requests.items():
+                    extra[resource] = extra.get(resource, 0) + amount
+                after = known[node] = on(node, free, extra)
+                total += after - before
+        self.totals[0] = total
+
+    def take_back(self, victim: Candidate) -> None:
+        """Take back the room ``victim`` freed (fill-back puts it back).
+
+        One pod set: only the nodes that take some of its pods now are followed. Fill-back
+        only takes room back (and undoes its own steps), so a node that takes none keeps
+        taking none, whatever is taken back from it."""
+        if not self.exact:
+            change = self._change
+            for node, requests in victim.room:
+                change(node, requests, -1)
+            return
+        took = self.took
+        took.clear()
+        if not self.live:
+            return
+        known = self.known
+        total = self.totals[0]
+        on = self.live[0].on
+        all_free = self.free
+        all_extra = self.extra
+        for node, requests in victim.room:
+            before = known.get(node)
+            if not before:
+                continue
+            extra = all_extra[node]
+            for resource, amount in requests.items():
+                extra[resource] -= amount
+            after = known[node] = on(node, all_free[node], extra)
+            total += after - before
+            took.append((node, requests, before))
+        self.totals[0] = total
+
+    def _change(self, node: str, requests: Mapping[str, int], sign: int) -> None:
+        """Several pod sets: the room of every node is kept (the earlier pod sets are
+        placed anywhere), and each live count follows it. Taking room back from a node
+        that takes none of a pod set's pods leaves it taking none."""
+        free = self.free.get(node)
+        if free is None:
+            return  # not a node of the snapshot: the placements ignore it too
+        extra = self.extra.get(node)
+        if extra is None:
+            extra = self.extra[node] = {}
+        live = self.live
+        if not live:
+            for resource, amount in requests.items():
+                extra[resource] = extra.get(resource, 0) + sign * amount
+            return
+        totals = self.totals
+        counted = self.counted
+        before = []
+        for i, tally in enumerate(live):
+            known = counted[i].get(node)
+            before.append(known if known is not None else tally.on(node, free, extra))
+        for resource, amount in requests.items():
+            extra[resource] = extra.get(resource, 0) + sign * amount
+        for i, tally in enumerate(live):
+            was = before[i]
+            if sign < 0 and not was:
+                counted[i][node] = 0
+                continue
+            now = counted[i][node] = tally.on(node, free, extra)
+            totals[i] += now - was
+
+    def saved(self) -> tuple[int, ...]:
+        """The counts, for :meth:`undo`."""
+        return tuple(self.totals)
+
+    def undo(self, victim: Candidate, totals: tuple[int, ...]) -> None:
+        """Undo :meth:`take_back` of ``victim`` (``totals``: :meth:`saved` before it)."""
+        all_extra = self.extra
+        if self.exact:
+            known = self.known
+            for node, requests, before in reversed(self.took):  # a node may come twice
+                room = all_extra[node]
+                for resource, amount in requests.items():
+                    room[resource] += amount
+                known[node] = before
+            self.took.clear()
+        else:
+            # Every node the victim's room is on was counted by take_back: recount them.
+            for node, requests in victim.room:
+                extra = all_extra.get(node)
+                if extra is not None:
+                    for resource, amount in requests.items():
+                        extra[resource] += amount
+                    for counted in self.counted:
+                        counted.pop(node, None)
+        self.totals[:] = totals
+
+    def may_fit(self) -> bool:
+        """Every pod set's pods fit on their own: necessary for all of them together."""
+        for tally, total in zip(self.live, self.totals, strict=True):
+            if total < tally.count:
+                return False
+        return True
+
+    def fits(self) -> bool:
+        """Whether every pod of the targets fits the nodes of the walk's state."""
+        if not self.may_fit():
+            return False
+        return self.exact or self._fit_all()
+
+    def _fit_all(self) -> bool:
+        """``Placements.fit_all`` on the walk's room: the earlier pod sets' pods placed
+        best fit one at a time, each taking its room (in a copy of ``extra``, on the
+        nodes it lands on), then the last pod set counted."""
+        placements = self.session.placements
+        assert placements is not None
+        free = self.free
+        extra = self.extra
+        targets = self.targets
+        if len(targets) == 2 and targets[0][1] == 1:
+            # One pod first (a launcher): when some node of its own room fits it with fewer
+            # free GPUs than the last pod set's pods ask, the best fit has no more GPUs
+            # than that node, and the pods of the last pod set never go where it lands
+            # (the index's filter): they fit as on the walk's room, which may_fit counted
+            # (or on the walk's starting room, where they all fit).
+            spec, _, flavor = targets[0]
+            selector, tolerations = self.terms[0]
+            found = placements.best_fit_unchanged(flavor, spec.requests, selector, tolerations, extra)
+            if found is not None and found[0] < self.tallies[1].gpus:
+                return True
+        changed: dict[str, Mapping[str, int]] = dict(extra)
+        placed: dict[str, dict[str, int]] = {}  # nodes the earlier pods took room on
+        last = len(targets) - 1
+        for i, (spec, count, flavor) in enumerate(targets):
+            if i == last:
+                break
+            selector, tolerations = self.terms[i]
+            requests = spec.requests
+            for _ in range(count):
+                node = placements.best_fit_beside(flavor, requests, selector, tolerations, changed)
+                if node is None:
+                    return False
+                room = placed.get(node)
+                if room is None:
+                    room = placed[node] = dict(extra.get(node, {}))
+                    changed[node] = room
+                for resource, amount in requests.items():
+                    room[resource] = room.get(resource, 0) - amount
+        spec, count, flavor = targets[last]
+        if count <= 0:
+            return True
+        tally = self.tallies[last]
+        if self.last < 0:
+            return placements.count(tally, changed) >= count
+        # The last pod set's count on the walk's room, less what the earlier pods took.
+        total = self.totals[self.last]
+        on = tally.on
+        for node, room in placed.items():
+            total += on(node, free[node], room) - on(node, free[node], extra.get(node))
+        return total >= count
