@@ -35,6 +35,9 @@ from tests.scenarios.test_search_memo import _both, _random_cluster, assert_same
     st.integers(min_value=8, max_value=40),
     st.sampled_from((1, 2, 5)),
 )
+# A head judged with one whose launcher asks for memory in another flavor: the judge's
+# failed search, for its GPU pod set, asked for no more than the judged head.
+@example(3435, 30, 1)
 def test_walks_on_nodes_decide_as_the_plain_path(seed: int, nodes: int, leaves: int) -> None:
     spec = replace(CONTENDED, nodes=nodes, workloads=nodes * 5, queues=10, leaves_per_cohort=leaves)
     objects = generate_spec(spec, f"walk-room/{seed}")
