@@ -33,6 +33,7 @@ from preemptd.framework.model import FR, Admission, FrozenDict, Pod, PodSetAdmis
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
 from preemptd.framework.pods import SURPLUS, classify
+from preemptd.framework.preemption.units import KeptUnits
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
 from preemptd.framework.snapshot import Snapshot, admitted_usage, wants_more
 
@@ -86,6 +87,7 @@ class ClusterModel:
         "base",
         "flavors",
         "inadmissible",
+        "kept_units",
         "leaves",
         "placements",
         "pods",
@@ -96,8 +98,11 @@ class ClusterModel:
         "workloads",
     )
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, inventory: Inventory, *, keep_units: bool = True) -> None:
         self.base = inventory
+        # Victim units kept from session to session (framework/preemption/units.py):
+        # every snapshot of the model hands its sessions the same store.
+        self.kept_units = KeptUnits() if keep_units else None
         self.tree = QuotaTree(inventory.queues)
         self.leaves = self.tree.leaves
         self.flavors = dict(inventory.flavors)
@@ -489,6 +494,7 @@ class ClusterModel:
         snap.pods_by_workload = MappingProxyType(self.pods_by_workload)
         snap.node_pool = self.pool
         snap.placements = self.placements
+        snap.kept_units = self.kept_units
         return snap
 
     def inventory(self) -> Inventory:

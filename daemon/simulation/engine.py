@@ -127,6 +127,7 @@ def simulate(
     cycle_interval: int,
     progress: Callable[[int, int, int], bool | None] | None = None,
     verify: Registry | None = None,
+    keep_units: bool = True,
 ) -> Outcome:
     """Run ``scenario`` through sessions of ``registry``'s plugins and measure it.
 
@@ -136,8 +137,10 @@ def simulate(
     ``verify``, a second registry of the same plugins, makes every session also run
     on ``Snapshot.build`` of the same objects and raises :class:`SimulationError`
     unless both decide the same (slow; for tests).
+    ``keep_units=False`` builds every session's victim units afresh instead of keeping
+    them from session to session (see :mod:`.cluster`); the decisions are the same.
     """
-    return _Engine(scenario, registry, actions, cycle_interval, progress, verify).run()
+    return _Engine(scenario, registry, actions, cycle_interval, progress, verify, keep_units).run()
 
 
 class _Engine(Commits):
@@ -149,6 +152,7 @@ class _Engine(Commits):
         interval: int,
         progress: Callable[[int, int, int], bool | None] | None,
         verify: Registry | None,
+        keep_units: bool = True,
     ) -> None:
         started = time.perf_counter()
         self.scenario = scenario
@@ -160,7 +164,7 @@ class _Engine(Commits):
         self.start = scenario.start
         self.duration = scenario.duration
         self.grace = scenario.termination_grace
-        self.cluster = ClusterModel(scenario.inventory)
+        self.cluster = ClusterModel(scenario.inventory, keep_units=keep_units)
         self.resource = report_resource(scenario)
         self.recorder = Recorder(
             self.cluster.tree,

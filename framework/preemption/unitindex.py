@@ -16,18 +16,30 @@ it answers, the index drops the lists of the queues the units recorded since its
 answer came from. While a node-by-node search collects candidates
 (``session.defer_pods``) a running Deployment's pods come as one deferred unit; the
 lists are then built for that collection only, not kept.
+
+Across sessions the lists are kept in the snapshot's :class:`.units.KeptUnits` (see
+:mod:`.units`), per queue and class, with the queue's admitted listing they were built
+from and each workload's inputs. A session takes a kept list only while the snapshot
+lists the very same admitted workloads for the queue (the same sequence object: the
+simulator replaces a queue's listing whenever a workload of it comes, goes or
+changes), every one of them still has the inputs its units were built from (the
+test of :meth:`.units.KeptWorkload.current`) and the session has taken nothing from
+any of them: the list it would build is then made of the same kept units in the same
+order. A list built after a take is the session's own, never kept.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from itertools import islice
+from typing import Any
 
-from ..model import FR
+from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..session.candidates import UnitIndex
-from .units import candidate_units
+from .units import KeptUnits, candidate_units, kept_units
 
 __all__ = ["QueueUnits", "queue_units"]
 
@@ -105,21 +117,101 @@ def queue_units(
         found: QueueUnits | None = by_class.get(key)
         if found is not None:
             return found
-    running = sorted(
-        enumerate(session.snapshot.admitted_by_queue.get(leaf.name, ())),
-        key=lambda item: (item[1].priority, item[1].created, item[0]),
-    )
-    units: list[Candidate] = []
-    bounds: list[tuple[int, int]] = []
-    for _, workload in running:
-        made = candidate_units(
-            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-        )
-        units.extend(made)
-        bounds.extend([(workload.priority, workload.created)] * len(made))
-    built = QueueUnits(units, bounds)
+    listing = session.snapshot.admitted_by_queue.get(leaf.name, ())
+    kept = None if deferred else kept_units(session)
+    built = None
+    if kept is not None:
+        built = _kept_list(session, kept, (leaf.name, *key), listing)
+    if built is None:
+        running = sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))
+        units: list[Candidate] = []
+        bounds: list[tuple[int, int]] = []
+        for _, workload in running:
+            made = candidate_units(
+                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+            )
+            units.extend(made)
+            bounds.extend([(workload.priority, workload.created)] * len(made))
+        built = QueueUnits(units, bounds)
+        if kept is not None:
+            _keep_list(session, kept, (leaf.name, *key), listing, built)
     if not deferred:
         if by_class is None:
             by_class = lists[leaf.name] = {}
         by_class[key] = built
     return built
+
+
+class _KeptList:
+    """One queue's list of one class, kept across sessions, with what it was built from."""
+
+    __slots__ = ("generation", "inputs", "listing", "units", "when")
+
+    def __init__(
+        self,
+        listing: Sequence[Workload],
+        inputs: list[tuple[Any, Any, Any]],
+        when: int | None,
+        units: QueueUnits,
+        generation: int,
+    ) -> None:
+        self.listing = listing
+        self.inputs = inputs  # per workload of ``listing``: its pods, usage and reserved room
+        self.when = when  # the session's ``now`` if a workload has no admittedAt, else None
+        self.units = units
+        self.generation = generation
+
+
+def _keep_list(
+    session: Session, kept: KeptUnits, key: tuple[Any, ...], listing: Sequence[Workload], built: QueueUnits
+) -> None:
+    """Keep a list the session built from units it has taken nothing from."""
+    taken = session.taken
+    snapshot = session.snapshot
+    pods = snapshot.pods_by_workload
+    usage = snapshot.usage
+    reserved = snapshot.reserved_by_workload
+    inputs = []
+    when = None
+    for workload in listing:
+        name = workload.key
+        if taken and name in taken:
+            kept.queues.pop(key, None)
+            return
+        if workload.admitted_at is None:
+            when = session.now
+        inputs.append((pods.get(name), usage.get(name), reserved.get(name)))
+    kept.queues[key] = _KeptList(listing, inputs, when, built, kept.generation)
+
+
+def _kept_list(
+    session: Session, kept: KeptUnits, key: tuple[Any, ...], listing: Sequence[Workload]
+) -> QueueUnits | None:
+    """The kept list of ``key`` if it is the one the session would build, else None."""
+    found: _KeptList | None = kept.queues.get(key)
+    if found is None or found.listing is not listing:
+        return None
+    taken = session.taken
+    snapshot = session.snapshot
+    pods = snapshot.pods_by_workload
+    usage = snapshot.usage
+    reserved = snapshot.reserved_by_workload
+    when = None
+    for workload, (had_pods, had_usage, had_reserved) in zip(listing, found.inputs, strict=True):
+        name = workload.key
+        if (
+            pods.get(name) is not had_pods
+            or usage.get(name) is not had_usage
+            or reserved.get(name) is not had_reserved
+            or (taken and name in taken)
+        ):
+            return None
+        if workload.admitted_at is None:
+            when = session.now
+    if when != found.when:
+        return None
+    if found.generation != kept.generation:
+        found.generation = kept.generation
+        for unit in found.units.units:
+            unit.order_key = None
+    return found.units

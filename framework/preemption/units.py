@@ -7,6 +7,24 @@ builds them once per session per workload and class (``session.unit_cache``), an
 the node-by-node search builds a deferred Deployment's pod units with
 :func:`pod_unit` only on the nodes it looks at. This is the lowest room of the
 floor: every other module of ``preemption/`` may use it, it uses none of them.
+
+Across sessions (:class:`KeptUnits`). A backend that hands its sessions successive
+snapshots of one cluster, changed a little each time (the simulator), may give each
+snapshot the same ``KeptUnits`` (``Snapshot.kept_units``); a session then starts
+from the units earlier sessions built instead of building every workload's again.
+Exactness: ``_units``, ``_pod_units`` and ``_deferred_units`` read nothing but the
+workload object, the quota tree (the leaf), whether the snapshot has nodes, the
+snapshot's ``usage``, ``pods_by_workload`` and ``reserved_by_workload`` entries of
+the workload, ``pod_classes`` (a function of the workload and its pods), the
+session's ``now`` (only for a workload without ``admittedAt``) and what the session
+took from the workload (``session.taken``). A kept entry is used only while every one
+of those is the very object it was built from (identity: the snapshot's values are
+immutable, and a changed workload or pod list is a new object), ``now`` is equal where
+it is read, and the session has taken nothing from the workload; units built after a
+take are the session's own and are never kept. The same inputs give equal units, so a
+kept unit is the one the session would build. The one field a session writes to a
+unit, ``order_key`` (a victim order composed from this session's plugins), is cleared
+the first time each session is handed a kept unit.
 """
 
 from __future__ import annotations
@@ -16,11 +34,114 @@ from typing import Any
 
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, SURPLUS, classify
-from ..quota import QuotaNode
+from ..quota import QuotaNode, QuotaTree
 from ..session import Candidate, DeferredPods, Session
-from ..snapshot import pod_set_usage
+from ..snapshot import Snapshot, pod_set_usage
 
-__all__ = ["candidate_units", "pod_unit"]
+__all__ = ["KeptUnits", "candidate_units", "kept_units", "pod_unit"]
+
+# One workload's units by class: ``(leaf.index, reason, group, only_within_nominal,
+# deferred)`` -> units (``session.unit_cache[key]``).
+UnitsByClass = dict[tuple[Any, ...], list[Candidate]]
+
+
+class KeptWorkload:
+    """One workload's units, and the inputs they were built from (compared by identity)."""
+
+    __slots__ = ("generation", "pods", "reserved", "units", "usage", "when", "workload")
+
+    def __init__(self, snapshot: Snapshot, workload: Workload, when: int | None, generation: int) -> None:
+        key = workload.key
+        self.workload = workload
+        self.pods = snapshot.pods_by_workload.get(key)
+        self.usage = snapshot.usage.get(key)
+        self.reserved = snapshot.reserved_by_workload.get(key)
+        self.when = when  # the session's ``now`` if the workload has no admittedAt, else None
+        self.generation = generation
+        self.units: UnitsByClass = {}
+
+    def current(self, snapshot: Snapshot, workload: Workload, when: int | None) -> bool:
+        """Whether the units built from this entry are still the ones ``workload`` gives."""
+        key = workload.key
+        return (
+            self.workload is workload
+            and self.when == when
+            and snapshot.pods_by_workload.get(key) is self.pods
+            and snapshot.usage.get(key) is self.usage
+            and snapshot.reserved_by_workload.get(key) is self.reserved
+        )
+
+
+class KeptUnits:
+    """Victim units kept across the sessions of one cluster (see the module docstring).
+
+    ``workloads``: per workload key, its kept units; ``queues``: the candidate index's
+    lists (``unitindex.py``), per queue and class. Bound to one quota tree and to
+    whether the snapshots have nodes; a snapshot with another tree starts it afresh.
+    """
+
+    __slots__ = ("generation", "placed", "queues", "serving", "tree", "workloads")
+
+    def __init__(self) -> None:
+        self.tree: QuotaTree | None = None
+        self.placed = False
+        self.workloads: dict[str, KeptWorkload] = {}
+        self.queues: dict[tuple[Any, ...], Any] = {}
+        # The unit cache of the session served last (a new one is a new session), and
+        # how many sessions it has served: an entry whose generation is older has
+        # ``order_key`` values of an earlier session.
+        self.serving: object = None
+        self.generation = 0
+
+    def prune(self, snapshot: Snapshot) -> None:
+        """Drop the entries of workloads the snapshot no longer has as they were."""
+        workloads = snapshot.workloads
+        self.workloads = {
+            key: entry for key, entry in self.workloads.items() if workloads.get(key) is entry.workload
+        }
+
+
+def kept_units(session: Session) -> KeptUnits | None:
+    """The snapshot's :class:`KeptUnits`, made ready for ``session`` (None: none kept)."""
+    kept: KeptUnits | None = session.snapshot.kept_units
+    if kept is None or kept.serving is session.unit_cache:
+        return kept
+    snapshot = session.snapshot
+    placed = session.placements is not None
+    if kept.tree is not snapshot.tree or kept.placed != placed:
+        kept.tree = snapshot.tree
+        kept.placed = placed
+        kept.workloads.clear()
+        kept.queues.clear()
+    elif len(kept.workloads) > 2 * len(snapshot.workloads) + 64:
+        kept.prune(snapshot)
+    kept.serving = session.unit_cache
+    kept.generation += 1
+    return kept
+
+
+def _session_units(session: Session, workload: Workload) -> UnitsByClass:
+    """The session's cache entry for ``workload``, new: its kept units when they are
+    still exact (shared with :class:`KeptUnits`, which then keeps what the session adds),
+    else an empty one of the session's own."""
+    key = workload.key
+    kept = kept_units(session) if key not in session.taken else None
+    if kept is None:
+        found: UnitsByClass = {}
+        session.unit_cache[key] = found
+        return found
+    snapshot = session.snapshot
+    when = session.now if workload.admitted_at is None else None
+    entry = kept.workloads.get(key)
+    if entry is None or not entry.current(snapshot, workload, when):
+        entry = kept.workloads[key] = KeptWorkload(snapshot, workload, when, kept.generation)
+    elif entry.generation != kept.generation:
+        entry.generation = kept.generation
+        for units in entry.units.values():
+            for unit in units:
+                unit.order_key = None
+    session.unit_cache[key] = entry.units
+    return entry.units
 
 
 def candidate_units(
@@ -54,15 +175,14 @@ def _deferred_units(
     """``[DeferredPods]`` for a running Deployment with Pod objects, else its units."""
     key = workload.key
     cache = session.unit_cache.get(key)
+    if cache is None:
+        cache = _session_units(session, workload)
     cache_key = (leaf.index, reason, group, only_within_nominal, True)
-    if cache is not None:
-        found = cache.get(cache_key)
-        if found is not None:
-            return found
+    found = cache.get(cache_key)
+    if found is not None:
+        return found
     if not _gives_pods(session, workload):
         return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
-    if cache is None:
-        cache = session.unit_cache[key] = {}
     # Its usage (one replica's) and pod set are filled in when it is first expanded.
     found = cache[cache_key] = [
         DeferredPods(
@@ -81,10 +201,9 @@ def _cached_units(
     group: int,
     only_within_nominal: bool,
 ) -> list[Candidate]:
-    key = workload.key
-    cache = session.unit_cache.get(key)
+    cache = session.unit_cache.get(workload.key)
     if cache is None:
-        cache = session.unit_cache[key] = {}
+        cache = _session_units(session, workload)
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
