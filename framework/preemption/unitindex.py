@@ -121,20 +121,11 @@ def queue_units(
     kept = None if deferred else kept_units(session)
     built = None
     if kept is not None:
-        built = _kept_list(session, kept, (leaf.name, *key), listing)
+        built = _kept_list(session, kept, leaf.name, key, listing)
     if built is None:
-        running = sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))
-        units: list[Candidate] = []
-        bounds: list[tuple[int, int]] = []
-        for _, workload in running:
-            made = candidate_units(
-                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-            )
-            units.extend(made)
-            bounds.extend([(workload.priority, workload.created)] * len(made))
-        built = QueueUnits(units, bounds)
+        built = _build(session, leaf, reason, group, only_within_nominal, deferred, listing)
         if kept is not None:
-            _keep_list(session, kept, (leaf.name, *key), listing, built)
+            _keep_list(session, kept, leaf.name, key, listing, built)
     if not deferred:
         if by_class is None:
             by_class = lists[leaf.name] = {}
@@ -142,30 +133,57 @@ def queue_units(
     return built
 
 
-class _KeptList:
-    """One queue's list of one class, kept across sessions, with what it was built from."""
+def _build(
+    session: Session,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    deferred: bool,
+    listing: Sequence[Workload],
+) -> QueueUnits:
+    running = sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))
+    units: list[Candidate] = []
+    bounds: list[tuple[int, int]] = []
+    unit_cache = session.unit_cache
+    # The session's cache entry of ``candidate_units`` (``units._cached_units``), read here
+    # first: most workloads of a queue have their units already.
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
+    for _, workload in running:
+        made = None
+        if not (deferred and workload.is_deployment):
+            cache = unit_cache.get(workload.key)
+            if cache is not None:
+                made = cache.get(cache_key)
+        if made is None:
+            made = candidate_units(
+                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+            )
+        units.extend(made)
+        bounds.extend([(workload.priority, workload.created)] * len(made))
+    return QueueUnits(units, bounds)
 
-    __slots__ = ("generation", "inputs", "listing", "units", "when")
 
-    def __init__(
-        self,
-        listing: Sequence[Workload],
-        inputs: list[tuple[Any, Any, Any]],
-        when: int | None,
-        units: QueueUnits,
-        generation: int,
-    ) -> None:
+class _KeptQueue:
+    """One queue's lists, kept across sessions, with the listing they were built from."""
+
+    __slots__ = ("checked", "inputs", "listing", "lists", "taken", "when")
+
+    def __init__(self, listing: Sequence[Workload], inputs: list[tuple[Any, Any, Any]], when: int | None) -> None:
         self.listing = listing
         self.inputs = inputs  # per workload of ``listing``: its pods, usage and reserved room
         self.when = when  # the session's ``now`` if a workload has no admittedAt, else None
-        self.units = units
-        self.generation = generation
+        # Per class: the list, and the generation of the session last handed it.
+        self.lists: dict[tuple[Any, ...], tuple[QueueUnits, int]] = {}
+        # The generation of the session that last found ``inputs`` current, and how many
+        # workloads that session had taken from then.
+        self.checked = -1
+        self.taken = 0
 
 
-def _keep_list(
-    session: Session, kept: KeptUnits, key: tuple[Any, ...], listing: Sequence[Workload], built: QueueUnits
-) -> None:
-    """Keep a list the session built from units it has taken nothing from."""
+def _inputs(session: Session, listing: Sequence[Workload]) -> tuple[list[tuple[Any, Any, Any]], int | None] | None:
+    """What the units of ``listing`` are built from, in this session; None if the session
+    has taken from one of its workloads."""
     taken = session.taken
     snapshot = session.snapshot
     pods = snapshot.pods_by_workload
@@ -176,28 +194,32 @@ def _keep_list(
     for workload in listing:
         name = workload.key
         if taken and name in taken:
-            kept.queues.pop(key, None)
-            return
+            return None
         if workload.admitted_at is None:
             when = session.now
         inputs.append((pods.get(name), usage.get(name), reserved.get(name)))
-    kept.queues[key] = _KeptList(listing, inputs, when, built, kept.generation)
+    return inputs, when
 
 
-def _kept_list(
-    session: Session, kept: KeptUnits, key: tuple[Any, ...], listing: Sequence[Workload]
-) -> QueueUnits | None:
-    """The kept list of ``key`` if it is the one the session would build, else None."""
-    found: _KeptList | None = kept.queues.get(key)
-    if found is None or found.listing is not listing:
-        return None
+def _current(session: Session, kept: KeptUnits, found: _KeptQueue) -> bool:
+    """Whether the lists of ``found`` are the ones this session would build. Its inputs
+    are checked once per session (the snapshot does not change during one); what the
+    session takes, whenever it has taken more since the last check."""
     taken = session.taken
+    if found.checked == kept.generation:
+        if found.taken == len(taken):
+            return True
+        for workload in found.listing:
+            if workload.key in taken:
+                return False
+        found.taken = len(taken)
+        return True
     snapshot = session.snapshot
     pods = snapshot.pods_by_workload
     usage = snapshot.usage
     reserved = snapshot.reserved_by_workload
     when = None
-    for workload, (had_pods, had_usage, had_reserved) in zip(listing, found.inputs, strict=True):
+    for workload, (had_pods, had_usage, had_reserved) in zip(found.listing, found.inputs, strict=True):
         name = workload.key
         if (
             pods.get(name) is not had_pods
@@ -205,13 +227,51 @@ def _kept_list(
             or reserved.get(name) is not had_reserved
             or (taken and name in taken)
         ):
-            return None
+            return False
         if workload.admitted_at is None:
             when = session.now
     if when != found.when:
+        return False
+    found.checked = kept.generation
+    found.taken = len(taken)
+    return True
+
+
+def _keep_list(
+    session: Session,
+    kept: KeptUnits,
+    name: str,
+    key: tuple[Any, ...],
+    listing: Sequence[Workload],
+    built: QueueUnits,
+) -> None:
+    """Keep a list the session built, unless it took from one of the queue's workloads."""
+    found: _KeptQueue | None = kept.queues.get(name)
+    if found is None or found.listing is not listing or not _current(session, kept, found):
+        made = _inputs(session, listing)
+        if made is None:
+            kept.queues.pop(name, None)
+            return
+        found = kept.queues[name] = _KeptQueue(listing, *made)
+        found.checked = kept.generation
+        found.taken = len(session.taken)
+    found.lists[key] = (built, kept.generation)
+
+
+def _kept_list(
+    session: Session, kept: KeptUnits, name: str, key: tuple[Any, ...], listing: Sequence[Workload]
+) -> QueueUnits | None:
+    """The kept list of queue ``name`` and class ``key`` if it is the one the session
+    would build, else None."""
+    found: _KeptQueue | None = kept.queues.get(name)
+    if found is None or found.listing is not listing:
         return None
-    if found.generation != kept.generation:
-        found.generation = kept.generation
-        for unit in found.units.units:
+    entry = found.lists.get(key)
+    if entry is None or not _current(session, kept, found):
+        return None
+    units, generation = entry
+    if generation != kept.generation:
+        found.lists[key] = (units, kept.generation)
+        for unit in units.units:
             unit.order_key = None
-    return found.units
+    return units

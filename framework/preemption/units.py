@@ -86,7 +86,7 @@ class KeptUnits:
         self.tree: QuotaTree | None = None
         self.placed = False
         self.workloads: dict[str, KeptWorkload] = {}
-        self.queues: dict[tuple[Any, ...], Any] = {}
+        self.queues: dict[str, Any] = {}  # queue name -> its kept lists (unitindex.py)
         # The unit cache of the session served last (a new one is a new session), and
         # how many sessions it has served: an entry whose generation is older has
         # ``order_key`` values of an earlier session.

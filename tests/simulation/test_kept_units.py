@@ -41,7 +41,7 @@ def _units(session: Session, key: str) -> list[Candidate]:
 
 
 def _model(*running: Workload, nodes: dict[str, int] | None = None) -> ClusterModel:
-    inv = inventory([queue("q", cpu=16)], [])
+    inv = inventory([queue("q", cpu=16), queue("r", cpu=16)], [])
     for name, cpu in (nodes or {}).items():
         inv.nodes[name] = Node(name, {}, {"cpu": cpu * 1000})
     model = ClusterModel(inv)
@@ -111,6 +111,41 @@ def test_a_queue_list_is_kept_while_its_workloads_are_and_built_again_when_one_c
     # By workload priority: w (0) below v (5); w's unit is still the kept one.
     assert [u.workload.name for u in again.between(None, None)] == ["w", "v"]
     assert again.between(None, None)[0] is first.between(None, None)[0]
+
+
+def test_a_queue_list_is_built_again_when_only_a_workloads_pods_change() -> None:
+    # As above, x in another queue: w's pod moves from n1 to n2, and q lists the very
+    # same workload objects as before.
+    model = _model(workload("w", "q", 2, admitted=True, admitted_at=10), nodes={"n1": 2, "n2": 4})
+    leaf = model.tree.leaves["q"]
+    session = _session(model, 1_000)
+    listing = session.snapshot.admitted_by_queue["q"]
+    first = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    (pod,) = model.pods_by_workload["ns/w"]
+    model.remove_pod(pod.key)
+    model.add([workload("x", "r", 2, admitted=True, admitted_at=5)], now=1_500)
+    session = _session(model, 2_000)
+    assert session.snapshot.admitted_by_queue["q"] is listing
+    again = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    (unit,) = again.between(None, None)
+    assert again is not first
+    assert [node for node, _ in unit.room] == ["n2"]
+
+
+def test_a_queue_list_is_not_kept_past_a_take_from_one_of_its_workloads() -> None:
+    model = _model(workload("w", "q", 2, admitted=True), workload("v", "q", 2, priority=1, admitted=True))
+    leaf = model.tree.leaves["q"]
+    first = queue_units(_session(model, 1_000), leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    session = _session(model, 2_000)
+    assert queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE) is first
+    (unit, _) = first.between(None, None)
+    # What the rounds do when a preemptor takes w whole (actions/allocate.py).
+    session.relied[unit.unit] = unit
+    session.taken[unit.key] = Taken(whole=True)
+    session.unit_cache.pop(unit.key, None)
+    again = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    assert again is not first
+    assert [u.evicted for u in again.between(None, None)] == [True, False]
 
 
 class _Rank:
