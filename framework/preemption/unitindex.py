@@ -49,11 +49,24 @@ _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "matching", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "running", "units")
 
-    def __init__(self, units: list[Candidate], bounds: list[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        units: list[Candidate],
+        bounds: list[tuple[int, int]],
+        running: list[Workload] | None = None,
+        made: list[list[Candidate]] | None = None,
+        patched: int = 0,
+    ) -> None:
         self.units = units
         self.bounds = bounds  # per unit: its workload's (priority, creation time)
+        # The queue's workloads in that order, and each one's units (``units`` is their
+        # concatenation): what a take from one of them replaces.
+        self.running = running if running is not None else []
+        self.made = made if made is not None else []
+        # How many of the queue's entries of ``UnitIndex.changed`` the list reflects.
+        self.patched = patched
         # (needed, with_room) -> how many of the first i units a search would be handed
         self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
 
@@ -106,10 +119,16 @@ def queue_units(
     lists = index.lists
     relied = session.relied
     if len(relied) != index.seen:
-        # Units taken since the last answer: their queues' lists are out of date.
+        # Units taken since the last answer: their queues' lists are out of date, in the
+        # segments of the workloads taken from (``changed``).
+        changed = index.changed
         for victim in islice(relied.values(), index.seen, None):
-            lists.pop(victim.leaf.name, None)
-            lists.pop(victim.workload.queue, None)
+            names = (victim.leaf.name, victim.workload.queue)
+            for name in names[:1] if names[0] == names[1] else names:
+                stale = lists.pop(name, None)
+                if stale is not None:
+                    index.stale.setdefault(name, {}).update(stale)
+                changed.setdefault(name, []).append(victim.workload.key)
         index.seen = len(relied)
     key = (reason, group, only_within_nominal, deferred)
     by_class = lists.get(leaf.name)
@@ -117,9 +136,22 @@ def queue_units(
         found: QueueUnits | None = by_class.get(key)
         if found is not None:
             return found
+    if not deferred:
+        stale_lists = index.stale.get(leaf.name)
+        if stale_lists is not None:
+            old = stale_lists.get(key)
+            if old is not None:
+                # The list before the take, with the segments of the workloads taken
+                # from built again: what a build would give, at the cost of those only.
+                changes = index.changed[leaf.name]
+                patched = _patch(session, leaf, reason, group, only_within_nominal, old, changes)
+                if by_class is None:
+                    by_class = lists[leaf.name] = {}
+                by_class[key] = patched
+                return patched
     listing = session.snapshot.admitted_by_queue.get(leaf.name, ())
     kept = None if deferred else kept_units(session)
-    built = None
+    built: QueueUnits | None = None
     if kept is not None:
         built = _kept_list(session, kept, leaf.name, key, listing)
     if built is None:
@@ -142,14 +174,15 @@ def _build(
     deferred: bool,
     listing: Sequence[Workload],
 ) -> QueueUnits:
-    running = sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))
+    running = [w for _, w in sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))]
     units: list[Candidate] = []
     bounds: list[tuple[int, int]] = []
+    made_all: list[list[Candidate]] = []
     unit_cache = session.unit_cache
     # The session's cache entry of ``candidate_units`` (``units._cached_units``), read here
     # first: most workloads of a queue have their units already.
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    for _, workload in running:
+    for workload in running:
         made = None
         if not (deferred and workload.is_deployment):
             cache = unit_cache.get(workload.key)
@@ -159,9 +192,46 @@ def _build(
             made = candidate_units(
                 session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
             )
+        made_all.append(made)
         units.extend(made)
         bounds.extend([(workload.priority, workload.created)] * len(made))
-    return QueueUnits(units, bounds)
+    changes = None if deferred else session.state[_STATE].changed.get(leaf.name)
+    return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
+
+
+def _patch(
+    session: Session,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    old: QueueUnits,
+    changes: list[str],
+) -> QueueUnits:
+    """``old`` with the units of the workloads named in ``changes`` since it was made built
+    again (``candidate_units``: the session dropped their cache entries when it took)."""
+    units = old.units
+    bounds = old.bounds
+    made = old.made
+    running = old.running
+    positions: dict[str, int] | None = None
+    for name in dict.fromkeys(changes[old.patched :]):
+        if positions is None:
+            positions = {w.key: i for i, w in enumerate(running)}
+            made = list(made)
+        i = positions.get(name)
+        if i is None:
+            continue
+        workload = running[i]
+        new = candidate_units(
+            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+        )
+        start = sum(map(len, made[:i]))
+        end = start + len(made[i])
+        made[i] = new
+        units = [*units[:start], *new, *units[end:]]
+        bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
+    return QueueUnits(units, bounds, running, made, len(changes))
 
 
 class _KeptQueue:
