@@ -7,7 +7,11 @@ simulator keeps what :meth:`Snapshot.build` would derive — the accounting, the
 admitted and pending lists per queue, the pods bound to nodes and the nodes'
 free room — and changes it as workloads are admitted, shrunk and removed. A
 session never changes its snapshot (it copies the accounting and the node room
-it works on), so every session can be handed the live structures.
+it works on), so every session can be handed the live structures. Every snapshot
+also carries the model's ``KeptUnits``: victim units kept from session to session
+while their workloads are unchanged, which relies on what this module guarantees:
+a changed workload, pod list or usage is a new object, and a queue's admitted
+listing is a new tuple whenever one of its workloads comes, goes or changes.
 
 The result must be exactly the snapshot ``Snapshot.build`` makes from the same
 objects: :meth:`ClusterModel.inventory` gives those objects, and the
@@ -388,10 +392,10 @@ class ClusterModel:
             bind = self._binder(workload, spec.name, now, bound)
             if len(placements.place_pods(flavor_name, spec.requests, wanted, selector, tolerations, bind)) < wanted:
                 complete = False
-        if bound:
+        if len(bound) != len(self.pods_by_workload.get(workload.key, ())):
+            # Replaced only when pods were bound: an unchanged list stays the same object
+            # (what kept units are checked against).
             self.pods_by_workload[workload.key] = tuple(bound)
-        else:
-            self.pods_by_workload.pop(workload.key, None)
         return complete
 
     def _binder(
