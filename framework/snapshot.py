@@ -122,7 +122,7 @@ class Snapshot:
         self._deployment_pods: DeploymentPods | None = None
         self._pod_classes: dict[str, list[tuple[Pod, int]]] = {}
         # Victim units kept from one session to the next by a backend that hands sessions
-        # successive snapshots of one cluster (a ``preemption.units.KeptUnits``); None: none.
+        # successive snapshots of one cluster (a ``preemption.kept.KeptUnits``); None: none.
         self.kept_units: Any = None
 
     @classmethod

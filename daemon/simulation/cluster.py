@@ -37,7 +37,7 @@ from preemptd.framework.model import FR, Admission, FrozenDict, Pod, PodSetAdmis
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
 from preemptd.framework.pods import SURPLUS, classify
-from preemptd.framework.preemption.units import KeptUnits
+from preemptd.framework.preemption.kept import KeptUnits
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
 from preemptd.framework.snapshot import Snapshot, admitted_usage, wants_more
 
@@ -104,7 +104,7 @@ class ClusterModel:
 
     def __init__(self, inventory: Inventory, *, keep_units: bool = True) -> None:
         self.base = inventory
-        # Victim units kept from session to session (framework/preemption/units.py):
+        # Victim units kept from session to session (framework/preemption/kept.py):
         # every snapshot of the model hands its sessions the same store.
         self.kept_units = KeptUnits() if keep_units else None
         self.tree = QuotaTree(inventory.queues)

@@ -31,7 +31,7 @@ answer: in ``gpu-fleet.yaml`` 81 of 2,467 sessions start from the state the
 session before started from, for 175 of 12,867 searches.
 
 What sessions do share is the victim units of running workloads and the candidate
-index's per-queue lists (``framework/preemption/units.py``, ``KeptUnits``): the cluster
+index's per-queue lists (``framework/preemption/kept.py``, ``KeptUnits``): the cluster
 model hands every snapshot the same store, and a session takes a workload's units from
 it only while the workload, its pods and its usage are the very objects they were built
 from and the session has taken nothing from it, so a session gets the units it would

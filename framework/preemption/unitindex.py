@@ -17,13 +17,13 @@ answer came from. While a node-by-node search collects candidates
 (``session.defer_pods``) a running Deployment's pods come as one deferred unit; the
 lists are then built for that collection only, not kept.
 
-Across sessions the lists are kept in the snapshot's :class:`.units.KeptUnits` (see
-:mod:`.units`), per queue and class, with the queue's admitted listing they were built
+Across sessions the lists are kept in the snapshot's :class:`.kept.KeptUnits` (see
+:mod:`.kept`), per queue and class, with the queue's admitted listing they were built
 from and each workload's inputs. A session takes a kept list only while the snapshot
 lists the very same admitted workloads for the queue (the same sequence object: the
 simulator replaces a queue's listing whenever a workload of it comes, goes or
 changes), every one of them still has the inputs its units were built from (the
-test of :meth:`.units.KeptWorkload.current`) and the session has taken nothing from
+test of :meth:`.kept.KeptWorkload.current`) and the session has taken nothing from
 any of them: the list it would build is then made of the same kept units in the same
 order. A list built after a take is the session's own, never kept.
 """
@@ -39,7 +39,8 @@ from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..session.candidates import UnitIndex
-from .units import KeptUnits, candidate_units, kept_units
+from .kept import KeptUnits, kept_units
+from .units import candidate_units
 
 __all__ = ["QueueUnits", "queue_units"]
 

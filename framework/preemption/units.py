@@ -6,25 +6,9 @@ class. Plugins hand units to the search through :func:`candidate_units`, which
 builds them once per session per workload and class (``session.unit_cache``), and
 the node-by-node search builds a deferred Deployment's pod units with
 :func:`pod_unit` only on the nodes it looks at. This is the lowest room of the
-floor: every other module of ``preemption/`` may use it, it uses none of them.
-
-Across sessions (:class:`KeptUnits`). A backend that hands its sessions successive
-snapshots of one cluster, changed a little each time (the simulator), may give each
-snapshot the same ``KeptUnits`` (``Snapshot.kept_units``); a session then starts
-from the units earlier sessions built instead of building every workload's again.
-Exactness: ``_units``, ``_pod_units`` and ``_deferred_units`` read nothing but the
-workload object, the quota tree (the leaf), whether the snapshot has nodes, the
-snapshot's ``usage``, ``pods_by_workload`` and ``reserved_by_workload`` entries of
-the workload, ``pod_classes`` (a function of the workload and its pods), the
-session's ``now`` (only for a workload without ``admittedAt``) and what the session
-took from the workload (``session.taken``). A kept entry is used only while every one
-of those is the very object it was built from (identity: the snapshot's values are
-immutable, and a changed workload or pod list is a new object), ``now`` is equal where
-it is read, and the session has taken nothing from the workload; units built after a
-take are the session's own and are never kept. The same inputs give equal units, so a
-kept unit is the one the session would build. The one field a session writes to a
-unit, ``order_key`` (a victim order composed from this session's plugins), is cleared
-the first time each session is handed a kept unit.
+floor but one: every other module of ``preemption/`` may use it, it uses only
+``kept``, the store a backend may keep units in across sessions (:class:`.kept.KeptUnits`;
+``_session_units`` hands a session a workload's kept units while they are exact).
 """
 
 from __future__ import annotations
@@ -34,90 +18,12 @@ from typing import Any
 
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, SURPLUS, classify
-from ..quota import QuotaNode, QuotaTree
+from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
-from ..snapshot import Snapshot, pod_set_usage
+from ..snapshot import pod_set_usage
+from .kept import KeptWorkload, UnitsByClass, kept_units
 
-__all__ = ["KeptUnits", "candidate_units", "kept_units", "pod_unit"]
-
-# One workload's units by class: ``(leaf.index, reason, group, only_within_nominal,
-# deferred)`` -> units (``session.unit_cache[key]``).
-UnitsByClass = dict[tuple[Any, ...], list[Candidate]]
-
-
-class KeptWorkload:
-    """One workload's units, and the inputs they were built from (compared by identity)."""
-
-    __slots__ = ("generation", "pods", "reserved", "units", "usage", "when", "workload")
-
-    def __init__(self, snapshot: Snapshot, workload: Workload, when: int | None, generation: int) -> None:
-        key = workload.key
-        self.workload = workload
-        self.pods = snapshot.pods_by_workload.get(key)
-        self.usage = snapshot.usage.get(key)
-        self.reserved = snapshot.reserved_by_workload.get(key)
-        self.when = when  # the session's ``now`` if the workload has no admittedAt, else None
-        self.generation = generation
-        self.units: UnitsByClass = {}
-
-    def current(self, snapshot: Snapshot, workload: Workload, when: int | None) -> bool:
-        """Whether the units built from this entry are still the ones ``workload`` gives."""
-        key = workload.key
-        return (
-            self.workload is workload
-            and self.when == when
-            and snapshot.pods_by_workload.get(key) is self.pods
-            and snapshot.usage.get(key) is self.usage
-            and snapshot.reserved_by_workload.get(key) is self.reserved
-        )
-
-
-class KeptUnits:
-    """Victim units kept across the sessions of one cluster (see the module docstring).
-
-    ``workloads``: per workload key, its kept units; ``queues``: the candidate index's
-    lists (``unitindex.py``), per queue and class. Bound to one quota tree and to
-    whether the snapshots have nodes; a snapshot with another tree starts it afresh.
-    """
-
-    __slots__ = ("generation", "placed", "queues", "serving", "tree", "workloads")
-
-    def __init__(self) -> None:
-        self.tree: QuotaTree | None = None
-        self.placed = False
-        self.workloads: dict[str, KeptWorkload] = {}
-        self.queues: dict[str, Any] = {}  # queue name -> its kept lists (unitindex.py)
-        # The unit cache of the session served last (a new one is a new session), and
-        # how many sessions it has served: an entry whose generation is older has
-        # ``order_key`` values of an earlier session.
-        self.serving: object = None
-        self.generation = 0
-
-    def prune(self, snapshot: Snapshot) -> None:
-        """Drop the entries of workloads the snapshot no longer has as they were."""
-        workloads = snapshot.workloads
-        self.workloads = {
-            key: entry for key, entry in self.workloads.items() if workloads.get(key) is entry.workload
-        }
-
-
-def kept_units(session: Session) -> KeptUnits | None:
-    """The snapshot's :class:`KeptUnits`, made ready for ``session`` (None: none kept)."""
-    kept: KeptUnits | None = session.snapshot.kept_units
-    if kept is None or kept.serving is session.unit_cache:
-        return kept
-    snapshot = session.snapshot
-    placed = session.placements is not None
-    if kept.tree is not snapshot.tree or kept.placed != placed:
-        kept.tree = snapshot.tree
-        kept.placed = placed
-        kept.workloads.clear()
-        kept.queues.clear()
-    elif len(kept.workloads) > 2 * len(snapshot.workloads) + 64:
-        kept.prune(snapshot)
-    kept.serving = session.unit_cache
-    kept.generation += 1
-    return kept
+__all__ = ["candidate_units", "pod_unit"]
 
 
 def _session_units(session: Session, workload: Workload) -> UnitsByClass:
@@ -207,7 +113,7 @@ def _cached_units(
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
-        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
+        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
     return found
 
 
@@ -222,7 +128,13 @@ def _gives_pods(session: Session, workload: Workload) -> bool:
 
 
 def _units(
-    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    cache: UnitsByClass | None = None,
 ) -> list[Candidate]:
     key = workload.key
     taken = session.taken.get(key)
@@ -230,13 +142,20 @@ def _units(
     if workload.is_deployment and not evicted and workload.admission is not None:
         return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
     usage = session.snapshot.usage.get(key, {})
-    room = _room(session, workload) if session.placements is not None else ()
     priority = workload.priority
     elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
     if elastic is None:
+        # The whole workload's unit of another class, if one is built (``cache``: this
+        # workload's entry, all of one take state): the same room and unit name, shared.
+        other = _whole_unit(cache) if cache else None
+        if other is not None:
+            room, name = other.room, other.unit
+        else:
+            room = _room(session, workload) if session.placements is not None else ()
+            name = (key,)
         unit = Candidate(
             workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
-            priority, (key,),
+            priority, name,
         )
         # _base_key, written out: this is the path of almost every candidate.
         admitted_at = workload.admitted_at
@@ -303,6 +222,16 @@ def _units(
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return units
+
+
+def _whole_unit(cache: UnitsByClass) -> Candidate | None:
+    """A whole-workload unit among a workload's units of other classes."""
+    for units in cache.values():
+        if len(units) == 1:
+            unit = units[0]
+            if unit.count is None and unit.pod_set is None and type(unit) is Candidate:
+                return unit
+    return None
 
 
 def _pod_units(

@@ -1,4 +1,4 @@
-"""Victim units kept from one session to the next (framework/preemption/units.py, KeptUnits).
+"""Victim units kept from one session to the next (framework/preemption/kept.py, KeptUnits).
 
 The simulator hands every session a snapshot of the same cluster model, and with it
 the same store of units: a workload whose object, pods and usage are the very objects
@@ -19,7 +19,14 @@ from preemptd.daemon.simulation.cluster import ClusterModel
 from preemptd.daemon.simulation.command import setup
 from preemptd.daemon.simulation.engine import simulate
 from preemptd.daemon.simulation.scenario import scenario_from_data
-from preemptd.framework import CLASS_SAME_QUEUE, IN_QUEUE, candidate_units, queue_units
+from preemptd.framework import (
+    CLASS_OTHER_QUEUE,
+    CLASS_SAME_QUEUE,
+    IN_COHORT_RECLAIM,
+    IN_QUEUE,
+    candidate_units,
+    queue_units,
+)
 from preemptd.framework.model import Node, Workload
 from preemptd.framework.session import Candidate, Registry, Session, Taken, hookimpl, order_for
 from preemptd.framework.testing import inventory, queue, workload
@@ -146,6 +153,23 @@ def test_a_queue_list_is_not_kept_past_a_take_from_one_of_its_workloads() -> Non
     again = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
     assert again is not first
     assert [u.evicted for u in again.between(None, None)] == [True, False]
+
+
+def test_the_units_of_one_workload_in_every_class_share_its_room() -> None:
+    # Each class of a workload is a unit of its own, and all free the same node room:
+    # one tuple of (node, requests) for all, not one per class (a unit kept across
+    # sessions is memory the collector walks).
+    model = _model(workload("w", "q", 2, count=2, admitted=True), nodes={"n1": 8})
+    session = _session(model, 1_000)
+    found = session.snapshot.workloads["ns/w"]
+    leaf = session.snapshot.tree.leaves["q"]
+    (in_queue,) = candidate_units(session, found, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    (reclaimed,) = candidate_units(
+        session, found, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
+    )
+    assert in_queue is not reclaimed
+    assert [node for node, _ in in_queue.room] == ["n1", "n1"]
+    assert reclaimed.room is in_queue.room and reclaimed.unit is in_queue.unit
 
 
 class _Rank:
