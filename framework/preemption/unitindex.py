@@ -155,6 +155,11 @@ def queue_units(
     built: QueueUnits | None = None
     if kept is not None:
         built = _kept_list(session, kept, leaf.name, key, listing)
+        if built is not None:
+            # Served only when the session has taken from none of its workloads: it
+            # reflects every change recorded for the queue so far in this session.
+            recorded = index.changed.get(leaf.name)
+            built.patched = len(recorded) if recorded is not None else 0
     if built is None:
         built = _build(session, leaf, reason, group, only_within_nominal, deferred, listing)
         if kept is not None:

@@ -172,6 +172,33 @@ def test_the_units_of_one_workload_in_every_class_share_its_room() -> None:
     assert reclaimed.room is in_queue.room and reclaimed.unit is in_queue.unit
 
 
+def test_a_kept_list_served_to_a_new_session_is_patched_for_that_sessions_takes() -> None:
+    # w runs in q but names r as its queue (spec.queueName changed after admission), so a
+    # take from w marks both q's and r's lists. r's list, built after that take, is kept;
+    # served to the next session, a take from v (in r) must still reach it.
+    moved = dataclasses.replace(workload("w", "q", 2, admitted=True), queue="r")
+    model = _model(moved, workload("v", "r", 2, admitted=True))
+    q, r = model.tree.leaves["q"], model.tree.leaves["r"]
+    session = _session(model, 1_000)
+    (w_unit,) = queue_units(session, q, reason=IN_QUEUE, group=CLASS_SAME_QUEUE).between(None, None)
+    _take(session, w_unit)
+    queue_units(session, q, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    kept = queue_units(session, r, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
+    session = _session(model, 2_000)
+    assert queue_units(session, r, reason=IN_QUEUE, group=CLASS_SAME_QUEUE) is kept
+    (v_unit,) = kept.between(None, None)
+    _take(session, v_unit)
+    (again,) = queue_units(session, r, reason=IN_QUEUE, group=CLASS_SAME_QUEUE).between(None, None)
+    assert again.evicted, "the take from v is in r's list"
+
+
+def _take(session: Session, unit: Candidate) -> None:
+    """What the rounds record when a preemptor takes ``unit`` whole (actions/allocate.py)."""
+    session.relied[unit.unit] = unit
+    session.taken[unit.key] = Taken(whole=True)
+    session.unit_cache.pop(unit.key, None)
+
+
 class _Rank:
     """A victim order whose keys are the same for every preemptor of a session but not
     from one session to the next: the session's ``now`` is part of the key."""
