@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, islice
 from operator import attrgetter, itemgetter, lt
+from typing import Any
 
 from .model import (
     FR,
@@ -80,6 +81,7 @@ class Snapshot:
         "admitted_by_queue",
         "flavors",
         "inadmissible",
+        "kept_units",
         "node_pool",
         "now",
         "pending",
@@ -119,6 +121,9 @@ class Snapshot:
         self.reserved_by_workload: Mapping[str, Sequence[PendingPlacement]] = {}
         self._deployment_pods: DeploymentPods | None = None
         self._pod_classes: dict[str, list[tuple[Pod, int]]] = {}
+        # Victim units kept from one session to the next by a backend that hands sessions
+        # successive snapshots of one cluster (a ``preemption.kept.KeptUnits``); None: none.
+        self.kept_units: Any = None
 
     @classmethod
     def build(cls, inventory: Inventory, *, now: int) -> Snapshot:

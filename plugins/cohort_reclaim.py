@@ -26,7 +26,6 @@ from preemptd.framework import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     Accounting,
     Candidate,
-    PreemptionPolicy,
     QueueUnits,
     QuotaNode,
     Session,
@@ -38,6 +37,7 @@ from preemptd.framework import (
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
+SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
 
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:
@@ -55,7 +55,12 @@ def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage
 
 
 def _within_nominal(accounting: Accounting, node: QuotaNode, needed: frozenset[FR]) -> bool:
-    return all(accounting.used(node, fr) <= node.subtree.get(fr, 0) for fr in needed)
+    used = accounting.usage[node.index]
+    subtree = node.subtree
+    for fr in needed:  # noqa: SIM110 (a loop: no generator per queue visited, per search)
+        if used.get(fr, 0) > subtree.get(fr, 0):
+            return False
+    return True
 
 
 @hookimpl
@@ -91,25 +96,45 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # The answer is a function of the committed state of the queue tree (its epoch), the
     # units taken so far, the request and the priority bounds: kept per session for the
     # next preemptor of the same queue asking the same, as heads of a queue often do.
+    # So is each sibling subtree's part of it, which preemptors of other queues of the
+    # tree, asking the same, share: the answer is those parts in the same order.
     statement = session.statement
     key = None
+    parts: dict[tuple[int, bool], tuple[list[Candidate], int]] | None = None
     if not statement.ops:
-        key = (
-            leaf.index, statement.epoch(leaf), assignment.needed, assignment.with_room,
-            assignment.borrowing_only, high, cut, tuple(level[2] for level in levels),
-            len(session.relied), len(session.taken), session.defer_pods,
+        asked = (
+            statement.epoch(leaf), assignment.needed, assignment.with_room, assignment.borrowing_only,
+            high, cut, len(session.relied), len(session.taken), session.defer_pods,
         )
+        key = (leaf.index, asked, tuple(level[2] for level in levels))
         kept: dict[tuple[object, ...], tuple[list[Candidate], int]] = session.state.setdefault(NAME, {})
         found = kept.get(key)
         if found is not None:
             assignment.left_out += found[1]
             return list(found[0])
+        subtrees: dict[tuple[object, ...], dict[tuple[int, bool], tuple[list[Candidate], int]]]
+        subtrees = session.state.setdefault(SUBTREES, {})
+        parts = subtrees.get(asked)
+        if parts is None:
+            parts = subtrees[asked] = {}
     left_out = assignment.left_out
     out: list[Candidate] = []
     for ancestor, child, at_level in levels:
         for sibling in ancestor.children:
-            if sibling is not child:
-                _collect(session, assignment, policy, sibling, at_level, high, cut, out)
+            if sibling is child:
+                continue
+            if parts is None:
+                _collect(session, assignment, sibling, at_level, high, cut, out)
+                continue
+            part = parts.get((sibling.index, at_level))
+            if part is None:
+                start = len(out)
+                before = assignment.left_out
+                _collect(session, assignment, sibling, at_level, high, cut, out)
+                parts[(sibling.index, at_level)] = (out[start:], assignment.left_out - before)
+            else:
+                out.extend(part[0])
+                assignment.left_out += part[1]
     if key is not None:
         kept[key] = (list(out), assignment.left_out - left_out)
     return out
@@ -118,7 +143,6 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
 def _collect(
     session: Session,
     assignment: VictimSearch,
-    policy: PreemptionPolicy,
     node: QuotaNode,
     advantage: bool,
     high: int | None,
@@ -129,7 +153,7 @@ def _collect(
         return
     if not node.is_leaf:
         for child in node.children:
-            _collect(session, assignment, policy, child, advantage, high, cut, out)
+            _collect(session, assignment, child, advantage, high, cut, out)
         return
     # Each class is a range of priorities of the queue's units (the candidate index):
     # reclaimWithinCohort LowerPriority keeps those below the preemptor's (``high``);

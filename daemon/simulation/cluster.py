@@ -7,7 +7,11 @@ simulator keeps what :meth:`Snapshot.build` would derive — the accounting, the
 admitted and pending lists per queue, the pods bound to nodes and the nodes'
 free room — and changes it as workloads are admitted, shrunk and removed. A
 session never changes its snapshot (it copies the accounting and the node room
-it works on), so every session can be handed the live structures.
+it works on), so every session can be handed the live structures. Every snapshot
+also carries the model's ``KeptUnits``: victim units kept from session to session
+while their workloads are unchanged, which relies on what this module guarantees:
+a changed workload, pod list or usage is a new object, and a queue's admitted
+listing is a new tuple whenever one of its workloads comes, goes or changes.
 
 The result must be exactly the snapshot ``Snapshot.build`` makes from the same
 objects: :meth:`ClusterModel.inventory` gives those objects, and the
@@ -33,6 +37,7 @@ from preemptd.framework.model import FR, Admission, FrozenDict, Pod, PodSetAdmis
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.objects import Inventory
 from preemptd.framework.pods import SURPLUS, classify
+from preemptd.framework.preemption.kept import KeptUnits
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
 from preemptd.framework.snapshot import Snapshot, admitted_usage, wants_more
 
@@ -86,6 +91,7 @@ class ClusterModel:
         "base",
         "flavors",
         "inadmissible",
+        "kept_units",
         "leaves",
         "placements",
         "pods",
@@ -96,8 +102,11 @@ class ClusterModel:
         "workloads",
     )
 
-    def __init__(self, inventory: Inventory) -> None:
+    def __init__(self, inventory: Inventory, *, keep_units: bool = True) -> None:
         self.base = inventory
+        # Victim units kept from session to session (framework/preemption/kept.py):
+        # every snapshot of the model hands its sessions the same store.
+        self.kept_units = KeptUnits() if keep_units else None
         self.tree = QuotaTree(inventory.queues)
         self.leaves = self.tree.leaves
         self.flavors = dict(inventory.flavors)
@@ -383,10 +392,10 @@ class ClusterModel:
             bind = self._binder(workload, spec.name, now, bound)
             if len(placements.place_pods(flavor_name, spec.requests, wanted, selector, tolerations, bind)) < wanted:
                 complete = False
-        if bound:
+        if len(bound) != len(self.pods_by_workload.get(workload.key, ())):
+            # Replaced only when pods were bound: an unchanged list stays the same object
+            # (what kept units are checked against).
             self.pods_by_workload[workload.key] = tuple(bound)
-        else:
-            self.pods_by_workload.pop(workload.key, None)
         return complete
 
     def _binder(
@@ -489,6 +498,7 @@ class ClusterModel:
         snap.pods_by_workload = MappingProxyType(self.pods_by_workload)
         snap.node_pool = self.pool
         snap.placements = self.placements
+        snap.kept_units = self.kept_units
         return snap
 
     def inventory(self) -> Inventory:

@@ -30,6 +30,13 @@ so a later session answering from memory would drop them. And it would seldom
 answer: in ``gpu-fleet.yaml`` 81 of 2,467 sessions start from the state the
 session before started from, for 175 of 12,867 searches.
 
+What sessions do share is the victim units of running workloads and the candidate
+index's per-queue lists (``framework/preemption/kept.py``, ``KeptUnits``): the cluster
+model hands every snapshot the same store, and a session takes a workload's units from
+it only while the workload, its pods and its usage are the very objects they were built
+from and the session has taken nothing from it, so a session gets the units it would
+build (``keep_units=False`` builds them every session, for comparison).
+
 Commit follows the files backend (CONTRACT §3 ``--apply``): an admitted
 workload gets its admission and ``admittedAt = now``; a whole victim is marked
 ``Evicted`` and keeps its quota until gone, then goes back to its queue as
@@ -127,6 +134,7 @@ def simulate(
     cycle_interval: int,
     progress: Callable[[int, int, int], bool | None] | None = None,
     verify: Registry | None = None,
+    keep_units: bool = True,
 ) -> Outcome:
     """Run ``scenario`` through sessions of ``registry``'s plugins and measure it.
 
@@ -136,8 +144,10 @@ def simulate(
     ``verify``, a second registry of the same plugins, makes every session also run
     on ``Snapshot.build`` of the same objects and raises :class:`SimulationError`
     unless both decide the same (slow; for tests).
+    ``keep_units=False`` builds every session's victim units afresh instead of keeping
+    them from session to session (see :mod:`.cluster`); the decisions are the same.
     """
-    return _Engine(scenario, registry, actions, cycle_interval, progress, verify).run()
+    return _Engine(scenario, registry, actions, cycle_interval, progress, verify, keep_units).run()
 
 
 class _Engine(Commits):
@@ -149,6 +159,7 @@ class _Engine(Commits):
         interval: int,
         progress: Callable[[int, int, int], bool | None] | None,
         verify: Registry | None,
+        keep_units: bool = True,
     ) -> None:
         started = time.perf_counter()
         self.scenario = scenario
@@ -160,7 +171,7 @@ class _Engine(Commits):
         self.start = scenario.start
         self.duration = scenario.duration
         self.grace = scenario.termination_grace
-        self.cluster = ClusterModel(scenario.inventory)
+        self.cluster = ClusterModel(scenario.inventory, keep_units=keep_units)
         self.resource = report_resource(scenario)
         self.recorder = Recorder(
             self.cluster.tree,

@@ -16,17 +16,30 @@ it answers, the index drops the lists of the queues the units recorded since its
 answer came from. While a node-by-node search collects candidates
 (``session.defer_pods``) a running Deployment's pods come as one deferred unit; the
 lists are then built for that collection only, not kept.
+
+Across sessions the lists are kept in the snapshot's :class:`.kept.KeptUnits` (see
+:mod:`.kept`), per queue and class, with the queue's admitted listing they were built
+from and each workload's inputs. A session takes a kept list only while the snapshot
+lists the very same admitted workloads for the queue (the same sequence object: the
+simulator replaces a queue's listing whenever a workload of it comes, goes or
+changes), every one of them still has the inputs its units were built from (the
+test of :meth:`.kept.KeptWorkload.current`) and the session has taken nothing from
+any of them: the list it would build is then made of the same kept units in the same
+order. A list built after a take is the session's own, never kept.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from itertools import islice
+from typing import Any
 
-from ..model import FR
+from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..session.candidates import UnitIndex
+from .kept import KeptUnits, kept_units
 from .units import candidate_units
 
 __all__ = ["QueueUnits", "queue_units"]
@@ -37,11 +50,24 @@ _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "matching", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "running", "units")
 
-    def __init__(self, units: list[Candidate], bounds: list[tuple[int, int]]) -> None:
+    def __init__(
+        self,
+        units: list[Candidate],
+        bounds: list[tuple[int, int]],
+        running: list[Workload] | None = None,
+        made: list[list[Candidate]] | None = None,
+        patched: int = 0,
+    ) -> None:
         self.units = units
         self.bounds = bounds  # per unit: its workload's (priority, creation time)
+        # The queue's workloads in that order, and each one's units (``units`` is their
+        # concatenation): what a take from one of them replaces.
+        self.running = running if running is not None else []
+        self.made = made if made is not None else []
+        # How many of the queue's entries of ``UnitIndex.changed`` the list reflects.
+        self.patched = patched
         # (needed, with_room) -> how many of the first i units a search would be handed
         self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
 
@@ -94,10 +120,16 @@ def queue_units(
     lists = index.lists
     relied = session.relied
     if len(relied) != index.seen:
-        # Units taken since the last answer: their queues' lists are out of date.
+        # Units taken since the last answer: their queues' lists are out of date, in the
+        # segments of the workloads taken from (``changed``).
+        changed = index.changed
         for victim in islice(relied.values(), index.seen, None):
-            lists.pop(victim.leaf.name, None)
-            lists.pop(victim.workload.queue, None)
+            names = (victim.leaf.name, victim.workload.queue)
+            for name in names[:1] if names[0] == names[1] else names:
+                stale = lists.pop(name, None)
+                if stale is not None:
+                    index.stale.setdefault(name, {}).update(stale)
+                changed.setdefault(name, []).append(victim.workload.key)
         index.seen = len(relied)
     key = (reason, group, only_within_nominal, deferred)
     by_class = lists.get(leaf.name)
@@ -105,21 +137,217 @@ def queue_units(
         found: QueueUnits | None = by_class.get(key)
         if found is not None:
             return found
-    running = sorted(
-        enumerate(session.snapshot.admitted_by_queue.get(leaf.name, ())),
-        key=lambda item: (item[1].priority, item[1].created, item[0]),
-    )
-    units: list[Candidate] = []
-    bounds: list[tuple[int, int]] = []
-    for _, workload in running:
-        made = candidate_units(
-            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-        )
-        units.extend(made)
-        bounds.extend([(workload.priority, workload.created)] * len(made))
-    built = QueueUnits(units, bounds)
+    if not deferred:
+        stale_lists = index.stale.get(leaf.name)
+        if stale_lists is not None:
+            old = stale_lists.get(key)
+            if old is not None:
+                # The list before the take, with the segments of the workloads taken
+                # from built again: what a build would give, at the cost of those only.
+                changes = index.changed[leaf.name]
+                patched = _patch(session, leaf, reason, group, only_within_nominal, old, changes)
+                if by_class is None:
+                    by_class = lists[leaf.name] = {}
+                by_class[key] = patched
+                return patched
+    listing = session.snapshot.admitted_by_queue.get(leaf.name, ())
+    kept = None if deferred else kept_units(session)
+    built: QueueUnits | None = None
+    if kept is not None:
+        built = _kept_list(session, kept, leaf.name, key, listing)
+        if built is not None:
+            # Served only when the session has taken from none of its workloads: it
+            # reflects every change recorded for the queue so far in this session.
+            recorded = index.changed.get(leaf.name)
+            built.patched = len(recorded) if recorded is not None else 0
+    if built is None:
+        built = _build(session, leaf, reason, group, only_within_nominal, deferred, listing)
+        if kept is not None:
+            _keep_list(session, kept, leaf.name, key, listing, built)
     if not deferred:
         if by_class is None:
             by_class = lists[leaf.name] = {}
         by_class[key] = built
     return built
+
+
+def _build(
+    session: Session,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    deferred: bool,
+    listing: Sequence[Workload],
+) -> QueueUnits:
+    running = [w for _, w in sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))]
+    units: list[Candidate] = []
+    bounds: list[tuple[int, int]] = []
+    made_all: list[list[Candidate]] = []
+    unit_cache = session.unit_cache
+    # The session's cache entry of ``candidate_units`` (``units._cached_units``), read here
+    # first: most workloads of a queue have their units already.
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
+    for workload in running:
+        made = None
+        if not (deferred and workload.is_deployment):
+            cache = unit_cache.get(workload.key)
+            if cache is not None:
+                made = cache.get(cache_key)
+        if made is None:
+            made = candidate_units(
+                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+            )
+        made_all.append(made)
+        units.extend(made)
+        bounds.extend([(workload.priority, workload.created)] * len(made))
+    changes = None if deferred else session.state[_STATE].changed.get(leaf.name)
+    return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
+
+
+def _patch(
+    session: Session,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    old: QueueUnits,
+    changes: list[str],
+) -> QueueUnits:
+    """``old`` with the units of the workloads named in ``changes`` since it was made built
+    again (``candidate_units``: the session dropped their cache entries when it took)."""
+    units = old.units
+    bounds = old.bounds
+    made = old.made
+    running = old.running
+    positions: dict[str, int] | None = None
+    for name in dict.fromkeys(changes[old.patched :]):
+        if positions is None:
+            positions = {w.key: i for i, w in enumerate(running)}
+            made = list(made)
+        i = positions.get(name)
+        if i is None:
+            continue
+        workload = running[i]
+        new = candidate_units(
+            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+        )
+        start = sum(map(len, made[:i]))
+        end = start + len(made[i])
+        made[i] = new
+        units = [*units[:start], *new, *units[end:]]
+        bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
+    return QueueUnits(units, bounds, running, made, len(changes))
+
+
+class _KeptQueue:
+    """One queue's lists, kept across sessions, with the listing they were built from."""
+
+    __slots__ = ("checked", "inputs", "listing", "lists", "taken", "when")
+
+    def __init__(self, listing: Sequence[Workload], inputs: list[tuple[Any, Any, Any]], when: int | None) -> None:
+        self.listing = listing
+        self.inputs = inputs  # per workload of ``listing``: its pods, usage and reserved room
+        self.when = when  # the session's ``now`` if a workload has no admittedAt, else None
+        # Per class: the list, and the generation of the session last handed it.
+        self.lists: dict[tuple[Any, ...], tuple[QueueUnits, int]] = {}
+        # The generation of the session that last found ``inputs`` current, and how many
+        # workloads that session had taken from then.
+        self.checked = -1
+        self.taken = 0
+
+
+def _inputs(session: Session, listing: Sequence[Workload]) -> tuple[list[tuple[Any, Any, Any]], int | None] | None:
+    """What the units of ``listing`` are built from, in this session; None if the session
+    has taken from one of its workloads."""
+    taken = session.taken
+    snapshot = session.snapshot
+    pods = snapshot.pods_by_workload
+    usage = snapshot.usage
+    reserved = snapshot.reserved_by_workload
+    inputs = []
+    when = None
+    for workload in listing:
+        name = workload.key
+        if taken and name in taken:
+            return None
+        if workload.admitted_at is None:
+            when = session.now
+        inputs.append((pods.get(name), usage.get(name), reserved.get(name)))
+    return inputs, when
+
+
+def _current(session: Session, kept: KeptUnits, found: _KeptQueue) -> bool:
+    """Whether the lists of ``found`` are the ones this session would build. Its inputs
+    are checked once per session (the snapshot does not change during one); what the
+    session takes, whenever it has taken more since the last check."""
+    taken = session.taken
+    if found.checked == kept.generation:
+        if found.taken == len(taken):
+            return True
+        for workload in found.listing:
+            if workload.key in taken:
+                return False
+        found.taken = len(taken)
+        return True
+    snapshot = session.snapshot
+    pods = snapshot.pods_by_workload
+    usage = snapshot.usage
+    reserved = snapshot.reserved_by_workload
+    when = None
+    for workload, (had_pods, had_usage, had_reserved) in zip(found.listing, found.inputs, strict=True):
+        name = workload.key
+        if (
+            pods.get(name) is not had_pods
+            or usage.get(name) is not had_usage
+            or reserved.get(name) is not had_reserved
+            or (taken and name in taken)
+        ):
+            return False
+        if workload.admitted_at is None:
+            when = session.now
+    if when != found.when:
+        return False
+    found.checked = kept.generation
+    found.taken = len(taken)
+    return True
+
+
+def _keep_list(
+    session: Session,
+    kept: KeptUnits,
+    name: str,
+    key: tuple[Any, ...],
+    listing: Sequence[Workload],
+    built: QueueUnits,
+) -> None:
+    """Keep a list the session built, unless it took from one of the queue's workloads."""
+    found: _KeptQueue | None = kept.queues.get(name)
+    if found is None or found.listing is not listing or not _current(session, kept, found):
+        made = _inputs(session, listing)
+        if made is None:
+            kept.queues.pop(name, None)
+            return
+        found = kept.queues[name] = _KeptQueue(listing, *made)
+        found.checked = kept.generation
+        found.taken = len(session.taken)
+    found.lists[key] = (built, kept.generation)
+
+
+def _kept_list(
+    session: Session, kept: KeptUnits, name: str, key: tuple[Any, ...], listing: Sequence[Workload]
+) -> QueueUnits | None:
+    """The kept list of queue ``name`` and class ``key`` if it is the one the session
+    would build, else None."""
+    found: _KeptQueue | None = kept.queues.get(name)
+    if found is None or found.listing is not listing:
+        return None
+    entry = found.lists.get(key)
+    if entry is None or not _current(session, kept, found):
+        return None
+    units, generation = entry
+    if generation != kept.generation:
+        found.lists[key] = (units, kept.generation)
+        for unit in units.units:
+            unit.order_key = None
+    return units

@@ -6,7 +6,9 @@ class. Plugins hand units to the search through :func:`candidate_units`, which
 builds them once per session per workload and class (``session.unit_cache``), and
 the node-by-node search builds a deferred Deployment's pod units with
 :func:`pod_unit` only on the nodes it looks at. This is the lowest room of the
-floor: every other module of ``preemption/`` may use it, it uses none of them.
+floor but one: every other module of ``preemption/`` may use it, it uses only
+``kept``, the store a backend may keep units in across sessions (:class:`.kept.KeptUnits`;
+``_session_units`` hands a session a workload's kept units while they are exact).
 """
 
 from __future__ import annotations
@@ -19,8 +21,33 @@ from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..snapshot import pod_set_usage
+from .kept import KeptWorkload, UnitsByClass, kept_units
 
 __all__ = ["candidate_units", "pod_unit"]
+
+
+def _session_units(session: Session, workload: Workload) -> UnitsByClass:
+    """The session's cache entry for ``workload``, new: its kept units when they are
+    still exact (shared with :class:`KeptUnits`, which then keeps what the session adds),
+    else an empty one of the session's own."""
+    key = workload.key
+    kept = kept_units(session) if key not in session.taken else None
+    if kept is None:
+        found: UnitsByClass = {}
+        session.unit_cache[key] = found
+        return found
+    snapshot = session.snapshot
+    when = session.now if workload.admitted_at is None else None
+    entry = kept.workloads.get(key)
+    if entry is None or not entry.current(snapshot, workload, when):
+        entry = kept.workloads[key] = KeptWorkload(snapshot, workload, when, kept.generation)
+    elif entry.generation != kept.generation:
+        entry.generation = kept.generation
+        for units in entry.units.values():
+            for unit in units:
+                unit.order_key = None
+    session.unit_cache[key] = entry.units
+    return entry.units
 
 
 def candidate_units(
@@ -54,15 +81,14 @@ def _deferred_units(
     """``[DeferredPods]`` for a running Deployment with Pod objects, else its units."""
     key = workload.key
     cache = session.unit_cache.get(key)
+    if cache is None:
+        cache = _session_units(session, workload)
     cache_key = (leaf.index, reason, group, only_within_nominal, True)
-    if cache is not None:
-        found = cache.get(cache_key)
-        if found is not None:
-            return found
+    found = cache.get(cache_key)
+    if found is not None:
+        return found
     if not _gives_pods(session, workload):
         return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
-    if cache is None:
-        cache = session.unit_cache[key] = {}
     # Its usage (one replica's) and pod set are filled in when it is first expanded.
     found = cache[cache_key] = [
         DeferredPods(
@@ -81,14 +107,13 @@ def _cached_units(
     group: int,
     only_within_nominal: bool,
 ) -> list[Candidate]:
-    key = workload.key
-    cache = session.unit_cache.get(key)
+    cache = session.unit_cache.get(workload.key)
     if cache is None:
-        cache = session.unit_cache[key] = {}
+        cache = _session_units(session, workload)
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
-        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal)
+        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
     return found
 
 
@@ -103,7 +128,13 @@ def _gives_pods(session: Session, workload: Workload) -> bool:
 
 
 def _units(
-    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    cache: UnitsByClass | None = None,
 ) -> list[Candidate]:
     key = workload.key
     taken = session.taken.get(key)
@@ -111,13 +142,20 @@ def _units(
     if workload.is_deployment and not evicted and workload.admission is not None:
         return _pod_units(session, workload, leaf, reason, group, only_within_nominal)
     usage = session.snapshot.usage.get(key, {})
-    room = _room(session, workload) if session.placements is not None else ()
     priority = workload.priority
     elastic = None if evicted or workload.admission is None else _elastic_pod_set(workload)
     if elastic is None:
+        # The whole workload's unit of another class, if one is built (``cache``: this
+        # workload's entry, all of one take state): the same room and unit name, shared.
+        other = _whole_unit(cache) if cache else None
+        if other is not None:
+            room, name = other.room, other.unit
+        else:
+            room = _room(session, workload) if session.placements is not None else ()
+            name = (key,)
         unit = Candidate(
             workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
-            priority, (key,),
+            priority, name,
         )
         # _base_key, written out: this is the path of almost every candidate.
         admitted_at = workload.admitted_at
@@ -184,6 +222,16 @@ def _units(
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return units
+
+
+def _whole_unit(cache: UnitsByClass) -> Candidate | None:
+    """A whole-workload unit among a workload's units of other classes."""
+    for units in cache.values():
+        if len(units) == 1:
+            unit = units[0]
+            if unit.count is None and unit.pod_set is None and type(unit) is Candidate:
+                return unit
+    return None
 
 
 def _pod_units(

@@ -127,10 +127,14 @@ class DeferredPods(Candidate):
 class UnitIndex:
     """The session's candidate index (``preemption/unitindex.py``, kept in
     ``session.state``): per queue name and unit class, the queue's units by priority;
-    ``seen``: how many entries of ``session.relied`` it has already dropped lists for."""
+    ``seen``: how many entries of ``session.relied`` it has already dropped lists for;
+    ``stale``: the lists it dropped, per queue and class (the last of each), and
+    ``changed``: per queue, the keys of the workloads taken from, in order of the takes."""
 
     lists: dict[str, dict[tuple[str, int, bool, bool], Any]] = field(default_factory=dict)
     seen: int = 0
+    stale: dict[str, dict[tuple[str, int, bool, bool], Any]] = field(default_factory=dict)
+    changed: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
