@@ -10,6 +10,9 @@ from .pool import NodePool, PodTally, _fits, _FlavorIndex, gpu_amount, node_matc
 
 __all__ = ["Placements"]
 
+# No room kept beside the placements (a plain dict: asked once per node a scan passes).
+_NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
+
 
 class Placements:
     """Free room per node during one session, with best-fit placement."""
@@ -60,28 +63,10 @@ class Placements:
         tolerations: Sequence[Toleration],
     ) -> str | None:
         """The best-fit node of ``flavor`` for one pod, or ``None``."""
-        index = self._index.get(flavor)
-        if index is None:
-            return None
-        gpus = gpu_amount(requests)
-        cpu = requests.get("cpu", 0)
-        nodes = self.pool.nodes
-        free = self.free
-        keys = index.keys
-        stale = self._stale
-        for k in keys[bisect_left(keys, gpus) :]:
-            bucket = index.buckets[k]
-            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                node_cpu, name = bucket[j]
-                if stale and name in stale:
-                    continue
-                if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                    if not stale:
-                        return name
-                    return self._best_stale(index, requests, selector, tolerations, (k, node_cpu, name))
-        if not stale:
-            return None
-        return self._best_stale(index, requests, selector, tolerations, None)
+        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, _NO_CHANGES)
+        if self._stale:
+            best = self._best_stale(flavor, requests, selector, tolerations, best, _NO_CHANGES)
+        return best[2] if best is not None else None
 
     def best_fit_unchanged(
         self,
@@ -130,16 +115,9 @@ class Placements:
         cpu = requests.get("cpu", 0)
         nodes = self.pool.nodes
         free = self.free
-        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, changed)
         node_flavors = self._node_flavors
-        for name, (node_gpus, node_cpu) in self._moved.items():
-            if name in changed or node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
-                continue
-            key = (node_gpus, node_cpu, name)
-            if best is not None and key > best:
-                continue
-            if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                best = key
+        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, changed)
+        best = self._best_stale(flavor, requests, selector, tolerations, best, changed)
         for name, extra in changed.items():
             if index not in node_flavors.get(name, ()):
                 continue
@@ -163,27 +141,33 @@ class Placements:
 
     def _best_stale(
         self,
-        index: _FlavorIndex,
+        flavor: str,
         requests: Mapping[str, int],
         selector: Mapping[str, str],
         tolerations: Sequence[Toleration],
         best: tuple[int, int, str] | None,
-    ) -> str | None:
+        skip: Mapping[str, object],
+    ) -> tuple[int, int, str] | None:
         """The best fit among ``best`` (the index's, from its fresh nodes) and the stale
-        nodes of ``index``, judged as the index would judge them if it were fresh."""
+        nodes of ``flavor`` not in ``skip``, judged as the index would judge them if it
+        were fresh: (free GPUs, free cpu, name), or ``None``."""
+        index = self._index.get(flavor)
+        if index is None:
+            return best
         gpus = gpu_amount(requests)
         cpu = requests.get("cpu", 0)
         nodes = self.pool.nodes
+        free = self.free
         node_flavors = self._node_flavors
         for name, (node_gpus, node_cpu) in self._moved.items():
-            if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
+            if node_gpus < gpus or node_cpu < cpu or name in skip or index not in node_flavors[name]:
                 continue
             key = (node_gpus, node_cpu, name)
             if best is not None and key > best:
                 continue
-            if _fits(self.free[name], requests) and node_matches(nodes[name], selector, tolerations):
+            if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
                 best = key
-        return best[2] if best is not None else None
+        return best
 
     def place_pods(
         self,
