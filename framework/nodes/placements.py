@@ -47,7 +47,8 @@ class Placements:
         node_flavors: dict[str, list[_FlavorIndex]] = {}
         index = self._index
         for flavors, names in self._layout:
-            node_flavors.update(dict.fromkeys(names, [index[flavor] for flavor in flavors]))
+            indexes = [index[flavor] for flavor in flavors]  # never changed once laid out
+            node_flavors.update(dict.fromkeys(names, indexes))
         return node_flavors
 
     def copy(self) -> Placements:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import pytest
-
 from preemptd.framework.model import Flavor, Node
 from preemptd.framework.nodes import NodePool, Placements
 
