@@ -148,7 +148,14 @@ def simulate(
     ``keep_units=False`` builds every session's victim units afresh instead of keeping
     them from session to session (see :mod:`.cluster`); the decisions are the same.
     """
-    return _Engine(scenario, registry, actions, cycle_interval, progress, verify, keep_units).run()
+    collecting = gc.isenabled()
+    gc.disable()  # see _Collector
+    try:
+        engine = _Engine(scenario, registry, actions, cycle_interval, progress, verify, keep_units)
+        return engine.run(_Collector() if collecting else None)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class _Collector:
@@ -281,16 +288,7 @@ class _Engine(Commits):
 
     # -- the clock ------------------------------------------------------------------------
 
-    def run(self) -> Outcome:
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            return self._run(_Collector() if collecting else None)
-        finally:
-            if collecting:
-                gc.enable()
-
-    def _run(self, collector: _Collector | None) -> Outcome:
+    def run(self, collector: _Collector | None) -> Outcome:
         t = 0
         while True:
             self._advance(t)
