@@ -14,7 +14,7 @@ __all__ = ["Placements"]
 class Placements:
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_layout", "_moved", "_node_flavors", "_own", "_stale", "free", "pool")
+    __slots__ = ("_index", "_moved", "_node_flavors", "_own", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
@@ -27,47 +27,23 @@ class Placements:
         # them, and -> their (gpus, cpu) now. A node back at its place is not stale.
         self._stale: dict[str, tuple[int, int]] = {}
         self._moved: dict[str, tuple[int, int]] = {}
-        flavors_of: dict[str, list[str]] = {}
         for flavor, members in pool.by_flavor.items():
             index = self._index[flavor] = _FlavorIndex()
             for name in members:
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
-                flavors_of.setdefault(name, []).append(flavor)
-        # The nodes of each set of flavors (a node's flavors in ``pool.by_flavor`` order):
-        # a copy lays out its own indexes from it without a step per node.
-        layout: dict[tuple[str, ...], list[str]] = {}
-        for name, flavors in flavors_of.items():
-            layout.setdefault(tuple(flavors), []).append(name)
-        self._layout = tuple((flavors, tuple(names)) for flavors, names in layout.items())
-        self._node_flavors = self._lay_out()
-
-    def _lay_out(self) -> dict[str, list[_FlavorIndex]]:
-        """Per node, the indexes of its flavors (one list shared by the nodes of a set)."""
-        node_flavors: dict[str, list[_FlavorIndex]] = {}
-        index = self._index
-        for flavors, names in self._layout:
-            indexes = [index[flavor] for flavor in flavors]  # never changed once laid out
-            node_flavors.update(dict.fromkeys(names, indexes))
-        return node_flavors
+        self._node_flavors = pool.lay_out(self._index)
 
     def copy(self) -> Placements:
-        """An independent copy. The room maps are shared until either side changes one
-        (then that side copies it first), so a copy costs a step per flavor, not per node."""
+        """An independent copy, sharing room maps until a side changes one (see ``_own``)."""
         clone = Placements.__new__(Placements)
         clone.pool = self.pool
         clone.free = dict(self.free)
-        self._own = set()
-        clone._own = set()
-        clone._index = {}
+        self._own, clone._own = set(), set()
         clone._stale = dict(self._stale)
         clone._moved = dict(self._moved)
-        for flavor, index in self._index.items():
-            copied = clone._index[flavor] = _FlavorIndex()
-            copied.keys = list(index.keys)
-            copied.buckets = {k: list(v) for k, v in index.buckets.items()}
-        clone._layout = self._layout
-        clone._node_flavors = clone._lay_out()
+        clone._index = {flavor: index.copy() for flavor, index in self._index.items()}
+        clone._node_flavors = self.pool.lay_out(clone._index)
         return clone
 
     def _owned(self, node_name: str) -> dict[str, int] | None:
