@@ -17,13 +17,15 @@ _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
 class Placements:
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_moved", "_node_flavors", "_stale", "free", "pool")
+    __slots__ = ("_index", "_moved", "_node_flavors", "_own", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
         self.free = {name: dict(free) for name, free in pool.free.items()}
+        # Copy on write: the nodes whose room map this object may change in place. A copy
+        # shares every map with its original, so both own none until they change one.
+        self._own: set[str] = set(self.free)
         self._index: dict[str, _FlavorIndex] = {}
-        self._node_flavors: dict[str, list[_FlavorIndex]] = {}
         # Nodes whose room changed tentatively -> the (gpus, cpu) the index holds for
         # them, and -> their (gpus, cpu) now. A node back at its place is not stale.
         self._stale: dict[str, tuple[int, int]] = {}
@@ -33,24 +35,28 @@ class Placements:
             for name in members:
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
-                self._node_flavors.setdefault(name, []).append(index)
+        self._node_flavors = pool.lay_out(self._index)
 
     def copy(self) -> Placements:
+        """An independent copy, sharing room maps until a side changes one (see ``_own``)."""
         clone = Placements.__new__(Placements)
         clone.pool = self.pool
-        clone.free = {name: dict(free) for name, free in self.free.items()}
-        clone._index = {}
-        clone._node_flavors = {}
+        clone.free = dict(self.free)
+        self._own, clone._own = set(), set()
         clone._stale = dict(self._stale)
         clone._moved = dict(self._moved)
-        for flavor, index in self._index.items():
-            copied = clone._index[flavor] = _FlavorIndex()
-            copied.keys = list(index.keys)
-            copied.buckets = {k: list(v) for k, v in index.buckets.items()}
-        for flavor, members in self.pool.by_flavor.items():
-            for name in members:
-                clone._node_flavors.setdefault(name, []).append(clone._index[flavor])
+        clone._index = {flavor: index.copy() for flavor, index in self._index.items()}
+        clone._node_flavors = self.pool.lay_out(clone._index)
         return clone
+
+    def _owned(self, node_name: str) -> dict[str, int] | None:
+        """The room map of ``node_name`` to change in place (copied first if shared)."""
+        free = self.free.get(node_name)
+        if free is None or node_name in self._own:
+            return free
+        free = self.free[node_name] = dict(free)
+        self._own.add(node_name)
+        return free
 
     def has_nodes(self, flavor: str) -> bool:
         return flavor in self._index
@@ -375,7 +381,7 @@ class Placements:
         moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self.free.get(node_name)
+        free = self._owned(node_name)
         if free is None:
             return
         moved = self._moved
@@ -408,7 +414,7 @@ class Placements:
             del moved[node_name]
 
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self.free.get(node_name)
+        free = self._owned(node_name)
         if free is None:
             return
         if node_name in self._stale:

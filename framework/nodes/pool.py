@@ -53,7 +53,7 @@ def node_matches(
 class NodePool:
     """The static node view of a snapshot: which nodes serve which flavor."""
 
-    __slots__ = ("by_flavor", "free", "nodes")
+    __slots__ = ("by_flavor", "free", "layout", "nodes")
 
     def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
         self.nodes = dict(sorted(nodes.items()))
@@ -61,6 +61,8 @@ class NodePool:
             name: dict(node.allocatable) for name, node in self.nodes.items()
         }
         self.by_flavor: dict[str, list[str]] = {}
+        # The nodes of each set of flavors, a node's flavors in ``by_flavor`` order.
+        self.layout: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
         if not self.nodes:
             return
         for flavor in sorted(flavors.values(), key=lambda f: f.name):
@@ -71,6 +73,23 @@ class NodePool:
             ]
             if members:
                 self.by_flavor[flavor.name] = members
+        flavors_of: dict[str, list[str]] = {}
+        for flavor_name, members in self.by_flavor.items():
+            for name in members:
+                flavors_of.setdefault(name, []).append(flavor_name)
+        layout: dict[tuple[str, ...], list[str]] = {}
+        for name, of in flavors_of.items():
+            layout.setdefault(tuple(of), []).append(name)
+        self.layout = tuple((of, tuple(names)) for of, names in layout.items())
+
+    def lay_out(self, index: Mapping[str, _FlavorIndex]) -> dict[str, list[_FlavorIndex]]:
+        """Per node, the indexes of its flavors from ``index`` (a placements' own): one
+        list, never changed, shared by the nodes of a set, so a step per set, not per node."""
+        node_flavors: dict[str, list[_FlavorIndex]] = {}
+        for flavors, names in self.layout:
+            indexes = [index[flavor] for flavor in flavors]
+            node_flavors.update(dict.fromkeys(names, indexes))
+        return node_flavors
 
     def consume(self, node_name: str, requests: Mapping[str, int]) -> None:
         """Subtract a bound pod's requests (snapshot building only)."""
@@ -95,6 +114,12 @@ class _FlavorIndex:
     def __init__(self) -> None:
         self.buckets: dict[int, list[tuple[int, str]]] = {}
         self.keys: list[int] = []
+
+    def copy(self) -> _FlavorIndex:
+        copied = _FlavorIndex()
+        copied.keys = list(self.keys)
+        copied.buckets = {k: list(v) for k, v in self.buckets.items()}
+        return copied
 
     def insert(self, gpus: int, cpu: int, name: str) -> None:
         bucket = self.buckets.get(gpus)
