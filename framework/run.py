@@ -27,6 +27,7 @@ def run_session(
     timings: dict[str, float] | None = None,
     counters: dict[str, int | str] | None = None,
     memo: bool = True,
+    explain: bool = True,
 ) -> Decisions:
     """Open a session over ``snapshot``, run the actions, close it and return its decisions.
 
@@ -34,6 +35,8 @@ def run_session(
     ``session`` (open to close). ``counters``, when given, receives the session's
     counters (nominations, victim searches, memo hits, ...). ``memo=False`` runs every
     victim search instead of answering repeats from memory (the plain path).
+    ``explain=False`` keeps no explanation lines (``Decisions.explanations`` stays empty);
+    every decision and pending message is the same.
     """
     started = time.perf_counter()
     # A session allocates many short-lived objects over a large, long-lived
@@ -43,7 +46,7 @@ def run_session(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        session = Session(snapshot, registry, actions=actions, memo=memo)
+        session = Session(snapshot, registry, actions=actions, memo=memo, explain=explain)
         session.open()
         for name, action in ACTIONS.items():
             if name in session.actions:

@@ -430,7 +430,8 @@ class _Engine(Commits):
         snapshot = self.cluster.snapshot(now=now)
         self._timed("snapshot", started)
         timings: dict[str, float] = {}
-        decisions = run_session(snapshot, self.registry, actions=self.actions, timings=timings)
+        # Nothing the simulator reports reads an explanation line: none are kept.
+        decisions = run_session(snapshot, self.registry, actions=self.actions, timings=timings, explain=False)
         for phase, seconds in timings.items():
             self.timings[phase] = self.timings.get(phase, 0.0) + seconds
         self.sessions += 1

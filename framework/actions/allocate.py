@@ -227,7 +227,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     decisions = session.decisions
     key = workload.key
     tried = assignment.tried
-    if tried:
+    if tried and session.explaining:
         # session.explain of each line, in one step.
         explanations = decisions.explanations
         lines = explanations.get(key)

@@ -76,6 +76,7 @@ class Session:
         "cross_queue_enabled",
         "decisions",
         "defer_pods",
+        "explaining",
         "in_queue_enabled",
         "memo",
         "notes_added",
@@ -100,6 +101,7 @@ class Session:
         *,
         actions: Sequence[str] = ("allocate", "preempt"),
         memo: bool = True,
+        explain: bool = True,
     ) -> None:
         unknown = [a for a in actions if a not in KNOWN_ACTIONS]
         if unknown:
@@ -118,6 +120,8 @@ class Session:
             on_evict=self._notify_evict if listeners else None,
         )
         self.decisions = Decisions(now=snapshot.now)
+        # Whether explanation lines are kept: plugins may skip building them when not.
+        self.explaining = explain
         self.state: dict[str, Any] = {}
         self.timings: dict[str, float] = {}
         self.counters = Counters()
@@ -356,7 +360,8 @@ class Session:
         return [text for _, text in sorted(self._notes.get(workload, {}).items())]
 
     def explain(self, workload: str, line: str) -> None:
-        self.decisions.explanations.setdefault(workload, []).append(line)
+        if self.explaining:  # else the session keeps no explanation lines
+            self.decisions.explanations.setdefault(workload, []).append(line)
 
     # -- statement events --------------------------------------------------
 

@@ -178,7 +178,7 @@ class _State:
         if id(workload) in told.vetoed:
             return
         told.vetoed[id(workload)] = workload
-        if len(told.vetoed) <= EXPLAIN_LIMIT:
+        if len(told.vetoed) <= EXPLAIN_LIMIT and self.session.explaining:
             shrink = f"; it may shrink only down to minCount {min_count} meanwhile" if min_count else ""
             self.session.explain(
                 told.key,
