@@ -240,13 +240,13 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         if _grows(workload):
             session.explain(key, assignment.message)
             return _DONE
-        rounds.pending[key] = Pending(key, "NoFit", assignment.message or "no flavor fits")
+        _pending(rounds, key, "NoFit", assignment.message or "no flavor fits")
         _record_scan(session, workload, assignment)
         return _DONE
     if assignment.blocked:
         _pending(rounds, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
         return _DONE
-    if mode != FIT and not assignment.victims:  # needs preemption and found no victims
+    if assignment.needs_preemption and not assignment.victims:
         reason = "PreemptionNoCandidates"
         vetoed_by = assignment.vetoed_by
         for plugin in sorted(vetoed_by) if vetoed_by else ():
@@ -258,13 +258,11 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         if leaf.spec.preemption.reclaim_within_cohort != "Any":
             reserve(session, books, leaf, assignment)
         message = assignment.message or "no victims found"
-        if session.notes_added:  # no note was ever added: nobody has any
-            notes = session.notes(key)
-            if notes:
-                message = "; ".join([message, *notes])
-        rounds.pending[key] = Pending(key, reason, message)
-        if assignment.flavor_scan or workload.flavor_scan:  # _record_scan
-            decisions.flavor_scans[key] = dict(assignment.flavor_scan)
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
+        _pending(rounds, key, reason, message)
+        _record_scan(session, workload, assignment)
         return _DONE
     units = {v.unit for v in assignment.victims}
     overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})

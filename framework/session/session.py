@@ -357,7 +357,8 @@ class Session:
         object.__setattr__(self, "notes_added", self.notes_added + 1)
 
     def notes(self, workload: str) -> list[str]:
-        return [text for _, text in sorted(self._notes.get(workload, {}).items())]
+        found = self._notes.get(workload)
+        return [text for _, text in sorted(found.items())] if found else []
 
     def explain(self, workload: str, line: str) -> None:
         if self.explaining:  # else the session keeps no explanation lines
