@@ -244,45 +244,28 @@ class Placements:
             return False
         gpus = gpu_amount(requests)
         cpu = requests.get("cpu", 0)
-        wanted = [(r, a) for r, a in requests.items() if a > 0]
-        nodes = self.pool.nodes
+        requested = [(r, a) for r, a in requests.items() if a > 0]
         free = self.free
-        keys = index.keys
-        remaining = count
-        stale = self._stale
-        if stale:
+        found = 0
+        if self._stale:
             # Stale nodes first, on their actual room and with the index's filters.
+            nodes = self.pool.nodes
             node_flavors = self._node_flavors
             for name, (node_gpus, node_cpu) in self._moved.items():
                 if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
                     continue
                 room = free[name]
-                fits = remaining
-                for resource, amount in wanted:
+                fits = count - found
+                for resource, amount in requested:
                     fits = min(fits, room.get(resource, 0) // amount)
                     if fits <= 0:
                         break
                 if fits > 0 and node_matches(nodes[name], selector, tolerations):
-                    remaining -= fits
-                    if remaining <= 0:
+                    found += fits
+                    if found >= count:
                         return True
-        for k in keys[bisect_left(keys, gpus) :]:
-            bucket = index.buckets[k]
-            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                name = bucket[j][1]
-                if stale and name in stale:
-                    continue
-                room = free[name]
-                fits = remaining
-                for resource, amount in wanted:
-                    fits = min(fits, room.get(resource, 0) // amount)
-                    if fits <= 0:
-                        break
-                if fits > 0 and node_matches(nodes[name], selector, tolerations):
-                    remaining -= fits
-                    if remaining <= 0:
-                        return True
-        return False
+        counted = self._count_indexed(index, gpus, cpu, requested, selector, tolerations, count, found, _NO_CHANGES)
+        return counted >= count
 
     def tally(
         self,
@@ -329,10 +312,28 @@ class Placements:
                 found += on(name, free[name], None)
                 if found >= wanted:
                     return found
+        return self._count_indexed(
+            index, gpus, cpu, tally.wanted, tally.selector, tally.tolerations, wanted, found, changed
+        )
+
+    def _count_indexed(
+        self,
+        index: _FlavorIndex,
+        gpus: int,
+        cpu: int,
+        requested: Sequence[tuple[str, int]],
+        selector: Mapping[str, str],
+        tolerations: Sequence[Toleration],
+        wanted: int,
+        found: int,
+        changed: Mapping[str, Mapping[str, int]],
+    ) -> int:
+        """``found`` plus the pods the index's nodes neither stale nor in ``changed`` take,
+        walking it from the request upwards (every node it skips fails the index's
+        filters), counted up to ``wanted``."""
         nodes = self.pool.nodes
-        selector = tally.selector
-        tolerations = tally.tolerations
-        requested = tally.wanted
+        free = self.free
+        stale = self._stale
         keys = index.keys
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
