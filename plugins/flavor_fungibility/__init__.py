@@ -52,6 +52,7 @@ from preemptd.framework import (
     evaluate_flavor,
     finish_assignment,
     hookimpl,
+    search_flavor,
 )
 
 from .resume import CONTEXT_KEY, NAME, Config, context_entry, resume_at, state_of
@@ -231,10 +232,19 @@ def _scan_group(
     last = size - 1
     stopped: str | None = None
     nofit: list[str] = []
+    # With whenCanPreempt TryNextFlavor, what a flavor's victim search finds never ends the
+    # scan: it only matters if no other flavor beats it. Such searches are put off until
+    # the scan is over, and run only where the answer could still win.
+    defer = fungibility.when_can_preempt == _TRY_NEXT
+    put_off: list[tuple[int, FlavorOption]] = []  # its line in tried, the option
     for index in range(start, size):
         option = evaluate_flavor(
-            session, workload, leaf, pod_set, pod_set.count, group, flavors[index].flavor, prior
+            session, workload, leaf, pod_set, pod_set.count, group, flavors[index].flavor, prior, defer=defer
         )
+        if option.unsearched is not None:
+            put_off.append((len(tried), option))
+            tried.append("")  # written once the search is run or known not to be needed
+            continue
         tried.append(f"{prefix}: {option.describe()}")
         if option.mode == NOFIT:
             nofit.append(option.message or f"flavor {option.flavor} does not fit")
@@ -248,6 +258,20 @@ def _scan_group(
         option_rank = rank(option, preference)
         if best_rank is None or option_rank < best_rank:
             best, best_rank = option, option_rank
+    # In flavor order: a searched option can tie only with one searched before it (the
+    # others fit), and a tie goes to the earlier flavor.
+    for line, option in put_off:
+        # Unsearched, the option ranks as the best its search could give.
+        if stopped is None and (best_rank is None or rank(option, preference) < best_rank):
+            option = search_flavor(session, workload, leaf, option)
+            tried[line] = f"{prefix}: {option.describe()}"
+            option_rank = rank(option, preference)
+            if best_rank is None or option_rank < best_rank:
+                best, best_rank = option, option_rank
+            continue
+        assert best is not None
+        why = "the scan stopped at" if stopped is not None else f"by {preference} it cannot beat"
+        tried[line] = f"{prefix}: flavor {option.flavor}: needs victims, not searched ({why} flavor {best.flavor})"
     # Kueue records lastTriedIdx, or -1 once the last flavor was tried, and resumes at
     # lastTriedIdx + 1 up to the end of the list, never wrapping within one scan
     # (flavorassigner.go findFlavorForPodSets, workload.go NextFlavorToTryForPodSetResource).
