@@ -13,15 +13,28 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.model import Flavor, PreemptionPolicy, QueueSpec, Workload
+from preemptd.framework.model import (
+    Admission,
+    Flavor,
+    FlavorFungibility,
+    FlavorQuotas,
+    PodSet,
+    PodSetAdmission,
+    PreemptionPolicy,
+    QueueSpec,
+    ResourceGroup,
+    ResourceQuota,
+    Workload,
+)
 from preemptd.framework.objects import Inventory
 from preemptd.framework.run import run_session
-from preemptd.framework.session import FIT, PREEMPT, Registry
+from preemptd.framework.session import FIT, PREEMPT, RECLAIM, Registry
 from preemptd.framework.snapshot import Snapshot
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
 from preemptd.plugins import flavor_fungibility as ff
@@ -95,9 +108,61 @@ def test_when_every_flavor_needs_victims_each_that_could_still_win_is_searched_i
     assert found.tried[:2] == ["podSet main: flavor a: Preempt (1 victim(s))", "podSet main: flavor b: Preempt (1 victim(s))"]
 
 
+def _two_resources(flavor: str, cpu: int, gpu: int) -> FlavorQuotas:
+    return FlavorQuotas(flavor, {"cpu": ResourceQuota(cpu * 1000), GPU: ResourceQuota(gpu)})
+
+
+def _gpu_job(name: str, queue_name: str, cpu: int, gpu: int, on: str | None = None) -> Workload:
+    admission = None
+    if on is not None:
+        admission = Admission(queue_name, (PodSetAdmission("main", 1, {"cpu": on, GPU: on}),))
+    return Workload(
+        "ml",
+        name,
+        queue_name,
+        (PodSet("main", 1, {"cpu": cpu * 1000, GPU: gpu}),),
+        created=NOW - 3_600_000,
+        admission=admission,
+        admitted_at=None if on is None else NOW - 3_600_000,
+    )
+
+
+def test_a_flavor_that_could_win_only_by_borrowing_waits_for_one_that_wins_without() -> None:
+    """Cohort c: q (a: cpu 0, 4 GPUs; b: cpu 8, 4 GPUs) and r (a: cpu 8; b: nothing). r
+    borrows q's GPUs of both flavors (ra on a, rb on b). p in q asks for 2 cpu and 4 GPUs.
+    a: its cpu fits only by borrowing r's (level 1), its GPUs need victims; b: its cpu fits
+    within nominal, its GPUs need victims. Neither fits, so the scan ends with two searches
+    put off. b's is the more promising (level 0) and is run first: rb is reclaimed, within
+    q's nominal (Reclaim, level 0), and no search of a, which borrows, can beat that: a is
+    not searched. Searching both, b still wins: a finds no victim (p would borrow cpu on a,
+    and ra, not reclaimable from a borrowing preemptor with borrowWithinCohort Never, may be
+    taken only by one that ends within its nominal): NoCandidates at level 1."""
+    policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
+    group = (ResourceGroup(("cpu", GPU), (_two_resources("a", 0, 4), _two_resources("b", 8, 4))),)
+    q = QueueSpec("q", "c", group, preemption=policy)
+    r = QueueSpec("r", "c", (ResourceGroup(("cpu", GPU), (_two_resources("a", 8, 0), _two_resources("b", 0, 0))),))
+    pending = _gpu_job("p", "q", 2, 4)
+    s = session([q, r], [_gpu_job("ra", "r", 0, 4, on="a"), _gpu_job("rb", "r", 0, 4, on="b"), pending])
+    found = assign(s, pending)
+    assert ("b", RECLAIM, 0, ["ml/rb"]) == (
+        found.pod_sets[0].flavors["cpu"], found.mode, found.level, [v.key for v in found.victims]
+    )
+    assert [
+        "podSet main: flavor a: needs victims, not searched (by BorrowingOverPreemption it cannot beat flavor b)",
+        "podSet main: flavor b: Reclaim (1 victim(s))",
+    ] == found.tried[:2]
+    with pytest.MonkeyPatch.context() as patch:
+        _searching_every_flavor(patch)
+        s = session([q, r], [_gpu_job("ra", "r", 0, 4, on="a"), _gpu_job("rb", "r", 0, 4, on="b"), pending])
+        every = assign(s, pending)
+    assert every.tried[0].startswith("podSet main: flavor a: NoCandidates, borrowing level 1 (")
+    assert ["ml/rb"] == [v.key for v in every.victims]
+
+
 # --- put off against searched everywhere, on random clusters ----------------------------------
 
 
+GPU = "nvidia.com/gpu"
 UNSEARCHED = re.compile(r"(podSet \S+: flavor \S+): needs victims, not searched \(.*\)")
 SEARCHED = re.compile(r"podSet \S+: flavor \S+: (NoCandidates|Preempt|Reclaim)\b.*")
 
@@ -113,34 +178,36 @@ def _searching_every_flavor(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _random_cluster(seed: int) -> Inventory:
-    """Queues of two or three cpu flavors under two cohorts, every fungibility setting and
-    preference, with workloads admitted on random flavors and some pending."""
+    """Queues of two or three flavors of cpu and GPUs under two cohorts, every fungibility
+    setting and preference, with workloads admitted on random flavors and some pending.
+    A flavor whose cpu fits only by borrowing while its GPUs need victims ranks below one
+    whose cpu fits within nominal: the order the searches put off are run in matters."""
     rnd = random.Random(seed)
     flavors = ["a", "b", "c"]
     queues: list[QueueSpec] = []
     names = []
     for i in range(rnd.randint(2, 5)):
         own = flavors[: rnd.randint(2, 3)]
-        spec = queue(
-            f"q{i}",
-            {f: rnd.choice([0, 2, 4, 6]) for f in own},
-            parent=rnd.choice(["c1", "c2"]),
-            borrow=rnd.choice([TRY, STOP]),
-            preempt=rnd.choice([TRY, STOP]),
-            preference=rnd.choice([None, ff.BORROWING_OVER_PREEMPTION, PREEMPTION_OVER_BORROWING]),
-            preemption=PreemptionPolicy(
-                within_queue=rnd.choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
-                reclaim_within_cohort=rnd.choice(["Never", "LowerPriority", "Any"]),
-                borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
-            ),
+        quotas = tuple(_two_resources(f, rnd.choice([0, 2, 4, 8]), rnd.choice([0, 2, 4, 6])) for f in own)
+        policy = PreemptionPolicy(
+            within_queue=rnd.choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
+            reclaim_within_cohort=rnd.choice(["Never", "LowerPriority", "Any"]),
+            borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
         )
-        queues.append(spec)
-        names.append((spec.name, own))
+        fungibility = FlavorFungibility(
+            rnd.choice([TRY, STOP]),
+            rnd.choice([TRY, STOP]),
+            rnd.choice([None, ff.BORROWING_OVER_PREEMPTION, PREEMPTION_OVER_BORROWING]),  # type: ignore[arg-type]
+        )
+        parent = rnd.choice(["c1", "c2"])
+        queues.append(QueueSpec(f"q{i}", parent, (ResourceGroup(("cpu", GPU), quotas),), policy, fungibility))
+        names.append((f"q{i}", own))
     workloads: list[Workload] = []
     for i in range(rnd.randint(2, 24)):
         name, own = rnd.choice(names)
         on = rnd.choice(own) if rnd.random() < 0.5 else None
-        workloads.append(job(f"w{i:02d}", name, rnd.randint(1, 4), priority=rnd.randint(0, 3), on=on, uid=f"u{i:02d}"))
+        job = _gpu_job(f"w{i:02d}", name, rnd.randint(0, 3), rnd.randint(1, 4), on=on)
+        workloads.append(replace(job, priority=rnd.randint(0, 3), uid=f"u{i:02d}"))
     inventory = Inventory()
     inventory.flavors = {f: Flavor(f) for f in flavors}
     inventory.queues = {q.name: q for q in queues}
