@@ -23,7 +23,7 @@ Floors inside the package, from the ground up (a file imports only lower floors)
 from __future__ import annotations
 
 from .decisions import QueueShare
-from .flavors import evaluate_flavor, finish_assignment
+from .flavors import evaluate_flavor, finish_assignment, search_flavor
 from .model import (
     FR,
     Flavor,
@@ -127,4 +127,5 @@ __all__ = [
     "parse_quantity",
     "parse_timestamp",
     "queue_units",
+    "search_flavor",
 ]

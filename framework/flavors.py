@@ -40,7 +40,7 @@ from .session import (
     Session,
 )
 
-__all__ = ["default_assign", "evaluate_flavor", "finish_assignment"]
+__all__ = ["default_assign", "evaluate_flavor", "finish_assignment", "search_flavor"]
 
 
 def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str | None:
@@ -88,6 +88,8 @@ def evaluate_flavor(
     group: ResourceGroup,
     flavor_name: str,
     prior: Mapping[FR, int],
+    *,
+    defer: bool = False,
 ) -> FlavorOption:
     """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage.
 
@@ -95,7 +97,10 @@ def evaluate_flavor(
     (:class:`_Checks`) while the leaf's tree and node room do not move. Only with the
     search memo on: it is the memo's promise (``session/hooks.py``) that nothing but
     commits changes the state epochs name; and not when a plugin answers
-    ``may_search_victims``, whose answers are asked every time."""
+    ``may_search_victims``, whose answers are asked every time.
+
+    ``defer``: a flavor that needs victims gets no search but ``unsearched`` set, with the
+    best mode and level a search could give it; :func:`search_flavor` runs it later."""
     session.counters.flavors += 1
     statement = session.statement
     policy = session.policy
@@ -129,6 +134,36 @@ def evaluate_flavor(
     usage = dict(kept.usage)  # the option's own: what is kept stays as it is
     if kept.mode >= 0:
         return FlavorOption(flavor_name, kept.mode, level=kept.level, usage=usage, message=kept.message)
+    if defer:
+        return FlavorOption(
+            flavor_name,
+            RECLAIM,
+            level=kept.level,
+            usage=usage,
+            needed=kept.needed,
+            node_short=kept.node_short,
+            unsearched=(pod_set, count, kept),
+        )
+    return _searched(session, workload, leaf, pod_set, count, flavor_name, kept, usage)
+
+
+def search_flavor(session: Session, workload: Workload, leaf: QuotaNode, option: FlavorOption) -> FlavorOption:
+    """What :func:`evaluate_flavor` gives without ``defer``, on the state ``option`` was judged on."""
+    assert option.unsearched is not None
+    pod_set, count, kept = option.unsearched
+    return _searched(session, workload, leaf, pod_set, count, option.flavor, kept, option.usage)
+
+
+def _searched(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    pod_set: PodSet,
+    count: int,
+    flavor_name: str,
+    kept: _Checks,
+    usage: dict[FR, int],
+) -> FlavorOption:
     node_short = kept.node_short
     # Evicting only adds room: the nodes matter to the search only when they are short now.
     targets = [(pod_set, count, flavor_name)] if node_short else []

@@ -98,6 +98,10 @@ class FlavorOption:
     # With a search: whether the nodes of the flavor lacked room for the pods when it was
     # judged (its ``needed`` then holds every flavor-resource of ``usage``).
     node_short: bool = False
+    # Set when the victim search this flavor needs was left out (``evaluate_flavor(...,
+    # defer=True)``): what ``flavors.search_flavor`` needs to run it. ``mode`` and ``level``
+    # are then the best the search could give.
+    unsearched: Any = None
 
     def describe(self) -> str:
         borrow = f", borrowing level {self.level}" if self.level else ""

@@ -52,6 +52,7 @@ from preemptd.framework import (
     evaluate_flavor,
     finish_assignment,
     hookimpl,
+    search_flavor,
 )
 
 from .resume import CONTEXT_KEY, NAME, Config, context_entry, resume_at, state_of
@@ -228,13 +229,23 @@ def _scan_group(
         )
     best: FlavorOption | None = None
     best_rank: tuple[int, int, int] | None = None
+    best_line = -1
     last = size - 1
     stopped: str | None = None
     nofit: list[str] = []
+    # With whenCanPreempt TryNextFlavor, what a flavor's victim search finds never ends the
+    # scan: it only matters if no other flavor beats it. Such searches are put off until
+    # the scan is over, and run only where the answer could still win.
+    defer = fungibility.when_can_preempt == _TRY_NEXT
+    put_off: list[tuple[int, FlavorOption]] = []  # its line in tried, the option
     for index in range(start, size):
         option = evaluate_flavor(
-            session, workload, leaf, pod_set, pod_set.count, group, flavors[index].flavor, prior
+            session, workload, leaf, pod_set, pod_set.count, group, flavors[index].flavor, prior, defer=defer
         )
+        if option.unsearched is not None:
+            put_off.append((len(tried), option))
+            tried.append("")  # written once the search is run or known not to be needed
+            continue
         tried.append(f"{prefix}: {option.describe()}")
         if option.mode == NOFIT:
             nofit.append(option.message or f"flavor {option.flavor} does not fit")
@@ -247,7 +258,9 @@ def _scan_group(
             break
         option_rank = rank(option, preference)
         if best_rank is None or option_rank < best_rank:
-            best, best_rank = option, option_rank
+            best, best_rank, best_line = option, option_rank, len(tried) - 1
+    if put_off:
+        best = _settle(session, workload, leaf, prefix, preference, put_off, best, best_line, stopped, tried)
     # Kueue records lastTriedIdx, or -1 once the last flavor was tried, and resumes at
     # lastTriedIdx + 1 up to the end of the list, never wrapping within one scan
     # (flavorassigner.go findFlavorForPodSets, workload.go NextFlavorToTryForPodSetResource).
@@ -263,6 +276,43 @@ def _scan_group(
     else:
         tried.append(f"{prefix}: scanned to the end of the flavor list; no flavor fits")
     return _GroupScan(best, recorded, nofit)
+
+
+def _settle(
+    session: Session,
+    workload: Workload,
+    leaf: QuotaNode,
+    prefix: str,
+    preference: str,
+    put_off: list[tuple[int, FlavorOption]],
+    best: FlavorOption | None,
+    best_line: int,
+    stopped: str | None,
+    tried: list[str],
+) -> FlavorOption | None:
+    """The best option of a scan once the searches it put off are run where needed, and
+    their lines written.
+
+    The best is the least (rank, flavor order); an unsearched option ranks as the best its
+    search could give, so one that is not below the best so far cannot become it. The
+    most promising are searched first: a later flavor that needs no borrowing may settle
+    the scan before an earlier one that would borrow is searched."""
+    if stopped is None:
+        best_key = (rank(best, preference), best_line) if best is not None else None
+        for line, option in sorted(put_off, key=lambda item: (rank(item[1], preference), item[0])):
+            if best_key is not None and (rank(option, preference), line) > best_key:
+                break  # neither this one nor any after it can win
+            option = search_flavor(session, workload, leaf, option)
+            tried[line] = f"{prefix}: {option.describe()}"
+            key = (rank(option, preference), line)
+            if best_key is None or key < best_key:
+                best, best_key = option, key
+    assert best is not None
+    why = "the scan stopped at" if stopped is not None else f"by {preference} it cannot beat"
+    for line, option in put_off:
+        if not tried[line]:
+            tried[line] = f"{prefix}: flavor {option.flavor}: needs victims, not searched ({why} flavor {best.flavor})"
+    return best
 
 
 def _start(resume: Mapping[str, int], group: ResourceGroup) -> int:
