@@ -192,15 +192,26 @@ class Placements:
         The one best-fit placement loop: the snapshot (pods not created yet), the
         session (pods of earlier podSets, an admitted workload's pods) and the
         simulated cluster all place through it.
+
+        The node a pod takes stays the best fit for the next one while that one fits
+        there: its free GPUs and cpu only went down, so its key (free GPUs, free cpu,
+        name) is still the least of the nodes that fit, and no other node changed. So
+        the pods that node still holds are placed there without looking again.
         """
         take_room = take if take is not None else self.take
+        requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
         chosen: list[str] = []
-        for _ in range(count):
+        while len(chosen) < count:
             node = self.best_fit(flavor, requests, selector, tolerations)
             if node is None:
                 break
-            take_room(node, requests)
-            chosen.append(node)
+            room = self.free[node]
+            fits = count - len(chosen)
+            for resource, amount in requested:
+                fits = min(fits, room.get(resource, 0) // amount)
+            for _ in range(max(fits, 1)):
+                take_room(node, requests)
+                chosen.append(node)
         return chosen
 
     def fit_all(
