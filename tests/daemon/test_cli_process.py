@@ -94,9 +94,11 @@ def test_atexit_functions_run_and_what_they_print_comes_out(tmp_path: Path) -> N
 
 def test_a_thread_still_running_is_waited_for(tmp_path: Path) -> None:
     snapshot = write_snapshot(tmp_path / "s.yaml", preemption_snapshot())
+    # The thread ends only once the main thread has finished: it is still running
+    # whatever the machine's speed, and what it prints comes last.
     setup = (
-        "import threading, time\n"
-        "threading.Thread(target=lambda: (time.sleep(0.5), print('thread done'))).start()"
+        "import threading\n"
+        "threading.Thread(target=lambda: (threading.main_thread().join(), print('thread done'))).start()"
     )
     done = program("cycle", snapshot, "--now", NOW, "-o", "name", setup=setup)
     assert done.returncode == 0
