@@ -200,6 +200,7 @@ class Placements:
         """
         take_room = take if take is not None else self.take
         requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
+        gpus = gpu_amount(requests)
         chosen: list[str] = []
         while len(chosen) < count:
             node = self.best_fit(flavor, requests, selector, tolerations)
@@ -209,6 +210,10 @@ class Placements:
             fits = count - len(chosen)
             for resource, amount in requested:
                 fits = min(fits, room.get(resource, 0) // amount)
+            if gpus > 0:
+                # Best fit passes over a node whose free GPUs of every kind together are
+                # fewer than the pod's (room of one kind can be negative).
+                fits = min(fits, gpu_amount(room) // gpus)
             for _ in range(max(fits, 1)):
                 take_room(node, requests)
                 chosen.append(node)

@@ -13,6 +13,7 @@ from preemptd.framework.model import Flavor, Node, Toleration
 from preemptd.framework.nodes import NodePool, Placements
 
 GPU = "nvidia.com/gpu"
+AMD = "amd.com/gpu"
 FLAVORS = {"a100": Flavor("a100", {"pool": "a100"}), "h100": Flavor("h100", {"pool": "h100"})}
 
 
@@ -21,7 +22,7 @@ def _cluster(rng: random.Random) -> Placements:
     for i in range(rng.randint(1, 14)):
         labels = {"pool": rng.choice(("a100", "h100")), "zone": rng.choice(("z1", "z2"))}
         allocatable = {
-            GPU: rng.choice((0, 1, 2, 4, 8)),
+            rng.choice((GPU, AMD)): rng.choice((0, 1, 2, 4, 8)),
             "cpu": rng.choice((2_000, 8_000, 16_000)),
             "memory": rng.choice((4, 16, 64)) << 30,
         }
@@ -30,6 +31,9 @@ def _cluster(rng: random.Random) -> Placements:
     for free in pool.free.values():
         # Some room already taken (pods bound), some nodes beyond their allocatable.
         free["cpu"] -= rng.choice((0, 0, 1_000, 3_000, 20_000))
+        # A GPU kind short or missing: the node's free GPUs of every kind add up to less.
+        kind = rng.choice((GPU, AMD))
+        free[kind] = free.get(kind, 0) - rng.choice((0, 0, 1, 2))
     return Placements(pool)
 
 
@@ -49,14 +53,14 @@ def _one_at_a_time(
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=0, max_value=10**9))
 def test_placing_pods_chooses_the_nodes_one_at_a_time_best_fit_chooses(seed: int) -> None:
-    """Random nodes (some over-committed), a few pod sets of random shapes placed in turn,
+    """Random nodes (some over-committed, some short of a GPU kind), a few pod sets of random shapes placed in turn,
     some taking room tentatively: the same nodes, in the same order, and the same room."""
     rng = random.Random(seed)
     batched, single = _cluster(rng), _cluster(random.Random(seed))
     for _ in range(rng.randint(1, 4)):
         flavor = rng.choice(sorted(FLAVORS))
         requests = {
-            GPU: rng.choice((0, 0, 1, 2, 4)),
+            rng.choice((GPU, AMD)): rng.choice((0, 0, 1, 2, 4)),
             "cpu": rng.choice((0, 500, 1_000, 4_000)),
             "memory": rng.choice((0, 1 << 30, 8 << 30)),
         }
