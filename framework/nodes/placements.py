@@ -193,10 +193,8 @@ class Placements:
         session (pods of earlier podSets, an admitted workload's pods) and the
         simulated cluster all place through it.
 
-        The node a pod takes stays the best fit for the next one while that one fits
-        there: its free GPUs and cpu only went down, so its key (free GPUs, free cpu,
-        name) is still the least of the nodes that fit, and no other node changed. So
-        the pods that node still holds are placed there without looking again.
+        A node stays the best fit while the next pod fits there (its key only went
+        down, no other node changed): the pods it still holds go there at once.
         """
         take_room = take if take is not None else self.take
         requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
@@ -210,9 +208,7 @@ class Placements:
             fits = count - len(chosen)
             for resource, amount in requested:
                 fits = min(fits, room.get(resource, 0) // amount)
-            if gpus > 0:
-                # Best fit passes over a node whose free GPUs of every kind together are
-                # fewer than the pod's (room of one kind can be negative).
+            if gpus > 0:  # best fit's own test: the free GPUs of every kind together
                 fits = min(fits, gpu_amount(room) // gpus)
             for _ in range(max(fits, 1)):
                 take_room(node, requests)
