@@ -192,15 +192,27 @@ class Placements:
         The one best-fit placement loop: the snapshot (pods not created yet), the
         session (pods of earlier podSets, an admitted workload's pods) and the
         simulated cluster all place through it.
+
+        A node stays the best fit while the next pod fits there (its key only went
+        down, no other node changed): the pods it still holds go there at once.
         """
         take_room = take if take is not None else self.take
+        requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
+        gpus = gpu_amount(requests)
         chosen: list[str] = []
-        for _ in range(count):
+        while len(chosen) < count:
             node = self.best_fit(flavor, requests, selector, tolerations)
             if node is None:
                 break
-            take_room(node, requests)
-            chosen.append(node)
+            room = self.free[node]
+            fits = count - len(chosen)
+            for resource, amount in requested:
+                fits = min(fits, room.get(resource, 0) // amount)
+            if gpus > 0:  # best fit's own test: the free GPUs of every kind together
+                fits = min(fits, gpu_amount(room) // gpus)
+            for _ in range(max(fits, 1)):
+                take_room(node, requests)
+                chosen.append(node)
         return chosen
 
     def fit_all(
