@@ -11,7 +11,18 @@ __all__ = ["Counters"]
 
 
 class Counters:
-    __slots__ = ("bounded", "candidates", "dominated", "flavors", "judged", "memo_hits", "memo_off", "nominations", "searches")
+    __slots__ = (
+        "bounded",
+        "candidates",
+        "dominated",
+        "flavors",
+        "judged",
+        "left",
+        "memo_hits",
+        "memo_off",
+        "nominations",
+        "searches",
+    )
 
     def __init__(self) -> None:
         self.nominations = 0  # heads nominated (a re-offered head counts each time)
@@ -26,6 +37,9 @@ class Counters:
         self.bounded = 0  # searches the quota bound proved fail: walked without fit tests
         self.dominated = 0  # searches answered by a failed search they are dominated by
         self.judged = 0  # heads given a judged head's assignment without a flavor scan
+        # Flavors needing victims the scan left unsearched: their answer could not change
+        # the flavor taken (flavor-fungibility, whenCanPreempt TryNextFlavor).
+        self.left = 0
         self.memo_off = ""  # why the memo was off, or empty
 
     def as_dict(self) -> dict[str, int | str]:
@@ -38,5 +52,6 @@ class Counters:
             "searches-bounded": self.bounded,
             "searches-dominated": self.dominated,
             "heads-judged": self.judged,
+            "searches-left-out": self.left,
             "memo": f"off ({self.memo_off})" if self.memo_off else "on",
         }

@@ -311,6 +311,7 @@ def _settle(
     why = "the scan stopped at" if stopped is not None else f"by {preference} it cannot beat"
     for line, option in put_off:
         if not tried[line]:
+            session.counters.left += 1
             tried[line] = f"{prefix}: flavor {option.flavor}: needs victims, not searched ({why} flavor {best.flavor})"
     return best
 

@@ -62,7 +62,7 @@ def test_a_flavor_before_the_one_the_scan_stops_at_is_not_searched() -> None:
     found = assign(s, pending)
     assert (["b"], FIT, {"main": {"cpu": -1}}) == (chosen(found), found.mode, positions(found))
     assert "podSet main: flavor a: needs victims, not searched (the scan stopped at flavor b)" == found.tried[0]
-    assert 0 == s.counters.searches
+    assert (0, 1) == (s.counters.searches, s.counters.left)
 
 
 def test_may_stop_search_still_searches_the_first_flavor() -> None:
@@ -84,7 +84,7 @@ def test_a_flavor_that_cannot_beat_the_best_seen_is_not_searched() -> None:
         "podSet main: flavor b: needs victims, not searched (by BorrowingOverPreemption it cannot beat flavor a)"
         in found.tried
     )
-    assert 0 == s.counters.searches
+    assert (0, 1) == (s.counters.searches, s.counters.left)
 
 
 def test_a_flavor_that_could_win_is_searched_after_the_scan_and_wins() -> None:
@@ -106,6 +106,7 @@ def test_when_every_flavor_needs_victims_each_that_could_still_win_is_searched_i
     found = assign(s, pending)
     assert (["a"], PREEMPT, ["ml/low-a"]) == (chosen(found), found.mode, [v.key for v in found.victims])
     assert found.tried[:2] == ["podSet main: flavor a: Preempt (1 victim(s))", "podSet main: flavor b: Preempt (1 victim(s))"]
+    assert 0 == s.counters.left
 
 
 def _two_resources(flavor: str, cpu: int, gpu: int) -> FlavorQuotas:
@@ -151,6 +152,7 @@ def test_a_flavor_that_could_win_only_by_borrowing_waits_for_one_that_wins_witho
         "podSet main: flavor a: needs victims, not searched (by BorrowingOverPreemption it cannot beat flavor b)",
         "podSet main: flavor b: Reclaim (1 victim(s))",
     ] == found.tried[:2]
+    assert 1 == s.counters.left
     with pytest.MonkeyPatch.context() as patch:
         _searching_every_flavor(patch)
         s = session([q, r], [_gpu_job("ra", "r", 0, 4, on="a"), _gpu_job("rb", "r", 0, 4, on="b"), pending])
