@@ -45,7 +45,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate
 
-__all__ = ["fits_quota", "may_fit", "slack"]
+__all__ = ["fits_quota", "may_fit", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -54,12 +54,21 @@ _ALWAYS = 1 << 62
 
 def fits_quota(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> bool:
     """The fit test of the quota (see the module notes)."""
-    for fr, amount in usage.items():
+    return short_of(accounting, leaf, usage, allow_borrowing) < 0
+
+
+def short_of(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> int:
+    """:func:`fits_quota`, telling which flavor-resource fails: the place in ``usage`` of
+    the first that does not fit, or -1 when all fit. Each flavor-resource's test reads
+    only its own usage."""
+    used = accounting.usage[leaf.index]
+    subtree = leaf.subtree
+    for i, (fr, amount) in enumerate(usage.items()):
         if amount > accounting.available(leaf, fr):
-            return False
-        if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-            return False
-    return True
+            return i
+        if not allow_borrowing and used.get(fr, 0) + amount > subtree.get(fr, 0):
+            return i
+    return -1
 
 
 def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

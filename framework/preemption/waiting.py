@@ -19,7 +19,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate
 
-__all__ = ["covers", "forget", "lender_gives_anyway", "remember"]
+__all__ = ["forget", "lender_gives_anyway", "remember"]
 
 Pending = dict[QuotaNode, dict[FR, int]]
 
@@ -77,8 +77,3 @@ def lender_gives_anyway(
             return False
         node = node.parent
     return True
-
-
-def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
-    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
-    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))

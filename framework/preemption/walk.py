@@ -15,9 +15,10 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
-from .bound import fits_quota, may_fit, slack
+from .bound import fits_quota, may_fit, short_of, slack
+from .fillback import fill_back
 from .room import FreedRoom
-from .waiting import covers, forget, lender_gives_anyway, remember
+from .waiting import forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
 
@@ -332,99 +333,15 @@ class Walk:
     def _fits_quota(self, allow_borrowing: bool) -> bool:
         return fits_quota(self.session.accounting, self.leaf, self.usage, allow_borrowing)
 
+    def _short(self, allow_borrowing: bool) -> int:
+        """Which of the request's flavor-resources does not fit the quota (its place), or -1."""
+        return short_of(self.session.accounting, self.leaf, self.usage, allow_borrowing)
+
     def _fill_back(
         self, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None
     ) -> None:
-        """Walk the victims in reverse from the second-to-last, putting back each one
-        the preemptor does not need (Kueue keeps the last victim added: it made it fit).
-
-        A victim the quota still needs is known without a test when an earlier victim
-        of the same queue, using no more of any of the preemptor's flavor-resources,
-        failed the quota test: the state only gains usage as the fill-back goes on
-        (victims are put back, never taken), the fit test is monotone in usage
-        (``bound.py``), and one flavor-resource's usage never changes another's
-        Available, so the test that failed then fails now. Only quota failures are
-        remembered; nothing a plugin is asked depends on such a step.
-
-        A victim the quota does not need is known without a test too, while the
-        slack of the last test covers its usage (``bound.py``); and one of the
-        preemptor's own queue that the test within nominal needs, by its exact slack.
-
-        ``freed``: the victims' node room is kept beside the placements (``room.py``);
-        a victim put back takes its room back there, and a step that fails gives it
-        again."""
-        statement = self.session.statement
-        targets = self.targets
-        leaf = self.leaf
-        # Workloads whose remainder (a victim that is not a single pod) is in the set.
-        remainders: dict[int, int] = {}
-        for v in victims:
-            if not v.single_pod:
-                remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
-        frs = tuple(self.usage)
-        # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
-        # failed the quota test: see the docstring.
-        failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
-        slack, nominal = self._slack()
-        saved: tuple[int, ...] = ()
-        for i in range(len(victims) - 2, -1, -1):
-            victim = victims[i]
-            if victim.single_pod and remainders.get(id(victim.workload)):
-                continue  # its remainder is gone: the pod cannot stay on its own
-            usage = victim.usage
-            shape = tuple([usage.get(fr, 0) for fr in frs])
-            known = failed.get(victim.leaf)
-            if known is not None and any(covers(shape, smaller) for smaller in known):
-                continue
-            own = victim.leaf is leaf
-            if own and not allow_borrowing and not covers(nominal, shape):
-                # The test within nominal fails: its slack is exact (``bound.py``).
-                if known is None:
-                    failed[victim.leaf] = [shape]
-                else:
-                    known.append(shape)
-                continue
-            sure = covers(slack, shape)
-            mark = statement.checkpoint()
-            statement.add_usage(victim.leaf, usage)
-            # The quota is tested before the room is taken back: a victim the quota
-            # still needs (most of them) costs no node change.
-            if sure:
-                kept = (
-                    tuple([room - put for room, put in zip(slack, shape, strict=True)]),
-                    tuple([room - put for room, put in zip(nominal, shape, strict=True)]) if own else nominal,
-                )
-            elif self._fits_quota(allow_borrowing):
-                kept = self._slack()
-            else:
-                statement.rollback(mark)
-                if known is None:
-                    failed[victim.leaf] = [shape]
-                else:
-                    known.append(shape)
-                continue
-            if freed is not None:
-                saved = freed.saved()
-                freed.take_back(victim)
-                if not freed.fits():
-                    freed.undo(victim, saved)
-                    statement.rollback(mark)
-                    continue
-            elif targets:
-                for node, requests in victim.room:
-                    statement.take_room(node, requests)
-                if not self.session.pods_fit(targets):
-                    statement.rollback(mark)
-                    continue
-            if not self.filters or self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
-                del victims[i]
-                if not victim.single_pod:
-                    remainders[id(victim.workload)] -= 1
-                slack, nominal = kept
-                continue
-            if freed is not None:
-                freed.undo(victim, saved)
-            statement.rollback(mark)
+        """Put back every victim the preemptor does not need (``fillback.py``)."""
+        fill_back(self, victims, allow_borrowing, freed)
 
     def _slack(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return slack(self.session.accounting, self.leaf, self.usage)
