@@ -27,7 +27,7 @@ class Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
 
     __slots__ = (
-        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "tops", "usage", "verdicts",
+        "chains", "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts",
         "vetoed_by", "vetoes",
     )
 
@@ -52,7 +52,7 @@ class Walk:
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
         self.path = frozenset(leaf.path())
-        self.tops: dict[QuotaNode, QuotaNode] = {}  # see attempt()
+        self.chains: dict[QuotaNode, tuple[QuotaNode, ...]] = {}  # see _chain()
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
@@ -117,29 +117,40 @@ class Walk:
         pending: dict[QuotaNode, dict[FR, int]] = {}
         # Queues (with the flavor-resources their candidates hold) the lender test refused.
         refused: set[tuple[QuotaNode, tuple[FR, ...]]] = set()
+        ask = session.may_veto  # without a plugin that may refuse, every candidate passes
+        filters = self.filters
+        needed = self.needed
+        chains = self.chains
+        preemptor_leaf = self.leaf
+        request = tuple(self.usage.items())
+        all_usage = session.accounting.usage
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
+                queue = candidate.leaf
+                usage = candidate.usage
+                held: list[FR] | None = None
                 if candidate.group != CLASS_SAME_QUEUE:
-                    lender = (candidate.leaf, tuple(candidate.usage))
-                    if lender in refused:
+                    if refused and (queue, tuple(usage)) in refused:
                         continue
+                    chain = chains.get(queue)
+                    if chain is None:
+                        chain = self._chain(queue)
+                    held = [fr for fr in needed if fr in usage]
                     gives = False
                     if others:
-                        top = self._top(candidate.leaf)
+                        top = chain[-1] if chain else queue
                         waiting = others.get(top)
                         if waiting:
-                            if lender_gives_anyway(
-                                self.session.accounting, candidate, pending, self.needed, self.path
-                            ):
+                            if lender_gives_anyway(all_usage, chain, held, pending):
                                 gives = True
                             else:
                                 del others[top]
-                                forget(waiting, pending, self.path)
+                                forget(waiting, chains, pending)
                                 self._take(waiting)
                     if not gives and not self._lender_may_give(candidate):
-                        refused.add(lender)
+                        refused.add((queue, tuple(usage)))
                         continue
                 if (
                     not candidate.single_pod
@@ -147,26 +158,36 @@ class Walk:
                     and not self._singles_taken(candidate, victims)
                 ):
                     continue
-                if not self._preemptible(candidate):
+                if ask and not self._preemptible(candidate):
                     continue
                 if not lazy:
                     mark = statement.checkpoint()
                     statement.evict(candidate, nodes=nodes)
                     victims.append(candidate)
-                    if not self._scenario_ok(victims):
+                    if filters and not self._scenario_ok(victims):
                         statement.rollback(mark)
                         victims.pop()
                         continue
                 else:
                     victims.append(candidate)
-                    if not self._scenario_ok(victims):
+                    if filters and not self._scenario_ok(victims):
                         victims.pop()
                         continue
-                    if candidate.leaf is self.leaf:
+                    if queue is preemptor_leaf:
                         own.append(candidate)
                     else:
-                        others.setdefault(self._top(candidate.leaf), []).append(candidate)
-                        remember(candidate, pending, self.needed, self.path)
+                        chain = chains.get(queue)
+                        if chain is None:
+                            chain = self._chain(queue)
+                        top = chain[-1] if chain else queue
+                        waiting = others.get(top)
+                        if waiting is None:
+                            others[top] = [candidate]
+                        else:
+                            waiting.append(candidate)
+                        if held is None:
+                            held = [fr for fr in needed if fr in usage]
+                        remember(chain, usage, held, pending)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:
@@ -175,7 +196,15 @@ class Walk:
                         if freed is not None:
                             freed.give((candidate,))
                     else:
-                        if not self._may_fit_with(room, candidate):
+                        # The running bound (see above): may the request fit now?
+                        short = False
+                        for fr, amount in request:
+                            more = usage.get(fr)
+                            if more:
+                                room[fr] += more
+                            if room[fr] < amount:
+                                short = True
+                        if short:
                             continue
                         self._take_all(own, others, pending)
                         if not self._fits_quota(allow_borrowing):
@@ -197,32 +226,22 @@ class Walk:
         finally:
             statement.rollback(start)
 
-    def _top(self, queue: QuotaNode) -> QuotaNode:
-        """The highest of ``queue`` and its ancestors off the preemptor's path."""
-        found = self.tops.get(queue)
-        if found is None:
-            found = queue
-            path = self.path
-            while found.parent is not None and found.parent not in path:
-                found = found.parent
-            self.tops[queue] = found
-        return found
+    def _chain(self, queue: QuotaNode) -> tuple[QuotaNode, ...]:
+        """``queue`` and its ancestors off the preemptor's path, up to the highest of them
+        (its *top*, the last; a queue on the path is its own top, with no chain)."""
+        found = []
+        path = self.path
+        node: QuotaNode | None = queue
+        while node is not None and node not in path:
+            found.append(node)
+            node = node.parent
+        chain = self.chains[queue] = tuple(found)
+        return chain
 
     def _headroom(self) -> dict[FR, int]:
         accounting = self.session.accounting
         leaf = self.leaf
         return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
-
-    def _may_fit_with(self, room: dict[FR, int], victim: Candidate) -> bool:
-        """Add ``victim``'s usage to the running bound; whether the request may fit now."""
-        fits = True
-        for fr, amount in self.usage.items():
-            freed = victim.usage.get(fr)
-            if freed:
-                room[fr] += freed
-            if room[fr] < amount:
-                fits = False
-        return fits
 
     def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
