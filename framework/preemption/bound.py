@@ -149,14 +149,14 @@ def _arriving(
     reserve); removals are additive, and several removals below one node pass up
     together ``min(their sum, what it stored)``, as they would one by one. So the
     queues off the path are summed bottom up without being changed, and each path
-    node gets, as a removal of its own, what reaches it from below."""
+    node gets, as one removal of its own, the sum of what reaches it from below."""
     path = set(leaf.path())
-    out: list[tuple[QuotaNode, dict[FR, int]]] = []
+    out: dict[QuotaNode, dict[FR, int]] = {}
     # Per depth, the queues and cohorts off the path and what leaves them from below.
     levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
     for node, amounts in freed.items():
         if node in path:
-            out.append((node, amounts))
+            _add_to(out, node, amounts)
         else:
             levels.setdefault(node.depth, {})[node] = dict(amounts)
     all_usage = accounting.usage
@@ -175,7 +175,7 @@ def _arriving(
             if not passed:
                 continue
             if parent in path:
-                out.append((parent, passed))
+                _add_to(out, parent, passed)
                 continue
             above = levels.setdefault(depth - 1, {})
             into = above.get(parent)
@@ -184,4 +184,13 @@ def _arriving(
             else:
                 for fr, amount in passed.items():
                     into[fr] = into.get(fr, 0) + amount
-    return out
+    return list(out.items())
+
+
+def _add_to(out: dict[QuotaNode, dict[FR, int]], node: QuotaNode, amounts: dict[FR, int]) -> None:
+    into = out.get(node)
+    if into is None:
+        out[node] = dict(amounts)
+        return
+    for fr, amount in amounts.items():
+        into[fr] = into.get(fr, 0) + amount
