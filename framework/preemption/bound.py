@@ -40,18 +40,12 @@ covers a victim's usage, the request still fits with it back, and no test is run
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import compress, groupby
-from operator import attrgetter, methodcaller, not_
 
 from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate
 
 __all__ = ["fits_quota", "may_fit", "short_of", "slack"]
-
-_ONLY_WITHIN = attrgetter("only_within_nominal")
-_USAGE = attrgetter("usage")
-_QUEUE_INDEX = attrgetter("leaf.index")
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -106,8 +100,6 @@ def may_fit(
     that do not fit now: the others fit already, and taking victims only adds to what is
     free."""
     short: list[FR] = []
-    usable = list(compress(candidates, map(not_, map(_ONLY_WITHIN, candidates)))) if allow_borrowing else candidates
-    usages: list[Mapping[FR, int]] | None = None
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
         within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
@@ -116,20 +108,37 @@ def may_fit(
         short.append(fr)
         if room >= amount:
             continue
-        if usages is None:
-            usages = list(map(_USAGE, usable))
-        room += sum(map(methodcaller("get", fr, 0), usages))
+        if allow_borrowing:
+            room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
+        else:
+            room += sum([c.usage.get(fr, 0) for c in candidates])
         if room < amount:
             return False
     if not short:
         return True
-    # Per queue, what its candidates free of each short flavor-resource (grouped in C).
-    getters = [(fr, methodcaller("get", fr, 0)) for fr in short]
+    # Per queue, what its candidates free of each short flavor-resource.
     freed: dict[QuotaNode, dict[FR, int]] = {}
-    for _, group in groupby(sorted(usable, key=_QUEUE_INDEX), _QUEUE_INDEX):
-        units = list(group)
-        held = list(map(_USAGE, units))
-        freed[units[0].leaf] = {fr: sum(map(get, held)) for fr, get in getters}
+    if len(short) == 1:
+        fr = short[0]
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            sums = freed.get(candidate.leaf)
+            if sums is None:
+                freed[candidate.leaf] = {fr: candidate.usage.get(fr, 0)}
+            else:
+                sums[fr] += candidate.usage.get(fr, 0)
+    else:
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            held = candidate.usage
+            sums = freed.get(candidate.leaf)
+            if sums is None:
+                freed[candidate.leaf] = {fr: held.get(fr, 0) for fr in short}
+            else:
+                for fr in short:
+                    sums[fr] += held.get(fr, 0)
     arriving = _arriving(accounting, leaf, freed)
     for node, amounts in arriving:
         accounting.remove_all(node, amounts)
