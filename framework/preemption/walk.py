@@ -4,7 +4,8 @@
 request fits, then fills back to a minimal set; every step is exact and undoable,
 and everything is rolled back when the walk returns.
 
-Searches that cannot succeed, and tests known without running them: ``bound.py``.
+Searches that cannot succeed, and tests known without running them: ``bound.py``;
+what fill-back knows without a test: ``fillback.py``.
 """
 
 from __future__ import annotations
