@@ -31,23 +31,49 @@ step-by-step fill-back asks them (nothing a plugin is asked depends on a skipped
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Protocol
 
-from ..model import FR
+from ..model import FR, PodSet
 from ..quota import QuotaNode
-from ..session import Candidate
+from ..session import Candidate, ScenarioFilters, Session
 from .room import FreedRoom
 
-if TYPE_CHECKING:
-    from .walk import Walk
+__all__ = ["FillingWalk", "fill_back"]
 
-__all__ = ["fill_back"]
+
+class FillingWalk(Protocol):
+    """What fill-back reads of the walk (``walk.Walk``)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def leaf(self) -> QuotaNode: ...
+
+    @property
+    def usage(self) -> Mapping[FR, int]: ...
+
+    @property
+    def path(self) -> frozenset[QuotaNode]: ...
+
+    @property
+    def targets(self) -> list[tuple[PodSet, int, str]]: ...
+
+    @property
+    def filters(self) -> ScenarioFilters: ...
+
+    def _slack(self) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
+
+    def _short(self, allow_borrowing: bool) -> int: ...
+
+    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool: ...
 
 # No usage reaches it: a flavor-resource whose putting back never failed.
 _NEVER = 1 << 62
 
 
-def fill_back(walk: Walk, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None) -> None:
+def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None) -> None:
     """Put back, in place, every victim of ``victims`` the preemptor does not need (see the
     module notes). ``freed``: the victims' node room is kept beside the placements
     (``room.py``); a victim put back takes its room back there, and a step that fails
