@@ -45,7 +45,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate
 
-__all__ = ["fits_quota", "may_fit", "slack"]
+__all__ = ["fits_quota", "may_fit", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -54,12 +54,21 @@ _ALWAYS = 1 << 62
 
 def fits_quota(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> bool:
     """The fit test of the quota (see the module notes)."""
-    for fr, amount in usage.items():
+    return short_of(accounting, leaf, usage, allow_borrowing) < 0
+
+
+def short_of(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> int:
+    """:func:`fits_quota`, telling which flavor-resource fails: the place in ``usage`` of
+    the first that does not fit, or -1 when all fit. Each flavor-resource's test reads
+    only its own usage."""
+    used = accounting.usage[leaf.index]
+    subtree = leaf.subtree
+    for i, (fr, amount) in enumerate(usage.items()):
         if amount > accounting.available(leaf, fr):
-            return False
-        if not allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
-            return False
-    return True
+            return i
+        if not allow_borrowing and used.get(fr, 0) + amount > subtree.get(fr, 0):
+            return i
+    return -1
 
 
 def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -107,19 +116,29 @@ def may_fit(
             return False
     if not short:
         return True
-    by_leaf: dict[QuotaNode, list[Mapping[FR, int]]] = {}
-    for candidate in candidates:
-        if candidate.only_within_nominal and allow_borrowing:
-            continue
-        usages = by_leaf.get(candidate.leaf)
-        if usages is None:
-            by_leaf[candidate.leaf] = [candidate.usage]
-        else:
-            usages.append(candidate.usage)
-    freed = {
-        lender: {fr: sum([usage.get(fr, 0) for usage in usages]) for fr in short}
-        for lender, usages in by_leaf.items()
-    }
+    # Per queue, what its candidates free of each short flavor-resource.
+    freed: dict[QuotaNode, dict[FR, int]] = {}
+    if len(short) == 1:
+        fr = short[0]
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            sums = freed.get(candidate.leaf)
+            if sums is None:
+                freed[candidate.leaf] = {fr: candidate.usage.get(fr, 0)}
+            else:
+                sums[fr] += candidate.usage.get(fr, 0)
+    else:
+        for candidate in candidates:
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            held = candidate.usage
+            sums = freed.get(candidate.leaf)
+            if sums is None:
+                freed[candidate.leaf] = {fr: held.get(fr, 0) for fr in short}
+            else:
+                for fr in short:
+                    sums[fr] += held.get(fr, 0)
     arriving = _arriving(accounting, leaf, freed)
     for node, amounts in arriving:
         accounting.remove_all(node, amounts)
@@ -139,14 +158,14 @@ def _arriving(
     reserve); removals are additive, and several removals below one node pass up
     together ``min(their sum, what it stored)``, as they would one by one. So the
     queues off the path are summed bottom up without being changed, and each path
-    node gets, as a removal of its own, what reaches it from below."""
+    node gets, as one removal of its own, the sum of what reaches it from below."""
     path = set(leaf.path())
-    out: list[tuple[QuotaNode, dict[FR, int]]] = []
+    out: dict[QuotaNode, dict[FR, int]] = {}
     # Per depth, the queues and cohorts off the path and what leaves them from below.
     levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
     for node, amounts in freed.items():
         if node in path:
-            out.append((node, amounts))
+            _add_to(out, node, amounts)
         else:
             levels.setdefault(node.depth, {})[node] = dict(amounts)
     all_usage = accounting.usage
@@ -165,7 +184,7 @@ def _arriving(
             if not passed:
                 continue
             if parent in path:
-                out.append((parent, passed))
+                _add_to(out, parent, passed)
                 continue
             above = levels.setdefault(depth - 1, {})
             into = above.get(parent)
@@ -174,4 +193,13 @@ def _arriving(
             else:
                 for fr, amount in passed.items():
                     into[fr] = into.get(fr, 0) + amount
-    return out
+    return list(out.items())
+
+
+def _add_to(out: dict[QuotaNode, dict[FR, int]], node: QuotaNode, amounts: dict[FR, int]) -> None:
+    into = out.get(node)
+    if into is None:
+        out[node] = dict(amounts)
+        return
+    for fr, amount in amounts.items():
+        into[fr] = into.get(fr, 0) + amount

@@ -15,58 +15,47 @@ walk takes them and asks the exact test.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from ..model import FR
-from ..quota import Accounting, QuotaNode
+from ..quota import QuotaNode
 from ..session import Candidate
 
-__all__ = ["covers", "forget", "lender_gives_anyway", "remember"]
+__all__ = ["forget", "lender_gives_anyway", "remember"]
 
 Pending = dict[QuotaNode, dict[FR, int]]
+# A queue and the cohorts above it off the preemptor's path, up to its top (the last).
+Chain = tuple[QuotaNode, ...]
 
 
-def remember(
-    victim: Candidate, pending: Pending, needed: frozenset[FR], path: frozenset[QuotaNode]
-) -> None:
-    """Add a waiting victim's needed usage to its queue and the cohorts above it up to
-    its top."""
-    usage = victim.usage
-    held = [(fr, usage[fr]) for fr in needed if usage.get(fr)]
-    if not held:
+def remember(chain: Chain, usage: Mapping[FR, int], held: list[FR], pending: Pending) -> None:
+    """Add a waiting victim's needed usage (``held``: the needed flavor-resources it
+    holds) to its queue and the cohorts above it up to its top."""
+    amounts = [(fr, usage[fr]) for fr in held if usage[fr]]
+    if not amounts:
         return
-    node: QuotaNode | None = victim.leaf
-    while node is not None and node not in path:
+    for node in chain:
         sums = pending.get(node)
         if sums is None:
-            pending[node] = dict(held)
+            pending[node] = dict(amounts)
         else:
-            for fr, amount in held:
+            for fr, amount in amounts:
                 sums[fr] = sums.get(fr, 0) + amount
-        node = node.parent
 
 
-def forget(waiting: list[Candidate], pending: Pending, path: frozenset[QuotaNode]) -> None:
+def forget(waiting: list[Candidate], chains: dict[QuotaNode, Chain], pending: Pending) -> None:
     """Drop the sums of the nodes under one top: only its waiting victims are in them."""
     for victim in waiting:
-        node: QuotaNode | None = victim.leaf
-        while node is not None and node not in path:
+        for node in chains[victim.leaf]:
             pending.pop(node, None)
-            node = node.parent
 
 
-def lender_gives_anyway(
-    accounting: Accounting,
-    candidate: Candidate,
-    pending: Pending,
-    needed: frozenset[FR],
-    path: frozenset[QuotaNode],
-) -> bool:
+def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list[FR], pending: Pending) -> bool:
     """:func:`~preemptd.framework.quota.lender_may_give` on the lower bound of the usage
-    the waiting victims leave (see the module notes); ``False`` means "not known"."""
-    usage = candidate.usage
-    held = [fr for fr in needed if fr in usage]
-    all_usage = accounting.usage
-    node: QuotaNode | None = candidate.leaf
-    while node is not None and node not in path:
+    the waiting victims leave (see the module notes); ``False`` means "not known".
+    ``all_usage``: the accounting's usage per node; ``held``: the needed
+    flavor-resources the candidate holds."""
+    for node in chain:
         used = all_usage[node.index]
         subtree = node.subtree
         less = pending.get(node)
@@ -75,10 +64,4 @@ def lender_gives_anyway(
                 break
         else:
             return False
-        node = node.parent
     return True
-
-
-def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
-    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
-    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))

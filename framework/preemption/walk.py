@@ -4,7 +4,8 @@
 request fits, then fills back to a minimal set; every step is exact and undoable,
 and everything is rolled back when the walk returns.
 
-Searches that cannot succeed, and tests known without running them: ``bound.py``.
+Searches that cannot succeed, and tests known without running them: ``bound.py``;
+what fill-back knows without a test: ``fillback.py``.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode, lender_may_give
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
-from .bound import fits_quota, may_fit, slack
+from .bound import fits_quota, may_fit, short_of, slack
+from .fillback import fill_back
 from .room import FreedRoom
-from .waiting import covers, forget, lender_gives_anyway, remember
+from .waiting import forget, lender_gives_anyway, remember
 
 __all__ = ["Walk"]
 
@@ -26,7 +28,7 @@ class Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
 
     __slots__ = (
-        "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "tops", "usage", "verdicts",
+        "chains", "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts",
         "vetoed_by", "vetoes",
     )
 
@@ -51,7 +53,7 @@ class Walk:
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
         self.path = frozenset(leaf.path())
-        self.tops: dict[QuotaNode, QuotaNode] = {}  # see attempt()
+        self.chains: dict[QuotaNode, tuple[QuotaNode, ...]] = {}  # see _chain()
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
 
@@ -116,29 +118,40 @@ class Walk:
         pending: dict[QuotaNode, dict[FR, int]] = {}
         # Queues (with the flavor-resources their candidates hold) the lender test refused.
         refused: set[tuple[QuotaNode, tuple[FR, ...]]] = set()
+        ask = session.may_veto  # without a plugin that may refuse, every candidate passes
+        filters = self.filters
+        needed = self.needed
+        chains = self.chains
+        preemptor_leaf = self.leaf
+        request = tuple(self.usage.items())
+        all_usage = session.accounting.usage
         try:
             for candidate in candidates:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
+                queue = candidate.leaf
+                usage = candidate.usage
+                held: list[FR] | None = None
                 if candidate.group != CLASS_SAME_QUEUE:
-                    lender = (candidate.leaf, tuple(candidate.usage))
-                    if lender in refused:
+                    if refused and (queue, tuple(usage)) in refused:
                         continue
+                    chain = chains.get(queue)
+                    if chain is None:
+                        chain = self._chain(queue)
+                    held = [fr for fr in needed if fr in usage]
                     gives = False
                     if others:
-                        top = self._top(candidate.leaf)
+                        top = chain[-1] if chain else queue
                         waiting = others.get(top)
                         if waiting:
-                            if lender_gives_anyway(
-                                self.session.accounting, candidate, pending, self.needed, self.path
-                            ):
+                            if lender_gives_anyway(all_usage, chain, held, pending):
                                 gives = True
                             else:
                                 del others[top]
-                                forget(waiting, pending, self.path)
+                                forget(waiting, chains, pending)
                                 self._take(waiting)
                     if not gives and not self._lender_may_give(candidate):
-                        refused.add(lender)
+                        refused.add((queue, tuple(usage)))
                         continue
                 if (
                     not candidate.single_pod
@@ -146,26 +159,36 @@ class Walk:
                     and not self._singles_taken(candidate, victims)
                 ):
                     continue
-                if not self._preemptible(candidate):
+                if ask and not self._preemptible(candidate):
                     continue
                 if not lazy:
                     mark = statement.checkpoint()
                     statement.evict(candidate, nodes=nodes)
                     victims.append(candidate)
-                    if not self._scenario_ok(victims):
+                    if filters and not self._scenario_ok(victims):
                         statement.rollback(mark)
                         victims.pop()
                         continue
                 else:
                     victims.append(candidate)
-                    if not self._scenario_ok(victims):
+                    if filters and not self._scenario_ok(victims):
                         victims.pop()
                         continue
-                    if candidate.leaf is self.leaf:
+                    if queue is preemptor_leaf:
                         own.append(candidate)
                     else:
-                        others.setdefault(self._top(candidate.leaf), []).append(candidate)
-                        remember(candidate, pending, self.needed, self.path)
+                        chain = chains.get(queue)
+                        if chain is None:
+                            chain = self._chain(queue)
+                        top = chain[-1] if chain else queue
+                        waiting = others.get(top)
+                        if waiting is None:
+                            others[top] = [candidate]
+                        else:
+                            waiting.append(candidate)
+                        if held is None:
+                            held = [fr for fr in needed if fr in usage]
+                        remember(chain, usage, held, pending)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:
@@ -174,7 +197,15 @@ class Walk:
                         if freed is not None:
                             freed.give((candidate,))
                     else:
-                        if not self._may_fit_with(room, candidate):
+                        # The running bound (see above): may the request fit now?
+                        short = False
+                        for fr, amount in request:
+                            more = usage.get(fr)
+                            if more:
+                                room[fr] += more
+                            if room[fr] < amount:
+                                short = True
+                        if short:
                             continue
                         self._take_all(own, others, pending)
                         if not self._fits_quota(allow_borrowing):
@@ -196,32 +227,22 @@ class Walk:
         finally:
             statement.rollback(start)
 
-    def _top(self, queue: QuotaNode) -> QuotaNode:
-        """The highest of ``queue`` and its ancestors off the preemptor's path."""
-        found = self.tops.get(queue)
-        if found is None:
-            found = queue
-            path = self.path
-            while found.parent is not None and found.parent not in path:
-                found = found.parent
-            self.tops[queue] = found
-        return found
+    def _chain(self, queue: QuotaNode) -> tuple[QuotaNode, ...]:
+        """``queue`` and its ancestors off the preemptor's path, up to the highest of them
+        (its *top*, the last; a queue on the path is its own top, with no chain)."""
+        found = []
+        path = self.path
+        node: QuotaNode | None = queue
+        while node is not None and node not in path:
+            found.append(node)
+            node = node.parent
+        chain = self.chains[queue] = tuple(found)
+        return chain
 
     def _headroom(self) -> dict[FR, int]:
         accounting = self.session.accounting
         leaf = self.leaf
         return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
-
-    def _may_fit_with(self, room: dict[FR, int], victim: Candidate) -> bool:
-        """Add ``victim``'s usage to the running bound; whether the request may fit now."""
-        fits = True
-        for fr, amount in self.usage.items():
-            freed = victim.usage.get(fr)
-            if freed:
-                room[fr] += freed
-            if room[fr] < amount:
-                fits = False
-        return fits
 
     def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
@@ -332,99 +353,15 @@ class Walk:
     def _fits_quota(self, allow_borrowing: bool) -> bool:
         return fits_quota(self.session.accounting, self.leaf, self.usage, allow_borrowing)
 
+    def _short(self, allow_borrowing: bool) -> int:
+        """Which of the request's flavor-resources does not fit the quota (its place), or -1."""
+        return short_of(self.session.accounting, self.leaf, self.usage, allow_borrowing)
+
     def _fill_back(
         self, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None
     ) -> None:
-        """Walk the victims in reverse from the second-to-last, putting back each one
-        the preemptor does not need (Kueue keeps the last victim added: it made it fit).
-
-        A victim the quota still needs is known without a test when an earlier victim
-        of the same queue, using no more of any of the preemptor's flavor-resources,
-        failed the quota test: the state only gains usage as the fill-back goes on
-        (victims are put back, never taken), the fit test is monotone in usage
-        (``bound.py``), and one flavor-resource's usage never changes another's
-        Available, so the test that failed then fails now. Only quota failures are
-        remembered; nothing a plugin is asked depends on such a step.
-
-        A victim the quota does not need is known without a test too, while the
-        slack of the last test covers its usage (``bound.py``); and one of the
-        preemptor's own queue that the test within nominal needs, by its exact slack.
-
-        ``freed``: the victims' node room is kept beside the placements (``room.py``);
-        a victim put back takes its room back there, and a step that fails gives it
-        again."""
-        statement = self.session.statement
-        targets = self.targets
-        leaf = self.leaf
-        # Workloads whose remainder (a victim that is not a single pod) is in the set.
-        remainders: dict[int, int] = {}
-        for v in victims:
-            if not v.single_pod:
-                remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
-        frs = tuple(self.usage)
-        # Per queue, the usages (of the preemptor's flavor-resources) whose putting back
-        # failed the quota test: see the docstring.
-        failed: dict[QuotaNode, list[tuple[int, ...]]] = {}
-        slack, nominal = self._slack()
-        saved: tuple[int, ...] = ()
-        for i in range(len(victims) - 2, -1, -1):
-            victim = victims[i]
-            if victim.single_pod and remainders.get(id(victim.workload)):
-                continue  # its remainder is gone: the pod cannot stay on its own
-            usage = victim.usage
-            shape = tuple([usage.get(fr, 0) for fr in frs])
-            known = failed.get(victim.leaf)
-            if known is not None and any(covers(shape, smaller) for smaller in known):
-                continue
-            own = victim.leaf is leaf
-            if own and not allow_borrowing and not covers(nominal, shape):
-                # The test within nominal fails: its slack is exact (``bound.py``).
-                if known is None:
-                    failed[victim.leaf] = [shape]
-                else:
-                    known.append(shape)
-                continue
-            sure = covers(slack, shape)
-            mark = statement.checkpoint()
-            statement.add_usage(victim.leaf, usage)
-            # The quota is tested before the room is taken back: a victim the quota
-            # still needs (most of them) costs no node change.
-            if sure:
-                kept = (
-                    tuple([room - put for room, put in zip(slack, shape, strict=True)]),
-                    tuple([room - put for room, put in zip(nominal, shape, strict=True)]) if own else nominal,
-                )
-            elif self._fits_quota(allow_borrowing):
-                kept = self._slack()
-            else:
-                statement.rollback(mark)
-                if known is None:
-                    failed[victim.leaf] = [shape]
-                else:
-                    known.append(shape)
-                continue
-            if freed is not None:
-                saved = freed.saved()
-                freed.take_back(victim)
-                if not freed.fits():
-                    freed.undo(victim, saved)
-                    statement.rollback(mark)
-                    continue
-            elif targets:
-                for node, requests in victim.room:
-                    statement.take_room(node, requests)
-                if not self.session.pods_fit(targets):
-                    statement.rollback(mark)
-                    continue
-            if not self.filters or self._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
-                del victims[i]
-                if not victim.single_pod:
-                    remainders[id(victim.workload)] -= 1
-                slack, nominal = kept
-                continue
-            if freed is not None:
-                freed.undo(victim, saved)
-            statement.rollback(mark)
+        """Put back every victim the preemptor does not need (``fillback.py``)."""
+        fill_back(self, victims, allow_borrowing, freed)
 
     def _slack(self) -> tuple[tuple[int, ...], tuple[int, ...]]:
         return slack(self.session.accounting, self.leaf, self.usage)

@@ -1,0 +1,206 @@
+"""Fill-back of a victim walk (``walk.py``): put back every victim the preemptor does not
+need, from the second-to-last to the first (SEMANTICS §4; Kueue keeps the last victim
+added: it made the request fit).
+
+Most victims of a long walk are needed, and each one put back costs a quota change, a
+test and its undo. Three facts tell many answers without the test:
+
+* **Failures carry over.** As fill-back goes on the state only gains usage (victims are
+  put back, never taken), and the fit test is monotone in usage (``bound.py``). It is a
+  test per requested flavor-resource, and each reads only that flavor-resource's usage
+  of the preemptor's path (its queue and the cohorts above it). A victim's usage reaches
+  the path at one node, its *entry*: the queue itself when it is the preemptor's, else
+  the parent of its top (the highest of its queue and cohorts off the path). When no
+  queue or cohort between the victim's queue and its entry keeps a local reserve
+  (``lendingLimit``) of any requested flavor-resource, putting ``y`` back adds exactly
+  ``y`` at the entry (usage passes up whole where there is no reserve), whatever the
+  queue. So once putting back a victim failed the test of one flavor-resource, every
+  later victim with the same entry (or, with a reserve on the way, of the same queue)
+  that uses no less of that flavor-resource fails it too: it adds no less at the same
+  node of a state with no less usage. Per entry and flavor-resource only the least
+  usage that failed is kept.
+* **Slack.** A victim the quota does not need is known while the slack of the last test
+  covers its usage (putting back ``x`` lowers the unclipped Available by at most ``x``;
+  the slack within nominal is exact, ``bound.py``).
+* **Within nominal.** A victim of the preemptor's own queue that the test within nominal
+  needs is known by that slack, which is exact.
+
+Only quota answers are known this way; node room and scenario filters are asked as the
+step-by-step fill-back asks them (nothing a plugin is asked depends on a skipped step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from ..model import FR, PodSet
+from ..quota import QuotaNode
+from ..session import Candidate, ScenarioFilters, Session
+from .room import FreedRoom
+
+__all__ = ["FillingWalk", "fill_back"]
+
+
+class FillingWalk(Protocol):
+    """What fill-back reads of the walk (``walk.Walk``)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def leaf(self) -> QuotaNode: ...
+
+    @property
+    def usage(self) -> Mapping[FR, int]: ...
+
+    @property
+    def path(self) -> frozenset[QuotaNode]: ...
+
+    @property
+    def targets(self) -> list[tuple[PodSet, int, str]]: ...
+
+    @property
+    def filters(self) -> ScenarioFilters: ...
+
+    def _slack(self) -> tuple[tuple[int, ...], tuple[int, ...]]: ...
+
+    def _short(self, allow_borrowing: bool) -> int: ...
+
+    def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool: ...
+
+# No usage reaches it: a flavor-resource whose putting back never failed.
+_NEVER = 1 << 62
+
+
+def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None) -> None:
+    """Put back, in place, every victim of ``victims`` the preemptor does not need (see the
+    module notes). ``freed``: the victims' node room is kept beside the placements
+    (``room.py``); a victim put back takes its room back there, and a step that fails
+    gives it again."""
+    session = walk.session
+    statement = session.statement
+    targets = walk.targets
+    leaf = walk.leaf
+    # Workloads whose remainder (a victim that is not a single pod) is in the set.
+    remainders: dict[int, int] = {}
+    for v in victims:
+        if not v.single_pod:
+            remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
+    frs = tuple(walk.usage)
+    entries = Entries(walk.path, leaf, frs)
+    entry_of = entries.known
+    # Per entry and flavor-resource of the request (in its order), the least usage whose
+    # putting back failed that flavor-resource's test: see the module notes.
+    failed: dict[QuotaNode, list[int]] = {}
+    none_failed = [_NEVER] * len(frs)
+    slack, nominal = walk._slack()
+    saved: tuple[int, ...] = ()
+    for i in range(len(victims) - 2, -1, -1):
+        victim = victims[i]
+        if victim.single_pod and remainders.get(id(victim.workload)):
+            continue  # its remainder is gone: the pod cannot stay on its own
+        usage = victim.usage
+        entry = entry_of.get(victim.leaf)
+        if entry is None:
+            entry = entries.of(victim.leaf)
+        least = failed.get(entry)
+        if least is None:
+            least = failed[entry] = list(none_failed)
+        else:
+            fails = False
+            for fr, known in zip(frs, least, strict=True):
+                if usage.get(fr, 0) >= known:
+                    fails = True  # it fails the test of that flavor-resource
+                    break
+            if fails:
+                continue
+        shape = tuple([usage.get(fr, 0) for fr in frs])
+        own = victim.leaf is leaf
+        if own and not allow_borrowing and not covers(nominal, shape):
+            # The test within nominal fails: its slack is exact (``bound.py``).
+            _remember(least, shape, [put > room for put, room in zip(shape, nominal, strict=True)].index(True))
+            continue
+        sure = covers(slack, shape)
+        mark = statement.checkpoint()
+        statement.add_usage(victim.leaf, usage)
+        # The quota is tested before the room is taken back: a victim the quota
+        # still needs (most of them) costs no node change.
+        if sure:
+            kept = (
+                tuple([room - put for room, put in zip(slack, shape, strict=True)]),
+                tuple([room - put for room, put in zip(nominal, shape, strict=True)]) if own else nominal,
+            )
+        else:
+            short = walk._short(allow_borrowing)
+            if short >= 0:
+                statement.rollback(mark)
+                _remember(least, shape, short)
+                continue
+            kept = walk._slack()
+        if freed is not None:
+            saved = freed.saved()
+            freed.take_back(victim)
+            if not freed.fits():
+                freed.undo(victim, saved)
+                statement.rollback(mark)
+                continue
+        elif targets:
+            for node, requests in victim.room:
+                statement.take_room(node, requests)
+            if not session.pods_fit(targets):
+                statement.rollback(mark)
+                continue
+        if not walk.filters or walk._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
+            del victims[i]
+            if not victim.single_pod:
+                remainders[id(victim.workload)] -= 1
+            slack, nominal = kept
+            continue
+        if freed is not None:
+            freed.undo(victim, saved)
+        statement.rollback(mark)
+
+
+class Entries:
+    """Where each victim queue's usage enters the preemptor's path, for sharing failures
+    (see the module notes): the path node it reaches when nothing on the way keeps a
+    local reserve of a requested flavor-resource, else the queue itself."""
+
+    __slots__ = ("frs", "known", "path")
+
+    def __init__(self, path: frozenset[QuotaNode], leaf: QuotaNode, frs: tuple[FR, ...]) -> None:
+        self.path = path
+        self.frs = frs
+        self.known: dict[QuotaNode, QuotaNode] = {leaf: leaf}
+
+    def of(self, queue: QuotaNode) -> QuotaNode:
+        found = self.known.get(queue)
+        if found is None:
+            found = self.known[queue] = self._find(queue)
+        return found
+
+    def _find(self, queue: QuotaNode) -> QuotaNode:
+        path = self.path
+        frs = self.frs
+        node: QuotaNode | None = queue
+        while node is not None and node not in path:
+            guaranteed = node.guaranteed
+            if guaranteed and any(guaranteed.get(fr, 0) > 0 for fr in frs):
+                return queue
+            node = node.parent
+        return queue if node is None else node
+
+
+def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
+    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
+    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))
+
+
+def _remember(least: list[int], shape: tuple[int, ...], short: int) -> None:
+    """Putting back ``shape`` failed the test of flavor-resource ``short``. A usage of 0
+    cannot fail a test the state passed before: it is not kept (nothing would be known
+    from it that the state does not tell)."""
+    put = shape[short]
+    if 0 < put < least[short]:
+        least[short] = put
