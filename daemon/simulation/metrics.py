@@ -184,6 +184,7 @@ class Recorder:
         self.tree = tree
         self.leaves = {name: _Leaf(node, resource, self.bucket, count) for name, node in sorted(tree.leaves.items())}
         self.by_root: dict[str, list[_Leaf]] = {}
+        self.root_flavors: dict[int, list[str]] = {}  # per by_root list: its leaves' flavors, sorted
         for leaf in self.leaves.values():
             self.by_root.setdefault(leaf.node.root.name, []).append(leaf)
         flavors = sorted({f for leaf in self.leaves.values() for f in leaf.nominal} | set(capacity))
@@ -270,15 +271,23 @@ class Recorder:
         if len(leaves) < 2:
             return
         shares = [0.0] * len(leaves)
-        flavors = {f for leaf in leaves for f in leaf.nominal}
-        for flavor in sorted(flavors):
+        flavors = self.root_flavors.get(id(leaves))
+        if flavors is None:
+            flavors = self.root_flavors[id(leaves)] = sorted({f for leaf in leaves for f in leaf.nominal})
+        for flavor in flavors:
             borrowed = 0
             idle = []
             for leaf in leaves:
                 used = leaf.usage.get(flavor, 0)
                 nominal = leaf.nominal.get(flavor, 0)
-                borrowed += max(0, used - nominal)
-                idle.append(min(leaf.lendable.get(flavor, 0), max(0, nominal - used)))
+                lendable = leaf.lendable.get(flavor, 0)
+                # borrowed += max(0, used - nominal); idle: min(lendable, max(0, nominal - used))
+                if used > nominal:
+                    borrowed += used - nominal
+                    idle.append(lendable if lendable < 0 else 0)
+                else:
+                    spare = nominal - used
+                    idle.append(lendable if lendable < spare else spare)
             total = sum(idle)
             if borrowed and total:
                 ratio = min(1.0, borrowed / total)
@@ -318,8 +327,7 @@ class Recorder:
             shares = {s.queue: s.weighted_share for s in decisions.shares}
         elif self.shares_stale or not self.share_source:
             self.share_source = "computed"
-            found = Shares(accounting)
-            shares = {name: reported(found.share(node)) for name, node in self.nodes.items()}
+            shares = self._shares(accounting)
         else:
             shares = None  # nothing changed since the last session
         self.shares_stale = False
@@ -342,6 +350,23 @@ class Recorder:
                     self.below.add(name)
                 else:
                     self.below.discard(name)
+
+    def _shares(self, accounting: Accounting) -> dict[str, int]:
+        """Every node's reported share on ``accounting``. A node that borrows nothing (no
+        usage above its subtree quota) has share 0 without the exact arithmetic."""
+        found = Shares(accounting)
+        usage = accounting.usage
+        shares: dict[str, int] = {}
+        for name, node in self.nodes.items():
+            used = usage[node.index]
+            subtree = node.subtree
+            for fr in node.frs:
+                if used.get(fr, 0) > subtree.get(fr, 0):
+                    shares[name] = reported(found.share(node))
+                    break
+            else:
+                shares[name] = 0
+        return shares
 
     def _outranked(self, node: QuotaNode) -> bool:
         """Some node on ``node``'s path below the root has a sibling with a higher share:
