@@ -441,31 +441,34 @@ class ClusterModel:
     def _binder(
         self, workload: Workload, pod_set: str, now: int, bound: list[Pod]
     ) -> Callable[[str, Mapping[str, int]], None]:
-        """Binds a new pod of ``pod_set`` to the node the placement chose."""
+        """Binds a new pod of ``pod_set`` to the node the placement chose: named after how
+        many pods the workload holds unless that name is taken."""
+        requests = next(ps.requests for ps in workload.pod_sets if ps.name == pod_set)
+        namespace = workload.namespace
+        prefix = f"{workload.name}-{pod_set}-"
+        owner = workload.key
+        pods = self.pods
+        pod_sets = self._pod_sets
+        placements = self.placements
+        consume = self.pool.consume
+        assert placements is not None
 
         def bind(node: str, _requests: Mapping[str, int]) -> None:
-            pod = self._new_pod(workload, pod_set, node, now, len(bound))
+            index = len(bound)
+            name = f"{prefix}{index}"
+            key = f"{namespace}/{name}"
+            while key in pods:
+                index += 1
+                name = f"{prefix}{index}"
+                key = f"{namespace}/{name}"
+            pod = Pod(namespace, name, requests, node_name=node, workload=owner, created=now)
+            pod_sets[key] = pod_set
             bound.append(pod)
-            self._bind(pod)
+            pods[key] = pod
+            placements.take(node, pod.requests)
+            consume(node, pod.requests)
 
         return bind
-
-    def _new_pod(self, workload: Workload, pod_set: str, node: str, now: int, index: int) -> Pod:
-        """A new pod of ``workload``, named after how many it holds (``index``) unless taken."""
-        name = f"{workload.name}-{pod_set}-{index}"
-        while f"{workload.namespace}/{name}" in self.pods:
-            index += 1
-            name = f"{workload.name}-{pod_set}-{index}"
-        requests = next(ps.requests for ps in workload.pod_sets if ps.name == pod_set)
-        pod = Pod(workload.namespace, name, requests, node_name=node, workload=workload.key, created=now)
-        self._pod_sets[pod.key] = pod_set
-        return pod
-
-    def _bind(self, pod: Pod) -> None:
-        assert pod.node_name is not None and self.placements is not None
-        self.pods[pod.key] = pod
-        self.placements.take(pod.node_name, pod.requests)
-        self.pool.consume(pod.node_name, pod.requests)
 
     def _unbind(self, pod: Pod) -> None:
         self.pods.pop(pod.key, None)
