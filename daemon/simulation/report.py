@@ -28,12 +28,13 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from . import html as simhtml
 from .engine import Outcome, report_resource
 from .metrics import resource_unit
 from .scenario import Scenario
 
-__all__ = ["build_report", "check_report_dir", "print_report", "sparkline", "write_report"]
+__all__ = [
+    "build_report", "check_report_dir", "print_report", "ratio_text", "sparkline", "stopped_lines", "write_report",
+]
 
 _SPARKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -130,6 +131,9 @@ def write_report(directory: str | Path, report: dict[str, Any]) -> tuple[Path, P
     old: Path | None = None
     try:
         (fresh / "report.json").write_text(to_json(report), encoding="utf-8")
+        # The page's module is imported only when a page is written.
+        from . import html as simhtml
+
         (fresh / "report.html").write_text(simhtml.render(report), encoding="utf-8")
         umask = os.umask(0)
         os.umask(umask)
@@ -283,7 +287,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         f"figures in {unit}-hours of {scenario['resource']}",
         overflow="fold",
     )
-    for line in simhtml.stopped_lines(report):
+    for line in stopped_lines(report):
         console.print(line, style="bold", overflow="fold")
     tables = [*_fitted(_summary(runs), width), *_fitted(_queues(runs, unit), width), _flavors(runs, unit, width)]
     thrash = [(run["label"], entry) for run in runs for entry in run["thrash"]["top"]]
@@ -331,7 +335,7 @@ def _summary(runs: list[dict[str, Any]]) -> _Grid:
     for reason in sorted({k for r in runs for k in r["pendingAtEnd"]}):
         row(f"pending at the end: {reason}", [f"{r['pendingAtEnd'].get(reason, 0):,}" for r in runs])
     if any(r["fairness"]["source"] for r in runs):
-        row("max/min mean share", [simhtml.ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
+        row("max/min mean share", [ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
         for queue in runs[0]["queues"]:
             below = [r["queues"][queue]["belowFairShareSeconds"] for r in runs]
             if any(below):
@@ -424,3 +428,21 @@ def _print_violations(run: dict[str, Any], console: Console) -> None:
         console.print(f"[bold red]{run['label']}: {found['count']} {title}[/]")
         for entry in found["listed"]:
             console.print("  " + ", ".join(f"{k}={v}" for k, v in entry.items()), soft_wrap=True, highlight=False)
+
+
+def stopped_lines(report: dict[str, Any]) -> list[str]:
+    """What a stopped run's figures cover (a signal stopped it), one line per such run."""
+    total = report["scenario"]["duration"]
+    return [
+        f"{run['label']}: stopped at {run['stoppedAt']} of {total}; its figures cover the first {run['stoppedAt']}"
+        for run in report["runs"]
+        if "stoppedAt" in run
+    ]
+
+
+def ratio_text(summary: dict[str, Any]) -> str:
+    """The max/min ratio of mean shares: "∞" when the lowest is 0 beside a higher one."""
+    if "lowest" not in summary:
+        return "–"
+    ratio = summary["ratio"]
+    return "∞" if ratio is None else f"{ratio:.2f}"
