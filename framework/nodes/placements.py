@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
 from .pool import NodePool, PodTally, _fits, _FlavorIndex, gpu_amount, node_matches, pod_terms
+from .shared import SharedIndexes
 
 __all__ = ["Placements"]
 
@@ -14,10 +16,10 @@ __all__ = ["Placements"]
 _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
 
 
-class Placements:
+class Placements(SharedIndexes):
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_moved", "_node_flavors", "_own", "_stale", "free", "pool")
+    __slots__ = ("_moved", "_own", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
@@ -36,17 +38,19 @@ class Placements:
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
         self._node_flavors = pool.lay_out(self._index)
+        self._holder: Placements | None = None  # see SharedIndexes
+        self._sharers: list[weakref.ref[Placements]] = []
 
     def copy(self) -> Placements:
-        """An independent copy, sharing room maps until a side changes one (see ``_own``)."""
+        """An independent copy, sharing room maps until a side changes one (see ``_own``)
+        and flavor indexes until a side changes or hands out one (see ``SharedIndexes``)."""
         clone = Placements.__new__(Placements)
         clone.pool = self.pool
         clone.free = dict(self.free)
         self._own, clone._own = set(), set()
         clone._stale = dict(self._stale)
         clone._moved = dict(self._moved)
-        clone._index = {flavor: index.copy() for flavor, index in self._index.items()}
-        clone._node_flavors = self.pool.lay_out(clone._index)
+        self._share(clone)
         return clone
 
     def _owned(self, node_name: str) -> dict[str, int] | None:
@@ -277,6 +281,7 @@ class Placements:
     ) -> PodTally | None:
         """The :class:`PodTally` of ``count`` identical pods on ``flavor``'s nodes, or
         ``None`` when the flavor has no nodes."""
+        self._own_index()  # handed out: a tally follows this object's own index
         index = self._index.get(flavor)
         if index is None:
             return None
@@ -372,6 +377,7 @@ class Placements:
         stale = self._stale
         if not stale:
             return
+        self._own_index()
         moved = self._moved
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
@@ -422,7 +428,6 @@ class Placements:
             # Its place in the index is the stale one; sync (or a later change) moves it.
             self._defer(node_name, requests, sign)
             return
-        indexes = self._node_flavors.get(node_name, ())
         old_gpus = gpu_amount(free)
         old_cpu = free.get("cpu", 0)
         for resource, amount in requests.items():
@@ -430,6 +435,7 @@ class Placements:
         new_gpus = gpu_amount(free)
         new_cpu = free.get("cpu", 0)
         if (old_gpus, old_cpu) != (new_gpus, new_cpu):
-            for index in indexes:
+            self._own_index()
+            for index in self._node_flavors.get(node_name, ()):
                 index.delete(old_gpus, old_cpu, node_name)
                 index.insert(new_gpus, new_cpu, node_name)
