@@ -29,7 +29,7 @@ from typing import Any
 
 from preemptd.framework.quantity import format_duration
 
-from .report import ratio_text, stopped_lines
+from .texts import ratio_text, stopped_lines
 
 __all__ = ["ratio_text", "render", "stopped_lines"]
 

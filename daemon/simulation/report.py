@@ -31,10 +31,9 @@ from rich.table import Table
 from .engine import Outcome, report_resource
 from .metrics import resource_unit
 from .scenario import Scenario
+from .texts import ratio_text, stopped_lines
 
-__all__ = [
-    "build_report", "check_report_dir", "print_report", "ratio_text", "sparkline", "stopped_lines", "write_report",
-]
+__all__ = ["build_report", "check_report_dir", "print_report", "sparkline", "write_report"]
 
 _SPARKS = "▁▂▃▄▅▆▇█"
 _SPARK_WIDTH = 48
@@ -428,21 +427,3 @@ def _print_violations(run: dict[str, Any], console: Console) -> None:
         console.print(f"[bold red]{run['label']}: {found['count']} {title}[/]")
         for entry in found["listed"]:
             console.print("  " + ", ".join(f"{k}={v}" for k, v in entry.items()), soft_wrap=True, highlight=False)
-
-
-def stopped_lines(report: dict[str, Any]) -> list[str]:
-    """What a stopped run's figures cover (a signal stopped it), one line per such run."""
-    total = report["scenario"]["duration"]
-    return [
-        f"{run['label']}: stopped at {run['stoppedAt']} of {total}; its figures cover the first {run['stoppedAt']}"
-        for run in report["runs"]
-        if "stoppedAt" in run
-    ]
-
-
-def ratio_text(summary: dict[str, Any]) -> str:
-    """The max/min ratio of mean shares: "∞" when the lowest is 0 beside a higher one."""
-    if "lowest" not in summary:
-        return "–"
-    ratio = summary["ratio"]
-    return "∞" if ratio is None else f"{ratio:.2f}"

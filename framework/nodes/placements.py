@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
@@ -38,8 +37,8 @@ class Placements(SharedIndexes):
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
         self._node_flavors = pool.lay_out(self._index)
-        self._holder: Placements | None = None  # see SharedIndexes
-        self._sharers: list[weakref.ref[Placements]] = []
+        self._holder = None  # see SharedIndexes
+        self._sharers = []
 
     def copy(self) -> Placements:
         """An independent copy, sharing room maps until a side changes one (see ``_own``)

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .placements import Placements
     from .pool import NodePool, _FlavorIndex
 
 __all__ = ["SharedIndexes"]
@@ -32,14 +31,14 @@ class SharedIndexes:
     pool: NodePool
     _index: dict[str, _FlavorIndex]
     _node_flavors: Mapping[str, list[_FlavorIndex]]
-    _holder: Placements | None  # whose indexes this object shares; None: its own
-    _sharers: list[weakref.ref[Placements]]  # copies that may share this object's indexes
+    _holder: SharedIndexes | None  # whose indexes this object shares; None: its own
+    _sharers: list[weakref.ref[SharedIndexes]]  # copies that may share this object's indexes
 
-    def _share(self, clone: Placements) -> None:
+    def _share(self, clone: SharedIndexes) -> None:
         """Let ``clone``, a new copy of this object, share its indexes."""
         clone._index = self._index
         clone._node_flavors = self._node_flavors
-        holder = clone._holder = self._holder or self  # type: ignore[assignment]
+        holder = clone._holder = self._holder or self
         clone._sharers = []
         holder._sharers.append(weakref.ref(clone))
 
