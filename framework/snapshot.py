@@ -61,6 +61,10 @@ def admitted_usage(workload: Workload, counts: Mapping[str, int] | None = None) 
     return usage
 
 
+_NO_QUEUES = QuotaTree({})
+_NO_NODES = NodePool({}, {})
+
+
 @dataclass(frozen=True, slots=True)
 class PendingPlacement:
     """A pod of an admitted workload that has no Pod object yet, placed at session start."""
@@ -99,10 +103,12 @@ class Snapshot:
     )
 
     def __init__(self) -> None:
-        # Read-only once built (``build``): FrozenDicts and tuples.
+        # Read-only once built (``build``): FrozenDicts and tuples. The empty tree and node
+        # pool are shared (nothing changes them); a backend that builds a snapshot per
+        # cycle replaces both.
         self.now = 0
         self.flavors: Mapping[str, Flavor] = {}
-        self.tree = QuotaTree({})
+        self.tree = _NO_QUEUES
         self.workloads: Mapping[str, Workload] = {}
         self.admitted: Sequence[Workload] = []
         self.pending: Sequence[Workload] = []
@@ -114,7 +120,7 @@ class Snapshot:
         self.priority_classes: Mapping[str, PriorityClass] = {}
         self.inadmissible: Mapping[str, str] = {}
         self.problems: Sequence[Problem] = []
-        self.node_pool = NodePool({}, {})
+        self.node_pool = _NO_NODES
         self.accounting = Accounting(self.tree)
         self.placements: Placements | None = None
         self.reserved_pods: Sequence[PendingPlacement] = []

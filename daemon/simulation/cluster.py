@@ -48,14 +48,16 @@ VICTIM_DELETION_COST = -2147483648
 
 
 class _Keyed:
-    """Workloads by key, with the list sorted by key rebuilt only after a change."""
+    """Workloads by key, with the list (and mapping) sorted by key rebuilt only after a
+    change."""
 
-    __slots__ = ("_list", "items", "keys")
+    __slots__ = ("_list", "_mapping", "items", "keys")
 
     def __init__(self) -> None:
         self.items: dict[str, Workload] = {}
         self.keys: list[str] = []
         self._list: tuple[Workload, ...] | None = ()
+        self._mapping: FrozenDict[str, Workload] | None = None
 
     def put(self, workload: Workload) -> None:
         key = workload.key
@@ -63,17 +65,24 @@ class _Keyed:
             insort(self.keys, key)
         self.items[key] = workload
         self._list = None
+        self._mapping = None
 
     def drop(self, key: str) -> None:
         if self.items.pop(key, None) is not None:
             del self.keys[bisect_left(self.keys, key)]
             self._list = None
+            self._mapping = None
 
     def listed(self) -> tuple[Workload, ...]:
         if self._list is None:
-            items = self.items
-            self._list = tuple(items[key] for key in self.keys)
+            self._list = tuple(map(self.items.__getitem__, self.keys))
         return self._list
+
+    def mapping(self) -> FrozenDict[str, Workload]:
+        """The workloads by key, in key order."""
+        if self._mapping is None:
+            self._mapping = FrozenDict(zip(self.keys, self.listed(), strict=True))
+        return self._mapping
 
 
 class ClusterModel:
@@ -83,6 +92,9 @@ class ClusterModel:
         "_admitted",
         "_admitted_all",
         "_by_queue",
+        "_failed",
+        "_freed",
+        "_listed",
         "_pending",
         "_pending_all",
         "_pod_sets",
@@ -119,11 +131,17 @@ class ClusterModel:
         self._admitted_all = _Keyed()
         self._pending_all = _Keyed()
         self._by_queue: dict[str, str] = {}  # key -> leaf it is listed under
+        self._listed = _Keyed()  # the workloads of _by_queue: the snapshot's ``workloads``
         self.pods: dict[str, Pod] = dict(sorted(inventory.pods.items()))
         self._pod_sets: dict[str, str] = {}  # pod key -> podSet, for pods the simulator bound
         # Tuples, replaced whole on change: a session's snapshot reads them as they are.
         self.pods_by_workload: dict[str, tuple[Pod, ...]] = {}
         self._unplaced: dict[str, Workload] = {}
+        # How many times node room was given back, and per unplaced workload whose last
+        # placement attempt bound no pod: the workload and pod list it was made with and
+        # that count then (see _place).
+        self._freed = 0
+        self._failed: dict[str, tuple[Workload, tuple[Pod, ...] | None, int]] = {}
         self.pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else NodePool({}, {})
         by_workload: dict[str, list[Pod]] = {}
         for pod in self.pods.values():
@@ -157,6 +175,7 @@ class ClusterModel:
         self._pending.setdefault(workload.queue, _Keyed()).put(workload)
         self._pending_all.put(workload)
         self._by_queue[key] = workload.queue
+        self._listed.put(workload)
 
     def _add_admitted(self, workload: Workload) -> bool:
         key = workload.key
@@ -174,6 +193,7 @@ class ClusterModel:
         self._admitted.setdefault(leaf.name, _Keyed()).put(workload)
         self._admitted_all.put(workload)
         self._by_queue[key] = leaf.name
+        self._listed.put(workload)
         self._list_growth(workload, leaf.name)
         return True
 
@@ -210,6 +230,7 @@ class ClusterModel:
         queue = self._by_queue.get(key)
         if queue is None:
             return
+        self._listed.put(workload)
         listing = self._admitted if workload.admission is not None else self._pending
         listing[queue].put(workload)
         (self._admitted_all if workload.admission is not None else self._pending_all).put(workload)
@@ -328,8 +349,8 @@ class ClusterModel:
         workload = self.workloads.pop(key)
         self._unlist(key)
         self._unplaced.pop(key, None)
-        for pod in self.pods_by_workload.pop(key, ()):
-            self._unbind(pod)
+        self._failed.pop(key, None)
+        self._unbind_all(self.pods_by_workload.pop(key, ()))
         return workload
 
     def _unlist(self, key: str) -> None:
@@ -337,6 +358,7 @@ class ClusterModel:
         self.inadmissible.pop(key, None)
         if queue is None:
             return
+        self._listed.drop(key)
         usage = self.usage.pop(key, None)
         if usage is not None:
             self.accounting.remove_all(self.leaves[queue], usage)
@@ -363,9 +385,27 @@ class ClusterModel:
         waiting.update((w.key, w) for w in workloads)
         order = sorted(waiting.values(), key=lambda w: (w.admitted_at if w.admitted_at is not None else now, w.tiebreak))
         self._unplaced = {}
+        failed = self._failed
+        bound = self.pods_by_workload
         for workload in order:
-            if not self._place_missing(workload, placements, now):
-                self._unplaced[workload.key] = workload
+            key = workload.key
+            pods = bound.get(key)
+            last = failed.get(key)
+            if last is not None and last[0] is workload and last[1] is pods and last[2] == self._freed:
+                # Its last attempt bound no pod and no room has been freed since: no node
+                # takes a pod it misses now either (room only shrank), so it would bind
+                # none again.
+                self._unplaced[key] = workload
+                continue
+            if self._place_missing(workload, placements, now):
+                if last is not None:
+                    del failed[key]
+                continue
+            self._unplaced[key] = workload
+            if bound.get(key) is pods:
+                failed[key] = (workload, pods, self._freed)
+            elif last is not None:
+                del failed[key]
 
     def _place_missing(self, workload: Workload, placements: Placements, now: int) -> bool:
         """Bind every pod the admission has and no Pod holds; False if some did not fit."""
@@ -401,42 +441,69 @@ class ClusterModel:
     def _binder(
         self, workload: Workload, pod_set: str, now: int, bound: list[Pod]
     ) -> Callable[[str, Mapping[str, int]], None]:
-        """Binds a new pod of ``pod_set`` to the node the placement chose."""
+        """Binds a new pod of ``pod_set`` to the node the placement chose: named after how
+        many pods the workload holds unless that name is taken."""
+        requests = next(ps.requests for ps in workload.pod_sets if ps.name == pod_set)
+        namespace = workload.namespace
+        prefix = f"{workload.name}-{pod_set}-"
+        owner = workload.key
+        pods = self.pods
+        pod_sets = self._pod_sets
+        placements = self.placements
+        consume = self.pool.consume
+        assert placements is not None
 
         def bind(node: str, _requests: Mapping[str, int]) -> None:
-            pod = self._new_pod(workload, pod_set, node, now, len(bound))
+            index = len(bound)
+            name = f"{prefix}{index}"
+            key = f"{namespace}/{name}"
+            while key in pods:
+                index += 1
+                name = f"{prefix}{index}"
+                key = f"{namespace}/{name}"
+            pod = Pod(namespace, name, requests, node_name=node, workload=owner, created=now)
+            pod_sets[key] = pod_set
             bound.append(pod)
-            self._bind(pod)
+            pods[key] = pod
+            placements.take(node, pod.requests)
+            consume(node, pod.requests)
 
         return bind
-
-    def _new_pod(self, workload: Workload, pod_set: str, node: str, now: int, index: int) -> Pod:
-        """A new pod of ``workload``, named after how many it holds (``index``) unless taken."""
-        name = f"{workload.name}-{pod_set}-{index}"
-        while f"{workload.namespace}/{name}" in self.pods:
-            index += 1
-            name = f"{workload.name}-{pod_set}-{index}"
-        requests = next(ps.requests for ps in workload.pod_sets if ps.name == pod_set)
-        pod = Pod(workload.namespace, name, requests, node_name=node, workload=workload.key, created=now)
-        self._pod_sets[pod.key] = pod_set
-        return pod
-
-    def _bind(self, pod: Pod) -> None:
-        assert pod.node_name is not None and self.placements is not None
-        self.pods[pod.key] = pod
-        self.placements.take(pod.node_name, pod.requests)
-        self.pool.consume(pod.node_name, pod.requests)
 
     def _unbind(self, pod: Pod) -> None:
         self.pods.pop(pod.key, None)
         self._pod_sets.pop(pod.key, None)
         if pod.node_name is None or not pod.holds_resources:
             return
+        self._give_back(pod.node_name, pod.requests)
+
+    def _unbind_all(self, pods: Iterable[Pod]) -> None:
+        """:meth:`_unbind` of every pod, each node's room given back once: the sum of its
+        pods' requests (room is additive, and a node's place in the index depends only
+        on its room, so the result is the same)."""
+        room: dict[str, dict[str, int]] = {}
+        for pod in pods:
+            self.pods.pop(pod.key, None)
+            self._pod_sets.pop(pod.key, None)
+            node = pod.node_name
+            if node is None or not pod.holds_resources:
+                continue
+            found = room.get(node)
+            if found is None:
+                room[node] = dict(pod.requests)
+            else:
+                for resource, amount in pod.requests.items():
+                    found[resource] = found.get(resource, 0) + amount
+        for node, requests in room.items():
+            self._give_back(node, requests)
+
+    def _give_back(self, node: str, requests: Mapping[str, int]) -> None:
+        self._freed += 1  # room grew: a placement that failed may now succeed
         if self.placements is not None:
-            self.placements.give_back(pod.node_name, pod.requests)
-        free = self.pool.free.get(pod.node_name)
+            self.placements.give_back(node, requests)
+        free = self.pool.free.get(node)
         if free is not None:
-            for resource, amount in pod.requests.items():
+            for resource, amount in requests.items():
                 free[resource] = free.get(resource, 0) + amount
 
     def _unbind_pods(self, key: str, pod_set: str, count: int, named: set[str]) -> None:
@@ -455,8 +522,7 @@ class ClusterModel:
             self.pods_by_workload[key] = rest
         else:
             del self.pods_by_workload[key]
-        for pod in chosen:
-            self._unbind(pod)
+        self._unbind_all(chosen)
 
     # -- views ------------------------------------------------------------------------------
 
@@ -484,7 +550,7 @@ class ClusterModel:
         snap.inadmissible = MappingProxyType(self.inadmissible)
         snap.problems = tuple(self.base.problems)
         snap.accounting = self.accounting
-        snap.workloads = FrozenDict({key: self.workloads[key] for key in sorted(self._by_queue)})
+        snap.workloads = self._listed.mapping()
         snap.admitted = self._admitted_all.listed()
         snap.pending = self._pending_all.listed()
         snap.admitted_by_queue = FrozenDict(

@@ -19,14 +19,13 @@ import time
 import tomllib
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from preemptd.framework.quantity import format_duration
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..config import Config, ConfigError, ConfigProblem, parse_config, read_config
 from ..plugins import Plugins, resolve_plugins
@@ -70,6 +69,9 @@ def run_command(
     A SIGINT or SIGTERM during the runs stops them after the session under way: the
     report covers the simulated time reached, says so, and the exit is 130."""
     started = time.perf_counter()
+    # What the imports made lives as long as the process too: frozen now, the collection
+    # after loading walks only what loading made.
+    gc.freeze()
     scenario = load_scenario(scenario_path)
     setups = [setup(scenario, config_path)]
     if compare_path is not None:
@@ -224,18 +226,21 @@ def _progress(scenario: Scenario, interval: float) -> Iterator[Callable[[str], A
     time with the simulated time, sessions, admissions and their rates."""
     console = Console(stderr=True)
     terminal = console.is_terminal
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[clock]} simulated"),
-        TimeElapsedColumn(),
-        console=console,
-        disable=not terminal,
-    )
+    bar: Any = None  # a rich Progress on a terminal (its module is imported only then)
+    if terminal:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[clock]} simulated"),
+            TimeElapsedColumn(),
+            console=console,
+        )
     total = format_duration(scenario.duration)
 
     def task(label: str) -> Advance:
-        handle = bar.add_task(label, total=scenario.duration, clock="0s")
+        handle = bar.add_task(label, total=scenario.duration, clock="0s") if terminal else None
         begun = time.monotonic()
         last = [begun if not terminal else -1.0]
 
@@ -257,7 +262,8 @@ def _progress(scenario: Scenario, interval: float) -> Iterator[Callable[[str], A
 
         return advance
 
-    with bar:
+    shown: AbstractContextManager[Any] = bar if terminal else nullcontext()
+    with shown:
         yield task
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from preemptd.framework.quantity import format_duration
 
+from .texts import ratio_text, stopped_lines
+
 __all__ = ["ratio_text", "render", "stopped_lines"]
 
 COLORS = ("#2563eb", "#dc2626", "#059669", "#9333ea")
@@ -69,16 +71,6 @@ MIN_RUNTIME_NOTE = (
     "one workload kept safe for many sessions counts many times: the figure says how often the "
     "protection decided something, not how many workloads it protected."
 )
-
-
-def stopped_lines(report: dict[str, Any]) -> list[str]:
-    """What a stopped run's figures cover (a signal stopped it), one line per such run."""
-    total = report["scenario"]["duration"]
-    return [
-        f"{run['label']}: stopped at {run['stoppedAt']} of {total}; its figures cover the first {run['stoppedAt']}"
-        for run in report["runs"]
-        if "stoppedAt" in run
-    ]
 
 
 def render(report: dict[str, Any]) -> str:
@@ -235,14 +227,6 @@ def _summary(runs: list[dict[str, Any]]) -> str:
     if any(r["fairness"]["source"] for r in runs):
         row("max/min mean share", [ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
     return _table(["", *(r["label"] for r in runs)], rows)
-
-
-def ratio_text(summary: dict[str, Any]) -> str:
-    """The max/min ratio of mean shares: "∞" when the lowest is 0 beside a higher one."""
-    if "lowest" not in summary:
-        return "–"
-    ratio = summary["ratio"]
-    return "∞" if ratio is None else f"{ratio:.2f}"
 
 
 def _minutes(seconds: float) -> str:

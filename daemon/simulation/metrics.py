@@ -184,6 +184,8 @@ class Recorder:
         self.tree = tree
         self.leaves = {name: _Leaf(node, resource, self.bucket, count) for name, node in sorted(tree.leaves.items())}
         self.by_root: dict[str, list[_Leaf]] = {}
+        # Per by_root list (by id): what _lent reads of its leaves, per flavor.
+        self.lent_plans: dict[int, list[tuple[str, list[tuple[dict[str, int], int, int]]]]] = {}
         for leaf in self.leaves.values():
             self.by_root.setdefault(leaf.node.root.name, []).append(leaf)
         flavors = sorted({f for leaf in self.leaves.values() for f in leaf.nominal} | set(capacity))
@@ -208,6 +210,8 @@ class Recorder:
         self.share_curves = {name: _Curve(self.bucket, count) for name in self.nodes}
         self.share_means = {name: _Step() for name in self.nodes}
         self.share_source = ""  # "decisions" or "computed" once a session has been seen
+        # Per node, its usage of each of its flavor-resources and its share, when last computed.
+        self.known_shares: dict[str, tuple[tuple[int, ...], int]] = {}
         self.shares_stale = True  # usage changed since the shares were last computed
         self.preemption_buckets = [0] * count
         self.active: set[str] = set()  # leaves that ever had a pending workload or borrowed
@@ -270,15 +274,26 @@ class Recorder:
         if len(leaves) < 2:
             return
         shares = [0.0] * len(leaves)
-        flavors = {f for leaf in leaves for f in leaf.nominal}
-        for flavor in sorted(flavors):
+        plan = self.lent_plans.get(id(leaves))
+        if plan is None:
+            # Per flavor of the root's leaves, in order: each leaf's usage map, nominal and
+            # lendable quota of that flavor (fixed for the run).
+            plan = self.lent_plans[id(leaves)] = [
+                (flavor, [(leaf.usage, leaf.nominal.get(flavor, 0), leaf.lendable.get(flavor, 0)) for leaf in leaves])
+                for flavor in sorted({f for leaf in leaves for f in leaf.nominal})
+            ]
+        for flavor, rows in plan:
             borrowed = 0
             idle = []
-            for leaf in leaves:
-                used = leaf.usage.get(flavor, 0)
-                nominal = leaf.nominal.get(flavor, 0)
-                borrowed += max(0, used - nominal)
-                idle.append(min(leaf.lendable.get(flavor, 0), max(0, nominal - used)))
+            for usage, nominal, lendable in rows:
+                used = usage.get(flavor, 0)
+                # borrowed += max(0, used - nominal); idle: min(lendable, max(0, nominal - used))
+                if used > nominal:
+                    borrowed += used - nominal
+                    idle.append(lendable if lendable < 0 else 0)
+                else:
+                    spare = nominal - used
+                    idle.append(lendable if lendable < spare else spare)
             total = sum(idle)
             if borrowed and total:
                 ratio = min(1.0, borrowed / total)
@@ -318,8 +333,7 @@ class Recorder:
             shares = {s.queue: s.weighted_share for s in decisions.shares}
         elif self.shares_stale or not self.share_source:
             self.share_source = "computed"
-            found = Shares(accounting)
-            shares = {name: reported(found.share(node)) for name, node in self.nodes.items()}
+            shares = self._shares(accounting)
         else:
             shares = None  # nothing changed since the last session
         self.shares_stale = False
@@ -342,6 +356,34 @@ class Recorder:
                     self.below.add(name)
                 else:
                     self.below.discard(name)
+
+    def _shares(self, accounting: Accounting) -> dict[str, int]:
+        """Every node's reported share on ``accounting``. A node that borrows nothing (no
+        usage above its subtree quota) has share 0 without the exact arithmetic; one that
+        borrows what it borrowed when last worked out has the share it had then."""
+        found = Shares(accounting)
+        usage = accounting.usage
+        known = self.known_shares
+        shares: dict[str, int] = {}
+        for name, node in self.nodes.items():
+            used = usage[node.index]
+            subtree = node.subtree
+            frs = node.frs
+            for fr in frs:
+                if used.get(fr, 0) > subtree.get(fr, 0):
+                    # A share depends only on the node's usage (the rest is fixed for the
+                    # run): worked out again only when that changed.
+                    amounts = tuple([used.get(f, 0) for f in frs])
+                    last = known.get(name)
+                    if last is not None and last[0] == amounts:
+                        shares[name] = last[1]
+                    else:
+                        value = shares[name] = reported(found.share(node))
+                        known[name] = (amounts, value)
+                    break
+            else:
+                shares[name] = 0
+        return shares
 
     def _outranked(self, node: QuotaNode) -> bool:
         """Some node on ``node``'s path below the root has a sibling with a higher share:

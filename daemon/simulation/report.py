@@ -28,10 +28,10 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 
-from . import html as simhtml
 from .engine import Outcome, report_resource
 from .metrics import resource_unit
 from .scenario import Scenario
+from .texts import ratio_text, stopped_lines
 
 __all__ = ["build_report", "check_report_dir", "print_report", "sparkline", "write_report"]
 
@@ -130,6 +130,9 @@ def write_report(directory: str | Path, report: dict[str, Any]) -> tuple[Path, P
     old: Path | None = None
     try:
         (fresh / "report.json").write_text(to_json(report), encoding="utf-8")
+        # The page's module is imported only when a page is written.
+        from . import html as simhtml
+
         (fresh / "report.html").write_text(simhtml.render(report), encoding="utf-8")
         umask = os.umask(0)
         os.umask(umask)
@@ -283,7 +286,7 @@ def print_report(report: dict[str, Any], console: Console) -> None:
         f"figures in {unit}-hours of {scenario['resource']}",
         overflow="fold",
     )
-    for line in simhtml.stopped_lines(report):
+    for line in stopped_lines(report):
         console.print(line, style="bold", overflow="fold")
     tables = [*_fitted(_summary(runs), width), *_fitted(_queues(runs, unit), width), _flavors(runs, unit, width)]
     thrash = [(run["label"], entry) for run in runs for entry in run["thrash"]["top"]]
@@ -331,7 +334,7 @@ def _summary(runs: list[dict[str, Any]]) -> _Grid:
     for reason in sorted({k for r in runs for k in r["pendingAtEnd"]}):
         row(f"pending at the end: {reason}", [f"{r['pendingAtEnd'].get(reason, 0):,}" for r in runs])
     if any(r["fairness"]["source"] for r in runs):
-        row("max/min mean share", [simhtml.ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
+        row("max/min mean share", [ratio_text(r["fairness"]["maxMinShareRatio"]) for r in runs])
         for queue in runs[0]["queues"]:
             below = [r["queues"][queue]["belowFairShareSeconds"] for r in runs]
             if any(below):

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
 from .pool import NodePool, PodTally, _fits, _FlavorIndex, gpu_amount, node_matches, pod_terms
+from .shared import SharedIndexes
 
 __all__ = ["Placements"]
 
@@ -14,10 +15,10 @@ __all__ = ["Placements"]
 _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
 
 
-class Placements:
+class Placements(SharedIndexes):
     """Free room per node during one session, with best-fit placement."""
 
-    __slots__ = ("_index", "_moved", "_node_flavors", "_own", "_stale", "free", "pool")
+    __slots__ = ("_moved", "_own", "_stale", "free", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
@@ -36,17 +37,19 @@ class Placements:
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
         self._node_flavors = pool.lay_out(self._index)
+        self._holder = None  # see SharedIndexes
+        self._sharers = []
 
     def copy(self) -> Placements:
-        """An independent copy, sharing room maps until a side changes one (see ``_own``)."""
+        """An independent copy, sharing room maps until a side changes one (see ``_own``)
+        and flavor indexes until a side changes or hands out one (see ``SharedIndexes``)."""
         clone = Placements.__new__(Placements)
         clone.pool = self.pool
         clone.free = dict(self.free)
         self._own, clone._own = set(), set()
         clone._stale = dict(self._stale)
         clone._moved = dict(self._moved)
-        clone._index = {flavor: index.copy() for flavor, index in self._index.items()}
-        clone._node_flavors = self.pool.lay_out(clone._index)
+        self._share(clone)
         return clone
 
     def _owned(self, node_name: str) -> dict[str, int] | None:
@@ -189,13 +192,9 @@ class Placements:
         Each pod's room is taken before the next is placed, with ``take`` (a statement's
         ``take_room``, or whatever binds the pod) or else :meth:`take`. Stops at the
         first pod that fits nowhere, so fewer than ``count`` nodes means not all fit.
-        The one best-fit placement loop: the snapshot (pods not created yet), the
-        session (pods of earlier podSets, an admitted workload's pods) and the
-        simulated cluster all place through it.
-
-        A node stays the best fit while the next pod fits there (its key only went
-        down, no other node changed): the pods it still holds go there at once.
-        """
+        The snapshot, the session and the simulated cluster all place through it. A
+        node stays the best fit while the next pod fits there (its key only went down,
+        no other node changed): the pods it still holds go there at once."""
         take_room = take if take is not None else self.take
         requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
         gpus = gpu_amount(requests)
@@ -289,6 +288,7 @@ class Placements:
     ) -> PodTally | None:
         """The :class:`PodTally` of ``count`` identical pods on ``flavor``'s nodes, or
         ``None`` when the flavor has no nodes."""
+        self._own_index()  # handed out: a tally follows this object's own index
         index = self._index.get(flavor)
         if index is None:
             return None
@@ -384,6 +384,7 @@ class Placements:
         stale = self._stale
         if not stale:
             return
+        self._own_index()
         moved = self._moved
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
@@ -434,7 +435,6 @@ class Placements:
             # Its place in the index is the stale one; sync (or a later change) moves it.
             self._defer(node_name, requests, sign)
             return
-        indexes = self._node_flavors.get(node_name, ())
         old_gpus = gpu_amount(free)
         old_cpu = free.get("cpu", 0)
         for resource, amount in requests.items():
@@ -442,6 +442,7 @@ class Placements:
         new_gpus = gpu_amount(free)
         new_cpu = free.get("cpu", 0)
         if (old_gpus, old_cpu) != (new_gpus, new_cpu):
-            for index in indexes:
+            self._own_index()
+            for index in self._node_flavors.get(node_name, ()):
                 index.delete(old_gpus, old_cpu, node_name)
                 index.insert(new_gpus, new_cpu, node_name)
