@@ -169,8 +169,7 @@ def run_rounds(session: Session) -> None:
                         f"behind {workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
                         "which was not admitted",
                     )
-    for pending in rounds.pending.values():
-        session.decisions.pending.append(pending)
+    session.decisions.pending.extend(rounds.pending.values())
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
 
@@ -279,9 +278,11 @@ def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> int:
     judged = entry.judged
     assert judged is not None
     if session.explaining:
-        lines = session.decisions.explanations.get(entry.workload.key)
+        explanations = session.decisions.explanations
+        key = entry.workload.key
+        lines = explanations.get(key)
         if lines is None:
-            session.decisions.explanations[entry.workload.key] = [judged.tried]
+            explanations[key] = [judged.tried]
         else:
             lines.append(judged.tried)
     return _without_victims(session, rounds, entry, entry.message)
