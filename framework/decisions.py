@@ -185,16 +185,25 @@ def number_pending(
     decisions: Decisions,
     pending_by_queue: Mapping[str, Sequence[Workload]],
     key: Callable[[Workload], Any],
+    ordered: Mapping[str, Sequence[Workload]] | None = None,
 ) -> None:
     """Fill ``decisions.positions`` for the pending workloads (module docstring).
 
-    ``pending_by_queue`` is the snapshot's, ``key`` the session's in-queue order.
+    ``pending_by_queue`` is the snapshot's, ``key`` the session's in-queue order;
+    ``ordered``, when given, holds each queue's workloads of ``pending_by_queue`` already
+    sorted by ``key`` (the rounds sort them so), and saves sorting them again.
     """
     waiting = {entry.workload for entry in decisions.pending}
     positions = decisions.positions
     for queue, workloads in sorted(pending_by_queue.items()):
+        listed = ordered.get(queue) if ordered is not None else None
+        in_order = listed if listed is not None else sorted(workloads, key=key)
         in_local: dict[tuple[str, str], int] = {}
-        for position, workload in enumerate(sorted((w for w in workloads if w.key in waiting), key=key), 1):
+        position = 0
+        for workload in in_order:
+            if workload.key not in waiting:
+                continue
+            position += 1
             local = workload.local_queue
             if local is None:
                 positions[workload.key] = QueuePosition(queue, position, None, None, workload.priority)

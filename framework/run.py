@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 
 from .actions import ACTIONS
+from .actions.allocate import QUEUE_ORDER
 from .decisions import Decisions, number_pending
 from .session import Registry, Session
 from .snapshot import Snapshot
@@ -52,7 +53,7 @@ def run_session(
             if name in session.actions:
                 action(session)
         decisions = session.close()
-        number_pending(decisions, snapshot.pending_by_queue, session.workload_key)
+        number_pending(decisions, snapshot.pending_by_queue, session.workload_key, session.state.get(QUEUE_ORDER))
         # Plugins keep per-session state that points back at the session; dropping
         # it here frees the session by reference counting, not a later GC pass.
         session.state.clear()

@@ -22,16 +22,20 @@ from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
 from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
-from ..flavors import default_assign
 from ..model import Workload
 from ..pods import NORMAL, TERMINATING
-from ..preemption.heads import head_counts, judged_head, keep_head
+from ..preemption.heads import Kept, State, judge
 from ..quota import QuotaNode
-from ..session import FIT, NOFIT, PREEMPT, RECLAIM, Assignment, Candidate, Session, Taken
+from ..session import NOFIT, Assignment, Candidate, Session, Taken
 from .books import Books, place, reserve, still_fits
-from .deployments import growth_of, nominate_deployment, nominate_growth
+from .deployments import growth_of
+from .nominate import nominate
 
-__all__ = ["nominate", "run_rounds"]
+__all__ = ["QUEUE_ORDER", "nominate", "run_rounds"]
+
+QUEUE_ORDER = "_queue_order"
+"""In ``session.state`` after the rounds: each queue's pending workloads in the session's
+order (``workload_key``), for :func:`~preemptd.framework.decisions.number_pending`."""
 
 _DONE = 0  # finished for the session, not admitted
 _AGAIN = 1  # lost to an earlier entry of this round: offered again next round
@@ -43,6 +47,8 @@ class _Queue:
     leaf: QuotaNode
     items: list[Workload]
     keys: list[tuple[object, ...]]  # the session's order key of each item
+    strict: bool  # StrictFIFO
+    reserves: bool  # a preemptor without victims reserves quota (not ``reclaimWithinCohort: Any``)
     pos: int = 0
     blocked: bool = False
 
@@ -63,8 +69,11 @@ class _Rounds:
 class _Entry:
     queue: _Queue
     workload: Workload
+    # A judged head's is its kept head's, read only (preemption/heads.py, ``judge``).
     assignment: Assignment
-    order: tuple[object, ...] = field(default=())
+    order: tuple[object, ...]
+    judged: Kept | None = None  # the kept head that judged it
+    message: str = ""  # a judged head's pending message
 
 
 _ORDER = attrgetter("order")
@@ -80,16 +89,26 @@ def run_rounds(session: Session) -> None:
             if growth_of(workload) is not None:
                 waiting.setdefault(name, []).append(workload)
     queues = []
+    pending_by_queue = snapshot.pending_by_queue
+    in_order: dict[str, list[Workload]] = {}  # each queue's pending workloads, in key order
     for name, items in sorted(waiting.items()):
         keys = [key(w) for w in items]
         order = sorted(range(len(items)), key=keys.__getitem__)  # stable: sorted(items, key=key)
-        queues.append(_Queue(snapshot.tree.leaves[name], [items[i] for i in order], [keys[i] for i in order]))
+        leaf = snapshot.tree.leaves[name]
+        strict = leaf.spec.queueing_strategy == "StrictFIFO"
+        reserves = leaf.spec.preemption.reclaim_within_cohort != "Any"
+        queues.append(_Queue(leaf, [items[i] for i in order], [keys[i] for i in order], strict, reserves))
+        listed = len(pending_by_queue.get(name, ()))  # the growing ones come after them
+        in_order[name] = [items[i] for i in order if i < listed]
+    session.state[QUEUE_ORDER] = in_order
     rounds = _Rounds(Books(session))
     books = rounds.books
     statement = session.statement
     picker = session.policy is not None and session.policy.picker is not None
+    counters = session.counters
     while True:
         entries = []
+        states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
         for queue in queues:
             if queue.blocked:
                 continue
@@ -97,7 +116,17 @@ def run_rounds(session: Session) -> None:
             if pos >= len(queue.items):
                 continue
             workload = queue.items[pos]
-            assignment = nominate(session, queue.leaf, workload)
+            # A head a kept head judges takes that head's assignment as it is; a plugin
+            # ordering the round reads assignments, and gets one of its own (nominate).
+            judged = None if picker else judge(session, queue.leaf, workload, states)
+            if judged is not None:
+                counters.nominations += 1
+                kept, message = judged
+                assignment = kept.assignment
+                level = assignment.level if assignment.mode != NOFIT else 0
+                entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos]), kept, message))
+                continue
+            assignment = nominate(session, queue.leaf, workload, judged=picker)
             level = assignment.level if assignment.mode != NOFIT else 0
             entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos])))
         if not entries:
@@ -108,10 +137,11 @@ def run_rounds(session: Session) -> None:
         entries.sort(key=_ORDER)
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries) if picker else entries):
-            outcome = _process(session, rounds, entry, relied_on)
-            statement.commit()
-            if books.own is not None:
-                books.commit()
+            outcome = _process(session, rounds, entry, relied_on) if entry.judged is None else _judged(session, rounds, entry)
+            if statement.ops:  # Statement.commit of nothing changes nothing
+                statement.commit()
+            if books.own is not None and books.own.ops:
+                books.own.commit()
             workload = entry.workload
             growing = workload.admission is not None and not workload.is_deployment  # _grows
             if growing:
@@ -122,7 +152,7 @@ def run_rounds(session: Session) -> None:
             # finishes at least one workload and the session ends.
             queue = entry.queue
             queue.pos += 1
-            if outcome != _ADMITTED and not growing and queue.leaf.spec.queueing_strategy == "StrictFIFO":
+            if queue.strict and outcome != _ADMITTED and not growing:
                 queue.blocked = True
                 for behind in queue.items[queue.pos :]:
                     if _grows(behind):
@@ -139,8 +169,7 @@ def run_rounds(session: Session) -> None:
                         f"behind {workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
                         "which was not admitted",
                     )
-    for pending in rounds.pending.values():
-        session.decisions.pending.append(pending)
+    session.decisions.pending.extend(rounds.pending.values())
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
 
@@ -158,66 +187,9 @@ def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
         yield left.pop(policy.pick([e.assignment for e in left]) if len(left) > 1 else 0)
 
 
-def nominate(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
-    """Flavors (and victims, if needed) for ``workload`` against the current accounting;
-    an elastic workload that fits neither way is tried with fewer pods (partial admission)."""
-    session.counters.nominations += 1
-    if workload.is_deployment:
-        first = None
-        if workload.admission is None:
-            # The flavor is chosen for one replica: a Deployment is admitted by as many
-            # replicas as fit, at least one, and preempts replica by replica.
-            one = replace(workload, pod_sets=(replace(workload.pod_sets[0], count=1), *workload.pod_sets[1:]))
-            first = _assign(session, leaf, one)
-            first.workload = workload
-        return nominate_deployment(session, leaf, workload, first)
-    if workload.admission is not None:  # _grows
-        return nominate_growth(session, leaf, workload)
-    judged = judged_head(session, leaf, workload)
-    if judged is not None:
-        return judged
-    before = head_counts(session, workload, leaf)
-    assignment = _assign(session, leaf, workload)
-    if assignment.mode in (FIT, PREEMPT, RECLAIM):
-        return assignment
-    keep_head(session, leaf, workload, assignment, before)
-    for pod_set in workload.pod_sets:  # ``workload.is_elastic``, without a generator
-        if pod_set.min_count is not None:
-            break
-    else:
-        return assignment
-    elastic = next(ps for ps in workload.pod_sets if ps.min_count is not None)
-    assert elastic.min_count is not None
-    low, high = elastic.min_count, elastic.count - 1
-    best: Assignment | None = None
-    while low <= high:
-        middle = (low + high) // 2
-        smaller = replace(
-            workload,
-            pod_sets=tuple(replace(ps, count=middle) if ps is elastic else ps for ps in workload.pod_sets),
-        )
-        attempt = _assign(session, leaf, smaller)
-        if attempt.mode in (FIT, PREEMPT, RECLAIM):
-            best = attempt
-            low = middle + 1
-        else:
-            high = middle - 1
-    if best is None:
-        return assignment
-    best.workload = workload
-    return best
-
-
 def _grows(workload: Workload) -> bool:
     """An entry of the rounds that is an admitted elastic workload growing back."""
     return workload.admission is not None and not workload.is_deployment
-
-
-def _assign(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:
-    found = session.plugin_assignment(workload)
-    if found is not None:
-        return found
-    return default_assign(session, workload, leaf)
 
 
 def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
@@ -240,30 +212,12 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         if _grows(workload):
             session.explain(key, assignment.message)
             return _DONE
-        _pending(rounds, key, "NoFit", assignment.message or "no flavor fits")
-        _record_scan(session, workload, assignment)
-        return _DONE
+        return _without_victims(session, rounds, entry, assignment.message)
     if assignment.blocked:
         _pending(rounds, key, "WaitingForQuota", f"a Deployment does not grow while {assignment.blocked}")
         return _DONE
     if assignment.needs_preemption and not assignment.victims:
-        reason = "PreemptionNoCandidates"
-        vetoed_by = assignment.vetoed_by
-        for plugin in sorted(vetoed_by) if vetoed_by else ():
-            veto = session.veto_reason(plugin)
-            if veto is not None:
-                reason = veto
-                break
-        leaf = entry.queue.leaf
-        if leaf.spec.preemption.reclaim_within_cohort != "Any":
-            reserve(session, books, leaf, assignment)
-        message = assignment.message or "no victims found"
-        notes = session.notes(key)
-        if notes:
-            message = "; ".join([message, *notes])
-        _pending(rounds, key, reason, message)
-        _record_scan(session, workload, assignment)
-        return _DONE
+        return _without_victims(session, rounds, entry, assignment.message)
     units = {v.unit for v in assignment.victims}
     overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})
     if overlap:
@@ -315,6 +269,53 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         decisions.flavor_scans[key] = {}  # an admitted workload starts its next scan afresh
     rounds.pending.pop(key, None)
     return _ADMITTED
+
+
+def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> int:
+    """:func:`_process` of a judged head (``entry.judged``): pending as the kept head's
+    assignment with the judged message; nothing else of :func:`_process` applies to it
+    (not growing, not a Deployment, no victims)."""
+    judged = entry.judged
+    assert judged is not None
+    if session.explaining:
+        explanations = session.decisions.explanations
+        key = entry.workload.key
+        lines = explanations.get(key)
+        if lines is None:
+            explanations[key] = [judged.tried]
+        else:
+            lines.append(judged.tried)
+    return _without_victims(session, rounds, entry, entry.message)
+
+
+def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
+    """SEMANTICS §2.4 for an entry left without victims: ``NoFit``, or one that needs
+    preemption and found none (its quota reserved unless its queue reclaims ``Any``)."""
+    assignment = entry.assignment
+    workload = entry.workload
+    key = workload.key
+    if assignment.mode == NOFIT:
+        _pending(rounds, key, "NoFit", message or "no flavor fits")
+        _record_scan(session, workload, assignment)
+        return _DONE
+    reason = "PreemptionNoCandidates"
+    vetoed_by = assignment.vetoed_by
+    for plugin in sorted(vetoed_by) if vetoed_by else ():
+        veto = session.veto_reason(plugin)
+        if veto is not None:
+            reason = veto
+            break
+    queue = entry.queue
+    if queue.reserves:
+        reserve(session, rounds.books, queue.leaf, assignment)
+    message = message or "no victims found"
+    if session.notes_added:  # else no plugin added a note to anyone
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
+    rounds.pending[key] = Pending(key, reason, message)
+    _record_scan(session, workload, assignment)
+    return _DONE
 
 
 def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:

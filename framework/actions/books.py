@@ -157,12 +157,9 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
     evicted: set[tuple[object, ...]] = set()
     fits = False
     try:
-        for victim in assignment.victims:
-            if victim.unit not in books.victims:
-                if victim.unit in evicted:
-                    keep = False  # listed twice: the preemption takes it once
-                evicted.add(victim.unit)
-                statement.evict(victim, nodes=assignment.node_short)
+        _evict_all(statement, books, assignment, evicted)
+        if len(evicted) != sum(1 for v in assignment.victims if v.unit not in books.victims):
+            keep = False  # a victim listed twice: the preemption takes it once
         physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
             if amount > accounting.available(leaf, fr):
@@ -179,3 +176,40 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
             books.with_room = assignment.node_short
         else:
             statement.rollback(checkpoint)
+
+
+def _evict_all(
+    statement: Statement, books: Books, assignment: Assignment, evicted: set[tuple[object, ...]]
+) -> None:
+    """``statement.evict`` of each victim of ``assignment`` not chosen before (adding its
+    unit to ``evicted``), with node room when the nodes lacked it. Without an eviction
+    listener, the quota of a leaf's victims is taken off in one step: taking ``a`` then
+    ``b`` off a leaf leaves every level of its tree as taking ``a + b`` once does (each
+    level passes up ``min(amount, what it stored above its guaranteed quota)``), and a
+    rollback gives the sum back as one step."""
+    chosen = books.victims
+    nodes = assignment.node_short
+    if statement.on_evict is not None:
+        for victim in assignment.victims:
+            if victim.unit not in chosen:
+                evicted.add(victim.unit)
+                statement.evict(victim, nodes=nodes)
+        return
+    by_leaf: dict[int, tuple[QuotaNode, dict[FR, int]]] = {}
+    for victim in assignment.victims:
+        if victim.unit in chosen:
+            continue
+        evicted.add(victim.unit)
+        leaf = victim.leaf
+        found = by_leaf.get(leaf.index)
+        if found is None:
+            by_leaf[leaf.index] = (leaf, dict(victim.usage))
+        else:
+            total = found[1]
+            for fr, amount in victim.usage.items():
+                total[fr] = total.get(fr, 0) + amount
+        if nodes and statement.placements is not None:
+            for node, requests in victim.room:
+                statement.give_room(node, requests)
+    for leaf, usage in by_leaf.values():
+        statement.remove_usage(leaf, usage)

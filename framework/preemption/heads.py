@@ -11,9 +11,12 @@ a failure kept for the first head or one before it. The later head gets the firs
 assignment without a scan; its pending message is the one its own search would get
 from :func:`~.memo.dominated`, naming the head it is judged with. Kept heads judge most
 heads of a saturated session, each several: what judging needs of one is worked out once
-(:class:`_Kept`: its explanation line; the failed searches that may answer its request,
+(:class:`Kept`: its explanation line; the failed searches that may answer its request,
 read again only as failures are added, :class:`~.memo.Answers`), so judging one more head
-is the state check, the priority and pod-set tests, and its own assignment.
+is the state check, the pod-set and priority tests (the cheapest first) and the message:
+:func:`judge`. The rounds take the kept head's assignment as it is, with that message
+(``actions/allocate.py``); :func:`judged_head` writes the judgement out as an assignment
+of its own (a plugin ordering the round reads every entry's assignment).
 
 Only where the scan is known: the assigner is ``flavor-fungibility`` or the framework's
 own, the memo is on (every search hook ``MEMO_SAFE``), no plugin answers
@@ -28,21 +31,25 @@ from ..quota import QuotaNode
 from ..session import NOCANDIDATES, NOFIT, Assignment, SearchResult, Session
 from .memo import Answers, Said, answers_now, counted, plugins_said, search_state, tally
 
-__all__ = ["Before", "head_counts", "judged_head", "keep_head"]
+__all__ = ["Before", "Kept", "State", "head_counts", "judge", "judged_head", "keep_head"]
 
 _HEADS = "_judged_heads"  # in ``session.state``: leaf index -> (state, kept heads)
 _KNOWN = "_judged_heads_known"  # in ``session.state``: whether this session's scan is known
 _ASSIGNERS = frozenset({"flavor-fungibility"})
 
-Before = tuple[Said, int, tuple[int, int, int]]
+State = tuple[int, int, int]  # memo.search_state
+Before = tuple[Said, int, State]
 
 
-class _Kept:
+class Kept:
     """A kept head and what judging another head by it needs, worked out once: the line
     every head it judges is explained by and, when it had no candidates, the failed
-    searches that answer its request (:class:`~.memo.Answers`)."""
+    searches that answer its request (:class:`~.memo.Answers`). ``count`` and
+    ``requests`` (of its first pod set) tell most other heads apart before their pod
+    sets are compared whole. Read-only once kept: the rounds may hand its assignment
+    over as it is (see :func:`judge`)."""
 
-    __slots__ = ("answers", "assignment", "created", "head", "pod_sets", "priority", "tried")
+    __slots__ = ("answers", "assignment", "count", "created", "head", "pod_sets", "priority", "requests", "tried")
 
     def __init__(self, head: Workload, assignment: Assignment) -> None:
         self.head = head
@@ -50,6 +57,9 @@ class _Kept:
         self.priority = head.priority
         self.created = head.created
         self.pod_sets = head.pod_sets
+        first = head.pod_sets[0] if head.pod_sets else None
+        self.count = first.count if first is not None else -1
+        self.requests = first.requests if first is not None else None
         self.tried = f"flavors as for {head.key}: the same pod sets, no lower priority, the same state"
         self.answers = (
             Answers(assignment.usage, assignment.needed, assignment.node_short)
@@ -94,35 +104,70 @@ def keep_head(
     if assignment.victims or assignment.vetoed_by or head_counts(session, workload, leaf) != before:
         return  # a plugin spoke, a search was not answerable so, or the state moved
     state = before[-1]
-    heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] = session.state.setdefault(_HEADS, {})
+    heads: dict[int, tuple[State, list[Kept]]] = session.state.setdefault(_HEADS, {})
     kept = heads.get(leaf.index)
     if kept is None or kept[0] != state:
         kept = heads[leaf.index] = (state, [])
-    kept[1].append(_Kept(workload, assignment))
+    kept[1].append(Kept(workload, assignment))
 
 
-def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
-    """The assignment of a kept head that judges ``workload``, or ``None``."""
-    heads: dict[int, tuple[tuple[int, int, int], list[_Kept]]] | None = session.state.get(_HEADS)
+def judge(
+    session: Session, leaf: QuotaNode, workload: Workload, states: dict[int, State] | None = None
+) -> tuple[Kept, str] | None:
+    """The kept head that judges ``workload`` and the pending message ``workload`` gets
+    (its search's answer, naming the head it is judged with), or ``None``; a judgement
+    is counted as :func:`judged_head` counts it. The judgement is the kept head's
+    assignment with that message (:func:`judged_head` writes it out): a caller that only
+    reads it may take ``Kept.assignment`` as it is instead, and must not change it.
+
+    ``states``: :func:`~.memo.search_state` by queue tree (the root's index), kept by a
+    caller while nothing is committed and no victim chosen (the nominations of a round):
+    a search state is one of a whole tree."""
+    heads: dict[int, tuple[State, list[Kept]]] | None = session.state.get(_HEADS)
     if heads is None:
         return None
     kept = heads.get(leaf.index)
     if kept is None:
         return None
-    state = search_state(session, leaf)
-    if kept[0] != state or not _judgeable(session, workload):
+    # Heads are kept only in a session whose scan is known and whose memo is on (both
+    # fixed for the session, ``_judgeable``): what is left to ask is the head's own.
+    if session.statement.ops or workload.flavor_scan or workload.is_deployment or workload.admission is not None:
         return None
-    priority, created = workload.priority, workload.created
     pod_sets = workload.pod_sets
-    for judge in kept[1]:
-        if not (priority < judge.priority or (priority == judge.priority and created >= judge.created)):
+    for pod_set in pod_sets:  # ``workload.is_elastic``, without a generator
+        if pod_set.min_count is not None:
+            return None
+    if states is None:
+        state = search_state(session, leaf)
+    else:
+        root = leaf.root.index
+        known = states.get(root)
+        state = states[root] = search_state(session, leaf) if known is None else known
+    if kept[0] != state:
+        return None
+    first = pod_sets[0] if pod_sets else None
+    count, requests = (first.count, first.requests) if first is not None else (-1, None)
+    priority, created = workload.priority, workload.created
+    for head in kept[1]:
+        # The kept head's pod sets equal these, and it is no weaker (its priority higher,
+        # or the same and created no later); the cheap tests first.
+        if head.count != count or (head.requests is not requests and head.requests != requests):
             continue
-        if judge.pod_sets != pod_sets:
+        if priority > head.priority or (priority == head.priority and created < head.created):
             continue
-        assignment = judge.assignment
-        message = assignment.message
-        search = None
-        answers = judge.answers
+        if first is not None and len(pod_sets) == 1:
+            # Count and requests are equal, neither has a min count: the rest of PodSet.
+            them = head.pod_sets[0]
+            if len(head.pod_sets) != 1 or not (
+                them.name == first.name
+                and them.node_selector == first.node_selector
+                and them.tolerations == first.tolerations
+            ):
+                continue
+        elif head.pod_sets != pod_sets:
+            continue
+        message = head.assignment.message
+        answers = head.answers
         if answers is not None:
             # The answer its own search would get: the same request, a weaker preemptor
             # (memo.dominated, its failures filtered once for this request).
@@ -136,28 +181,41 @@ def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assign
             else:
                 return None
             counted(session)
-            search = SearchResult([], True, 0, frozenset(), message, [message], [], None, None, True)
         session.counters.judged += 1
-        # Positional, in the order of the fields (tests/framework/test_judged_heads.py holds
-        # it to ``dataclasses.replace``): a head is judged thousands of times a session.
-        return Assignment(
-            workload,
-            assignment.leaf,
-            list(assignment.pod_sets),
-            dict(assignment.usage),
-            assignment.mode,
-            assignment.level,
-            assignment.needed,
-            message,
-            [],  # victims
-            assignment.allow_borrowing,
-            assignment.vetoed_by,
-            assignment.node_short,
-            assignment.blocked,
-            assignment.committed_total,
-            assignment.replicas,
-            search,
-            assignment.flavor_scan,  # written only while its scan builds it
-            [judge.tried],
-        )
+        return head, message
     return None
+
+
+def judged_head(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
+    """The assignment of a kept head that judges ``workload`` (:func:`judge`), written
+    out for ``workload``; or ``None``."""
+    found = judge(session, leaf, workload)
+    if found is None:
+        return None
+    head, message = found
+    assignment = head.assignment
+    search = None
+    if head.answers is not None:
+        search = SearchResult([], True, 0, frozenset(), message, [message], [], None, None, True)
+    # Positional, in the order of the fields (tests/framework/test_judged_heads.py holds
+    # it to ``dataclasses.replace``).
+    return Assignment(
+        workload,
+        assignment.leaf,
+        list(assignment.pod_sets),
+        dict(assignment.usage),
+        assignment.mode,
+        assignment.level,
+        assignment.needed,
+        message,
+        [],  # victims
+        assignment.allow_borrowing,
+        assignment.vetoed_by,
+        assignment.node_short,
+        assignment.blocked,
+        assignment.committed_total,
+        assignment.replicas,
+        search,
+        assignment.flavor_scan,  # written only while its scan builds it
+        [head.tried],
+    )

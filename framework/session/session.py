@@ -186,9 +186,7 @@ class Session:
                 except BaseException as exc:
                     registry.record_failure(name, "workload_order", exc)
                     parts.append((1,))
-            parts.append(w.created)
-            parts.extend(w.tiebreak)
-            return tuple(parts)
+            return (*parts, w.created, *w.tiebreak)
 
         object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
         impls = self.registry.impls("is_preemptible")

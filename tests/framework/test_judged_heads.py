@@ -3,10 +3,12 @@ judgement written out in full: the kept head's assignment copied with
 ``dataclasses.replace`` and its message asked of ``memo.dominated``.
 
 The judged path keeps, per kept head, what does not change from one head it judges to
-the next (the explanation line, the failed searches that may answer its request): these
-tests hold it to the full judgement on generated clusters, and pin by hand that the
-answer is the first failure of the state the judged head is no stronger than, whichever
-head that failure belongs to, and that failures kept after the first judgement count.
+the next (the explanation line, the failed searches that may answer its request), and the
+rounds take the kept head's assignment as it is with the judged message (``heads.judge``):
+these tests hold both to the full judgement on generated clusters (``_written_out``, through
+``nominate``), and pin by hand that the answer is the first failure of the state the judged
+head is no stronger than, whichever head that failure belongs to, and that failures kept
+after the first judgement count.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import pytest
 from preemptd.framework.actions import allocate
+from preemptd.framework.actions import nominate as nominating
 from preemptd.framework.model import PreemptionPolicy, Workload
 from preemptd.framework.preemption import heads
 from preemptd.framework.preemption.memo import (
@@ -96,6 +99,18 @@ CLUSTERS = {
 }
 
 
+def _through_nominate(
+    monkeypatch: pytest.MonkeyPatch, judged: Callable[[Session, QuotaNode, Workload], Assignment | None]
+) -> None:
+    """The rounds judge every head through ``nominate`` with ``judged`` (an assignment of
+    its own for each judged head) instead of taking the kept head's as it is."""
+    monkeypatch.setattr(allocate, "judge", lambda session, leaf, workload, states=None: None)
+    monkeypatch.setattr(
+        allocate, "nominate", lambda session, leaf, workload, judged=True: nominating.nominate(session, leaf, workload)
+    )
+    monkeypatch.setattr(nominating, "judged_head", judged)
+
+
 def _both(compared: list[int]) -> Callable[[Session, QuotaNode, Workload], Assignment | None]:
     """The judged path, each of its answers checked against the written-out one on the same
     state (what the latter counts is taken back: the session counts one judgement)."""
@@ -120,7 +135,7 @@ def test_each_judged_assignment_equals_the_written_out_one_field_by_field(
     objects = CLUSTERS[name]()
     actions, registry_of = default_session()
     compared = [0]
-    monkeypatch.setattr(allocate, "judged_head", _both(compared))
+    _through_nominate(monkeypatch, _both(compared))
     _outputs(lambda: snapshot(objects, NOW_MS), registry_of, actions)
     assert compared[0] > 0
 
@@ -132,7 +147,7 @@ def test_judged_heads_decide_explain_and_count_as_the_judgement_written_out(
     objects = CLUSTERS[name]()
     actions, registry_of = default_session()
     fast = _outputs(lambda: snapshot(objects, NOW_MS), registry_of, actions)
-    monkeypatch.setattr(allocate, "judged_head", _written_out)
+    _through_nominate(monkeypatch, _written_out)
     full = _outputs(lambda: snapshot(objects, NOW_MS), registry_of, actions)
     assert fast[0] == full[0]  # decisions, pending messages included
     assert fast[1] == full[1]  # explanations
@@ -228,7 +243,7 @@ def test_judged_heads_of_one_judge_are_answered_alike_before_and_after_more_fail
     pending = {entry["workload"]: entry["message"] for entry in decided["pending"]}
     assert pending == {"ns/h": NO_SET, "ns/y": by_h, "ns/u": by_h, "ns/w": by_h}
     assert counters["heads-judged"] == 2  # u and w
-    monkeypatch.setattr(allocate, "judged_head", _written_out)
+    _through_nominate(monkeypatch, _written_out)
     assert _decide(_later_failure_cluster()) == (decided, explanations, counters)
 
 
