@@ -123,8 +123,9 @@ def place(session: Session, statement: Statement, assignment: Assignment) -> Non
             continue
         flavor = session.snapshot.flavors[flavor_name]
         selector, tolerations = pod_terms(flavor, ps.spec)
+        # The statement takes the room of several pods of a node as one change.
         placements.place_pods(
-            flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room
+            flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room, additive=True
         )
 
 

@@ -186,15 +186,15 @@ class Placements(SharedIndexes):
         selector: Mapping[str, str],
         tolerations: Sequence[Toleration],
         take: Callable[[str, Mapping[str, int]], None] | None = None,
+        *,
+        additive: bool = False,
     ) -> list[str]:
-        """Place up to ``count`` identical pods best fit, one at a time; the nodes chosen.
-
-        Each pod's room is taken before the next is placed, with ``take`` (a statement's
-        ``take_room``, or whatever binds the pod) or else :meth:`take`. Stops at the
-        first pod that fits nowhere, so fewer than ``count`` nodes means not all fit.
-        The snapshot, the session and the simulated cluster all place through it. A
-        node stays the best fit while the next pod fits there (its key only went down,
-        no other node changed): the pods it still holds go there at once."""
+        """Place up to ``count`` identical pods best fit, one at a time; the nodes chosen
+        (fewer than ``count``: not all fit). Each pod's room is taken before the next is
+        placed, with ``take`` (a statement's ``take_room``, or what binds the pod) or else
+        :meth:`take`. A node stays the best fit while the next pod fits there (its key
+        only went down): the pods it still holds go there at once, their room taken in
+        one call when ``take`` is ``additive`` (it may be handed their room summed)."""
         take_room = take if take is not None else self.take
         requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
         gpus = gpu_amount(requests)
@@ -204,14 +204,16 @@ class Placements(SharedIndexes):
             if node is None:
                 break
             room = self.free[node]
-            fits = count - len(chosen)
+            fits = min(count - len(chosen), gpu_amount(room) // gpus if gpus else count)  # all GPU kinds, as best fit
             for resource, amount in requested:
                 fits = min(fits, room.get(resource, 0) // amount)
-            if gpus > 0:  # best fit's own test: the free GPUs of every kind together
-                fits = min(fits, gpu_amount(room) // gpus)
-            for _ in range(max(fits, 1)):
+            fits = max(fits, 1)
+            chosen.extend([node] * fits)
+            if additive:
+                take_room(node, {resource: amount * fits for resource, amount in requests.items()})
+                continue
+            for _ in range(fits):
                 take_room(node, requests)
-                chosen.append(node)
         return chosen
 
     def fit_all(

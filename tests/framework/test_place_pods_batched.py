@@ -54,7 +54,7 @@ def _one_at_a_time(
 @given(st.integers(min_value=0, max_value=10**9))
 def test_placing_pods_chooses_the_nodes_one_at_a_time_best_fit_chooses(seed: int) -> None:
     """Random nodes (some over-committed, some short of a GPU kind), a few pod sets of random shapes placed in turn,
-    some taking room tentatively: the same nodes, in the same order, and the same room."""
+    some taking a node's pods' room summed: the same nodes, in the same order, and the same room."""
     rng = random.Random(seed)
     batched, single = _cluster(rng), _cluster(random.Random(seed))
     for _ in range(rng.randint(1, 4)):
@@ -66,7 +66,8 @@ def test_placing_pods_chooses_the_nodes_one_at_a_time_best_fit_chooses(seed: int
         }
         count = rng.randint(0, 20)
         selector = rng.choice(({}, {"zone": "z1"}))
-        got = batched.place_pods(flavor, requests, count, selector, (), batched.take_tentatively)
+        additive = rng.random() < 0.5  # the room of a node's pods taken summed, in one call
+        got = batched.place_pods(flavor, requests, count, selector, (), batched.take_tentatively, additive=additive)
         assert got == _one_at_a_time(single, flavor, requests, count, selector)
         assert batched.free == single.free
         if rng.random() < 0.3:
