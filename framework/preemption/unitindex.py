@@ -54,7 +54,7 @@ _BY_PRIORITY = attrgetter("priority", "created")
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "running", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "positions", "running", "units")
 
     def __init__(
         self,
@@ -72,6 +72,9 @@ class QueueUnits:
         self.made = made if made is not None else []
         # How many of the queue's entries of ``UnitIndex.changed`` the list reflects.
         self.patched = patched
+        # Workload key -> its place in ``running``, made by the first patch and handed on
+        # with ``running`` to the lists made from this one.
+        self.positions: dict[str, int] | None = None
         # (needed, with_room) -> how many of the first i units a search would be handed
         self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
 
@@ -238,7 +241,9 @@ def _build_like(
                 made = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
         made_all.append(made)
         units.extend(made)
-    return QueueUnits(units, like.bounds, like.running, made_all, like.patched)
+    built = QueueUnits(units, like.bounds, like.running, made_all, like.patched)
+    built.positions = like.positions
+    return built
 
 
 def _patch(
@@ -256,11 +261,14 @@ def _patch(
     bounds = old.bounds
     made = old.made
     running = old.running
-    positions: dict[str, int] | None = None
+    positions = old.positions
+    copied = False
     for name in dict.fromkeys(changes[old.patched :]):
         if positions is None:
             positions = {w.key: i for i, w in enumerate(running)}
+        if not copied:
             made = list(made)
+            copied = True
         i = positions.get(name)
         if i is None:
             continue
@@ -272,8 +280,11 @@ def _patch(
         end = start + len(made[i])
         made[i] = new
         units = [*units[:start], *new, *units[end:]]
-        bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
-    return QueueUnits(units, bounds, running, made, len(changes))
+        if len(new) != end - start:
+            bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
+    patched = QueueUnits(units, bounds, running, made, len(changes))
+    patched.positions = positions
+    return patched
 
 
 class _KeptQueue:
