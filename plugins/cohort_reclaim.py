@@ -96,8 +96,9 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # The answer is a function of the committed state of the queue tree (its epoch), the
     # units taken so far, the request and the priority bounds: kept per session for the
     # next preemptor of the same queue asking the same, as heads of a queue often do.
-    # So is each sibling subtree's part of it, which preemptors of other queues of the
-    # tree, asking the same, share: the answer is those parts in the same order.
+    # So is each sibling cohort's part of it, which preemptors of other queues of the
+    # tree, asking the same, share: the answer is those parts in the same order. A
+    # sibling queue is read directly: its test and its lists cost less than a kept part.
     statement = session.statement
     key = None
     parts: dict[tuple[int, bool], tuple[list[Candidate], int]] | None = None
@@ -119,9 +120,22 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
             parts = subtrees[asked] = {}
     left_out = assignment.left_out
     out: list[Candidate] = []
+    all_usage = accounting.usage
+    needed = assignment.needed
     for ancestor, child, at_level in levels:
         for sibling in ancestor.children:
             if sibling is child:
+                continue
+            # _within_nominal, written out: this runs for every sibling of every search.
+            used = all_usage[sibling.index]
+            subtree = sibling.subtree
+            for fr in needed:
+                if used.get(fr, 0) > subtree.get(fr, 0):
+                    break
+            else:
+                continue  # within nominal: neither it nor anything below it is reclaimed
+            if sibling.is_leaf:
+                _offer(session, assignment, sibling, at_level, high, cut, out)
                 continue
             if parts is None:
                 _collect(session, assignment, sibling, at_level, high, cut, out)
@@ -149,28 +163,44 @@ def _collect(
     cut: int | None,
     out: list[Candidate],
 ) -> None:
-    if _within_nominal(session.accounting, node, assignment.needed):
-        return
-    if not node.is_leaf:
-        for child in node.children:
+    """The candidates below ``node``, a cohort above nominal on a needed flavor-resource."""
+    accounting = session.accounting
+    needed = assignment.needed
+    for child in node.children:
+        if _within_nominal(accounting, child, needed):
+            continue
+        if child.is_leaf:
+            _offer(session, assignment, child, advantage, high, cut, out)
+        else:
             _collect(session, assignment, child, advantage, high, cut, out)
-        return
+
+
+def _offer(
+    session: Session,
+    assignment: VictimSearch,
+    leaf: QuotaNode,
+    advantage: bool,
+    high: int | None,
+    cut: int | None,
+    out: list[Candidate],
+) -> None:
+    """The candidates of ``leaf``, a queue above nominal on a needed flavor-resource."""
     # Each class is a range of priorities of the queue's units (the candidate index):
     # reclaimWithinCohort LowerPriority keeps those below the preemptor's (``high``);
     # without the advantage, those below ``cut`` (the preemptor's priority and
     # maxPriorityThreshold + 1) are reclaimed while borrowing (unless
     # borrowWithinCohort is Never: no cut), the rest only within nominal.
     if advantage:
-        hierarchical = queue_units(session, node, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
+        hierarchical = queue_units(session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
         out.extend(hierarchical.between(None, high))
         return
     within = queue_units(
-        session, node, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
+        session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
     )
     if cut is None:
         _within(assignment, within, None, high, out)
         return
-    borrowing = queue_units(session, node, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
+    borrowing = queue_units(session, leaf, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
     out.extend(borrowing.between(None, cut))
     _within(assignment, within, cut, high, out)
 

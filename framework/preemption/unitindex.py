@@ -15,7 +15,9 @@ of its workloads, and the rounds record every unit taken in ``session.relied``: 
 it answers, the index drops the lists of the queues the units recorded since its last
 answer came from. While a node-by-node search collects candidates
 (``session.defer_pods``) a running Deployment's pods come as one deferred unit; the
-lists are then built for that collection only, not kept.
+lists are then built for that collection only, not kept. A queue's first list is built
+from the snapshot; a list of another class is made from it (the same workloads in the same
+order and bounds, each workload's units copied into the new class: ``units.units_like``).
 
 Across sessions the lists are kept in the snapshot's :class:`.kept.KeptUnits` (see
 :mod:`.kept`), per queue and class, with the queue's admitted listing they were built
@@ -33,6 +35,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import islice
+from operator import attrgetter
 from typing import Any
 
 from ..model import FR, Workload
@@ -40,17 +43,18 @@ from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
-from .units import candidate_units
+from .units import candidate_units, units_like
 
 __all__ = ["QueueUnits", "queue_units"]
 
 _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
+_BY_PRIORITY = attrgetter("priority", "created")
 
 
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "running", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "positions", "running", "units")
 
     def __init__(
         self,
@@ -68,6 +72,9 @@ class QueueUnits:
         self.made = made if made is not None else []
         # How many of the queue's entries of ``UnitIndex.changed`` the list reflects.
         self.patched = patched
+        # Workload key -> its place in ``running``, made by the first patch and handed on
+        # with ``running`` to the lists made from this one.
+        self.positions: dict[str, int] | None = None
         # (needed, with_room) -> how many of the first i units a search would be handed
         self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
 
@@ -161,7 +168,13 @@ def queue_units(
             recorded = index.changed.get(leaf.name)
             built.patched = len(recorded) if recorded is not None else 0
     if built is None:
-        built = _build(session, leaf, reason, group, only_within_nominal, deferred, listing)
+        like = None
+        if by_class is not None and not deferred:
+            like = next((found for (_, _, _, late), found in by_class.items() if not late), None)
+        if like is not None:
+            built = _build_like(session, leaf, reason, group, only_within_nominal, like)
+        else:
+            built = _build(session, leaf, reason, group, only_within_nominal, deferred, listing)
         if kept is not None:
             _keep_list(session, kept, leaf.name, key, listing, built)
     if not deferred:
@@ -180,7 +193,8 @@ def _build(
     deferred: bool,
     listing: Sequence[Workload],
 ) -> QueueUnits:
-    running = [w for _, w in sorted(enumerate(listing), key=lambda item: (item[1].priority, item[1].created, item[0]))]
+    # By (priority, creation time), ties in listing order (a stable sort).
+    running = sorted(listing, key=_BY_PRIORITY)
     units: list[Candidate] = []
     bounds: list[tuple[int, int]] = []
     made_all: list[list[Candidate]] = []
@@ -205,6 +219,33 @@ def _build(
     return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
 
 
+def _build_like(
+    session: Session, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool, like: QueueUnits
+) -> QueueUnits:
+    """The list of one class made from the queue's current list of another (``like``):
+    the same workloads in the same order, each with its units of this class — the ones
+    the session has, else made from its units of the other class (``units._like``)."""
+    unit_cache = session.unit_cache
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
+    units: list[Candidate] = []
+    made_all: list[list[Candidate]] = []
+    for workload, other in zip(like.running, like.made, strict=True):
+        cache = unit_cache.get(workload.key)
+        made = None if cache is None else cache.get(cache_key)
+        if made is None:
+            if cache is None:
+                made = candidate_units(
+                    session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+                )
+            else:
+                made = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
+        made_all.append(made)
+        units.extend(made)
+    built = QueueUnits(units, like.bounds, like.running, made_all, like.patched)
+    built.positions = like.positions
+    return built
+
+
 def _patch(
     session: Session,
     leaf: QuotaNode,
@@ -220,11 +261,14 @@ def _patch(
     bounds = old.bounds
     made = old.made
     running = old.running
-    positions: dict[str, int] | None = None
+    positions = old.positions
+    copied = False
     for name in dict.fromkeys(changes[old.patched :]):
         if positions is None:
             positions = {w.key: i for i, w in enumerate(running)}
+        if not copied:
             made = list(made)
+            copied = True
         i = positions.get(name)
         if i is None:
             continue
@@ -236,8 +280,11 @@ def _patch(
         end = start + len(made[i])
         made[i] = new
         units = [*units[:start], *new, *units[end:]]
-        bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
-    return QueueUnits(units, bounds, running, made, len(changes))
+        if len(new) != end - start:
+            bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
+    patched = QueueUnits(units, bounds, running, made, len(changes))
+    patched.positions = positions
+    return patched
 
 
 class _KeptQueue:

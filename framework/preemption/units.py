@@ -3,7 +3,8 @@
 A unit is the whole workload; or, for an elastic workload, one pod above its
 ``minCount`` and then the rest; or, for a Deployment, one pod of its lifecycle
 class. Plugins hand units to the search through :func:`candidate_units`, which
-builds them once per session per workload and class (``session.unit_cache``), and
+builds them once per session per workload and class (``session.unit_cache``; a class
+after the first is copied from one already built, :func:`units_like`), and
 the node-by-node search builds a deferred Deployment's pod units with
 :func:`pod_unit` only on the nodes it looks at. This is the lowest room of the
 floor but one: every other module of ``preemption/`` may use it, it uses only
@@ -23,7 +24,7 @@ from ..session import Candidate, DeferredPods, Session
 from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
-__all__ = ["candidate_units", "pod_unit"]
+__all__ = ["candidate_units", "pod_unit", "units_like"]
 
 
 def _session_units(session: Session, workload: Workload) -> UnitsByClass:
@@ -113,8 +114,31 @@ def _cached_units(
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
-        found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
+        for (index, _, _, _, deferred), other in cache.items():
+            if index == leaf.index and not deferred:
+                found = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
+                break
+        else:
+            found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
     return found
+
+
+def units_like(units: list[Candidate], reason: str, group: int, only_within_nominal: bool) -> list[Candidate]:
+    """The units of another class made from ``units``, the workload's units of one class
+    (not deferred) built in the same take state: ``_units`` and ``_pod_units`` give every
+    class the same units — workload, usage, pods, room, evicted, priority, unit name,
+    pod class — and the same sort key but for its group; only the class fields differ."""
+    out = []
+    for unit in units:
+        like = Candidate(
+            unit.workload, unit.leaf, unit.usage, reason, group, unit.count, unit.pod_set, unit.pods, unit.room,
+            only_within_nominal, unit.evicted, unit.single_pod, unit.priority, unit.unit,
+        )
+        key = unit.sort_key
+        like.sort_key = (key[0], group, *key[2:])
+        like.pod_class = unit.pod_class
+        out.append(like)
+    return out
 
 
 def _gives_pods(session: Session, workload: Workload) -> bool:
@@ -341,7 +365,9 @@ def _room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
     if session.placements is None:
         return ()
     pods = session.snapshot.pods_by_workload.get(workload.key, ())
-    return tuple((p.node_name, p.requests) for p in pods if p.node_name) + _reserved_room(session, workload)
+    room = tuple([(p.node_name, p.requests) for p in pods if p.node_name])
+    reserved = session.snapshot.reserved_by_workload.get(workload.key)
+    return room + _reserved_room(session, workload) if reserved else room
 
 
 def _reserved_room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:

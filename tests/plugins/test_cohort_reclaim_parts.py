@@ -1,4 +1,4 @@
-"""cohort-reclaim shares each sibling subtree's part of an answer between queues.
+"""cohort-reclaim shares each sibling cohort's part of an answer between queues.
 
 A preemptor's cross-queue candidates are, level by level, the candidates of each
 sibling subtree of its ancestors, in tree order. A sibling's part is a function of the
@@ -87,8 +87,9 @@ def test_a_preemptor_of_a_sibling_queue_walks_only_what_the_first_did_not(
     first, _ = _ask(session, workload("pa", "a", 1, priority=5, created=9), 1)
     assert walked == ["b", "c", "d", "e"]
     second, _ = _ask(session, workload("pb", "b", 1, priority=5, created=9), 1)
-    # c's part (level c0) and c1's (level org) are a's search's; only a is walked.
-    assert walked == ["b", "c", "d", "e", "a"]
+    # c1's part (level org) is a's search's: d and e are not walked again. Sibling queues
+    # (a, c) are read directly, their lists kept by the candidate index.
+    assert walked == ["b", "c", "d", "e", "a", "c"]
     assert [name for name, *_ in first] == ["b0", "b1", "c0", "c1", "d0", "d1", "e0", "e1"]
     assert [name for name, *_ in second] == ["a0", "a1", "c0", "c1", "d0", "d1", "e0", "e1"]
 
