@@ -15,32 +15,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.preemption.bound import _arriving, fits_quota, may_fit
-from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
+from preemptd.framework.quota import Accounting, QuotaNode
 from preemptd.framework.session import Candidate
-from preemptd.framework.testing import cohort, queue
+
+from tests.framework.test_headroom_bound import _tree  # random queue trees with limits
 
 CPU = ("default", "cpu")
 GPU = ("default", "nvidia.com/gpu")
-
-
-def _tree(rng: random.Random) -> QuotaTree:
-    specs = [cohort("root")]
-    parents = ["root"]
-    for i in range(rng.randrange(2, 9)):
-        parent = rng.choice(parents)
-        name = f"q{i}"
-        specs.append(
-            queue(
-                name,
-                parent,
-                cpu=rng.randrange(0, 9),
-                borrowing_limit=rng.choice([None, 0, 2, 5]),
-                lending_limit=rng.choice([None, 0, 1, 3]),
-            )
-        )
-        if rng.random() < 0.4:
-            parents.append(name)
-    return QuotaTree({spec.name: spec for spec in specs})
 
 
 @settings(max_examples=400, deadline=None)
