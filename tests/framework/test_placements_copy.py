@@ -45,6 +45,22 @@ def _answers(placements: Placements) -> list[object]:
     return found
 
 
+def change_at_random(
+    rng: random.Random, placements: Placements, room: dict[str, dict[str, int]], names: list[str], *, tentative: bool
+) -> None:
+    """Take or give back (``tentative``: leaving the index stale) a random request on a
+    random node, and keep ``room``, the room the placements must hold, up to date."""
+    node = rng.choice(names)
+    request = {GPU: rng.choice((1, 2)), "cpu": rng.choice((500, 1_000))}
+    sign = rng.choice((1, -1))
+    if sign < 0:
+        (placements.take_tentatively if tentative else placements.take)(node, request)
+    else:
+        (placements.give_back_tentatively if tentative else placements.give_back)(node, request)
+    for resource, amount in request.items():
+        room[node][resource] += sign * amount
+
+
 @pytest.mark.parametrize("seed", range(40))
 def test_copies_answer_as_full_copies_after_random_takes_and_gives(seed: int) -> None:
     """Copies of copies, each changed at random (taken and given back, at once and
@@ -64,16 +80,7 @@ def test_copies_answer_as_full_copies_after_random_takes_and_gives(seed: int) ->
             everyone.append(placements.copy())
             rooms.append({name: dict(free) for name, free in room.items()})
             continue
-        node = rng.choice(names)
-        request = {GPU: rng.choice((1, 2)), "cpu": rng.choice((500, 1_000))}
-        sign = rng.choice((1, -1))
-        tentative = step < 0.5
-        if sign < 0:
-            (placements.take_tentatively if tentative else placements.take)(node, request)
-        else:
-            (placements.give_back_tentatively if tentative else placements.give_back)(node, request)
-        for resource, amount in request.items():
-            room[node][resource] += sign * amount
+        change_at_random(rng, placements, room, names, tentative=step < 0.5)
         for other, expected in zip(everyone, rooms, strict=True):
             assert other.free == expected
     for placements, room in zip(everyone, rooms, strict=True):

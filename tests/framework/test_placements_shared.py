@@ -10,7 +10,7 @@ import pytest
 from preemptd.framework.model import Node
 from preemptd.framework.nodes import NodePool, Placements, PodTally
 
-from tests.framework.test_placements_copy import FLAVORS, GPU, _fresh, _nodes
+from tests.framework.test_placements_copy import FLAVORS, GPU, _fresh, _nodes, change_at_random
 
 
 def _count(placements: Placements, flavor: str, request: dict[str, int]) -> int:
@@ -76,16 +76,7 @@ def test_tallies_of_copies_count_their_own_room_through_random_changes(seed: int
         elif step < 0.32:
             placements.sync()
         else:
-            node = rng.choice(names)
-            request = {GPU: rng.choice((1, 2)), "cpu": rng.choice((500, 1_000))}
-            sign = rng.choice((1, -1))
-            tentative = step < 0.6
-            if sign < 0:
-                (placements.take_tentatively if tentative else placements.take)(node, request)
-            else:
-                (placements.give_back_tentatively if tentative else placements.give_back)(node, request)
-            for resource, amount in request.items():
-                room[node][resource] += sign * amount
+            change_at_random(rng, placements, room, names, tentative=step < 0.6)
         for which, flavor, request, tally in tallies:
             fresh = _fresh(nodes, rooms[which])
             assert min(6, everyone[which].count(tally)) == _count(fresh, flavor, request)
