@@ -10,7 +10,6 @@ re-check on generated clusters: the same decisions, explanations and final view.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,7 +24,8 @@ from preemptd.framework.session import Assignment, Statement
 from preemptd.framework.testing import cohort, queue, snapshot
 
 from benchmarks.bench_session import default_session
-from benchmarks.generate import CONTENDED, NOW_MS, generate_saturated, generate_spec
+from benchmarks.generate import NOW_MS, generate_saturated
+from tests.framework.test_recheck_keeps_evictions import CLUSTERS as RECHECKED
 
 CPU: FR = ("default", "cpu")
 
@@ -76,13 +76,7 @@ def _one_by_one(statement: Statement, view: Books, assignment: Assignment, evict
 
 
 CLUSTERS = {
-    "contended-40-nodes": lambda: generate_spec(
-        replace(CONTENDED, nodes=40, workloads=250, queues=10, leaves_per_cohort=5), "recheck/contended"
-    ),
-    "contended-80-nodes": lambda: generate_spec(
-        replace(CONTENDED, nodes=80, workloads=500, queues=20, leaves_per_cohort=5), "recheck/contended-2"
-    ),
-    "saturated-10x300": lambda: generate_saturated(1, queues=10, workloads=300),
+    **RECHECKED,
     "saturated-20x900-seed-2": lambda: generate_saturated(2, queues=20, workloads=900),
 }
 

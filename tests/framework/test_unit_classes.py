@@ -32,9 +32,11 @@ from preemptd.framework import (
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.preemption import unitindex, units
 from preemptd.framework.quantity import parse_timestamp
-from preemptd.framework.session import Candidate, Session, Taken
+from preemptd.framework.session import Candidate, Session
 from preemptd.framework.testing import open_session
 from preemptd.plugins import cohort_reclaim, gpu_victims, priority
+
+from tests.framework.test_unit_index_patch import _take  # what the rounds record for a take
 
 CASES = sorted((Path(__file__).parents[1] / "scenarios" / "cases").glob("*.yaml"))
 RUNNING = [c for c in CASES if "admission:" in c.read_text()]  # the cases with running workloads
@@ -77,18 +79,6 @@ def _running(session: Session) -> list[tuple[Any, Any]]:
         if name in tree.leaves
         for workload in listed
     ]
-
-
-def _take(session: Session, unit: Candidate) -> None:
-    """What the rounds record when a preemptor takes ``unit`` (actions/allocate.py)."""
-    session.relied[unit.unit] = unit
-    taken = session.taken.setdefault(unit.key, Taken(preemptor="ns/p", reason=unit.reason))
-    if unit.count is None:
-        taken.whole = True
-    else:
-        taken.pods += unit.count
-        taken.pod_names.extend(pod.key for pod in unit.pods)
-    session.unit_cache.pop(unit.key, None)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])

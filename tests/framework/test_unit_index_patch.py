@@ -57,6 +57,7 @@ def _take(session: Session, unit: Candidate) -> None:
         taken.whole = True
     else:
         taken.pods += unit.count
+        taken.pod_names.extend(pod.key for pod in unit.pods)
     session.unit_cache.pop(unit.key, None)
 
 
