@@ -36,7 +36,7 @@ from preemptd.framework.session import Candidate, Session
 from preemptd.framework.testing import open_session
 from preemptd.plugins import cohort_reclaim, gpu_victims, priority
 
-from tests.framework.test_unit_index_patch import _take  # what the rounds record for a take
+from tests.framework.test_unit_index_patch import take_at_random
 
 CASES = sorted((Path(__file__).parents[1] / "scenarios" / "cases").glob("*.yaml"))
 RUNNING = [c for c in CASES if "admission:" in c.read_text()]  # the cases with running workloads
@@ -129,10 +129,4 @@ def test_a_queue_list_made_from_another_class_equals_its_build_after_takes(case:
                 assert found.bounds == fresh.bounds
         # Take one unit of some queue, as a preemptor would; every list is then patched
         # or built again from the classes left.
-        name = rng.choice(names)
-        offered: dict[str, Candidate] = {}
-        for unit in queue_units(session, leaves[name], **CLASSES[0]).units:
-            if not unit.evicted:
-                offered.setdefault(unit.key, unit)  # a workload's first unit left, as a walk takes them
-        if offered:
-            _take(session, offered[rng.choice(sorted(offered))])
+        take_at_random(session, leaves[rng.choice(names)], rng)

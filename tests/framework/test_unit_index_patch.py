@@ -49,6 +49,16 @@ def _session(seed: int) -> Session:
     return open_session(inventory(queues, running), PLUGINS, NOW)
 
 
+def take_at_random(session: Session, leaf: Any, rng: random.Random) -> None:
+    """Take the first unit left of a random running workload of ``leaf``, as a walk would."""
+    offered: dict[str, Candidate] = {}
+    for unit in queue_units(session, leaf, **CLASSES[0]).units:
+        if not unit.evicted:
+            offered.setdefault(unit.key, unit)  # a workload's first unit left, as a walk takes them
+    if offered:
+        _take(session, offered[rng.choice(sorted(offered))])
+
+
 def _take(session: Session, unit: Candidate) -> None:
     """What the rounds record when a preemptor takes ``unit`` (actions/allocate.py)."""
     session.relied[unit.unit] = unit
@@ -89,13 +99,7 @@ def test_a_patched_list_is_the_list_a_build_gives_after_every_take(
 
     monkeypatch.setattr(unitindex, "_build", counting)
     for _ in range(8):
-        name = rng.choice(["a", "b"])
-        offered: dict[str, Candidate] = {}
-        for unit in queue_units(session, leaves[name], **CLASSES[0]).units:
-            if not unit.evicted:
-                offered.setdefault(unit.key, unit)  # a workload's first unit left, as a walk takes them
-        if offered:
-            _take(session, offered[rng.choice(sorted(offered))])
+        take_at_random(session, leaves[rng.choice(["a", "b"])], rng)
         for queue_name in ("a", "b"):
             for cls in CLASSES:
                 found = queue_units(session, leaves[queue_name], **cls)
