@@ -123,7 +123,7 @@ class QuotaTree:
         while stack:
             node = stack.pop()
             node.root = root
-            node.lineage = (node,) if node.parent is None else node.parent.lineage + (node,)
+            node.lineage = (node,) if node.parent is None else (*node.parent.lineage, node)
             order.append(node)
             for child in reversed(node.children):
                 child.depth = node.depth + 1
