@@ -201,8 +201,9 @@ class Accounting:
             while at is not None and amount > 0:
                 here = all_usage[at.index]
                 used = here.get(fr, 0)
-                headroom = at.guaranteed.get(fr, 0) - used
                 here[fr] = used + amount
+                guaranteed = at.guaranteed  # most nodes keep no local reserve
+                headroom = (guaranteed.get(fr, 0) - used) if guaranteed else -used
                 if headroom > 0:
                     amount -= headroom
                 at = at.parent
@@ -215,7 +216,8 @@ class Accounting:
             while at is not None and amount > 0:
                 here = all_usage[at.index]
                 used = here.get(fr, 0)
-                stored_in_parent = used - at.guaranteed.get(fr, 0)
+                guaranteed = at.guaranteed
+                stored_in_parent = (used - guaranteed.get(fr, 0)) if guaranteed else used
                 here[fr] = used - amount
                 if stored_in_parent <= 0:
                     break
@@ -246,8 +248,10 @@ class Accounting:
         for i in range(1, len(lineage)):
             at = lineage[i]
             used = all_usage[at.index].get(fr, 0)
-            guaranteed = at.guaranteed.get(fr, 0)
-            limit = at.borrowing_limit.get(fr)
+            reserve = at.guaranteed
+            guaranteed = reserve.get(fr, 0) if reserve else 0
+            limits = at.borrowing_limit
+            limit = limits.get(fr) if limits else None
             if limit is not None:
                 stored = at.subtree.get(fr, 0) - guaranteed
                 used_in_parent = used - guaranteed if used > guaranteed else 0
