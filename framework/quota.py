@@ -33,6 +33,7 @@ class QuotaNode:
         "index",
         "is_leaf",
         "lending_limit",
+        "lineage",
         "name",
         "nominal",
         "parent",
@@ -59,6 +60,8 @@ class QuotaNode:
         self.height = 0
         self.depth = 0
         self.root: QuotaNode = self
+        # The root, then each node down to this one (``Accounting._available`` reads it).
+        self.lineage: tuple[QuotaNode, ...] = (self,)
         for group in spec.resource_groups:
             for flavor in group.flavors:
                 for resource, quota in flavor.resources.items():
@@ -120,6 +123,7 @@ class QuotaTree:
         while stack:
             node = stack.pop()
             node.root = root
+            node.lineage = (node,) if node.parent is None else (*node.parent.lineage, node)
             order.append(node)
             for child in reversed(node.children):
                 child.depth = node.depth + 1
@@ -197,8 +201,9 @@ class Accounting:
             while at is not None and amount > 0:
                 here = all_usage[at.index]
                 used = here.get(fr, 0)
-                headroom = at.guaranteed.get(fr, 0) - used
                 here[fr] = used + amount
+                guaranteed = at.guaranteed  # most nodes keep no local reserve
+                headroom = (guaranteed.get(fr, 0) - used) if guaranteed else -used
                 if headroom > 0:
                     amount -= headroom
                 at = at.parent
@@ -211,7 +216,8 @@ class Accounting:
             while at is not None and amount > 0:
                 here = all_usage[at.index]
                 used = here.get(fr, 0)
-                stored_in_parent = used - at.guaranteed.get(fr, 0)
+                guaranteed = at.guaranteed
+                stored_in_parent = (used - guaranteed.get(fr, 0)) if guaranteed else used
                 here[fr] = used - amount
                 if stored_in_parent <= 0:
                     break
@@ -232,19 +238,29 @@ class Accounting:
         return self._available(node, fr)
 
     def _available(self, node: QuotaNode, fr: FR) -> int:
-        used = self.usage[node.index].get(fr, 0)
-        parent = node.parent
-        if parent is None:
-            return node.subtree.get(fr, 0) - used
-        guaranteed = node.guaranteed.get(fr, 0)
-        local = max(0, guaranteed - used)
-        from_parent = self._available(parent, fr)
-        limit = node.borrowing_limit.get(fr)
-        if limit is not None:
-            stored = node.subtree.get(fr, 0) - guaranteed
-            used_in_parent = max(0, used - guaranteed)
-            from_parent = min(from_parent, stored - used_in_parent + limit)
-        return local + from_parent
+        """Available(q) unclipped, from the root down the node's lineage: at each level
+        the local reserve left plus what the level above offers, capped by the
+        borrowing limit (SEMANTICS §1)."""
+        all_usage = self.usage
+        lineage = node.lineage
+        root = lineage[0]
+        available = root.subtree.get(fr, 0) - all_usage[root.index].get(fr, 0)
+        for i in range(1, len(lineage)):
+            at = lineage[i]
+            used = all_usage[at.index].get(fr, 0)
+            reserve = at.guaranteed
+            guaranteed = reserve.get(fr, 0) if reserve else 0
+            limits = at.borrowing_limit
+            limit = limits.get(fr) if limits else None
+            if limit is not None:
+                stored = at.subtree.get(fr, 0) - guaranteed
+                used_in_parent = used - guaranteed if used > guaranteed else 0
+                cap = stored - used_in_parent + limit
+                if cap < available:
+                    available = cap
+            if guaranteed > used:
+                available += guaranteed - used
+        return available
 
     def borrowing(self, node: QuotaNode, fr: FR) -> bool:
         """Usage above the node's own (subtree) quota."""

@@ -223,13 +223,13 @@ class Placements(SharedIndexes):
         take: Callable[[str, Mapping[str, int]], None],
     ) -> bool:
         """Whether every pod of ``targets`` can be placed now: earlier pod sets take their
-        room (through ``take``, which the caller undoes) so that the later ones see it gone."""
+        room (through ``take``: additive, undone by the caller) so later ones see it gone."""
         last = len(targets) - 1
         for i, (spec, count, flavor_name) in enumerate(targets):
             selector, tolerations = pod_terms(flavors[flavor_name], spec)
             if i == last:
                 return self.can_place(flavor_name, spec.requests, count, selector, tolerations)
-            placed = self.place_pods(flavor_name, spec.requests, count, selector, tolerations, take)
+            placed = self.place_pods(flavor_name, spec.requests, count, selector, tolerations, take, additive=True)
             if len(placed) < count:
                 return False
         return True

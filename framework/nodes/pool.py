@@ -24,6 +24,7 @@ __all__ = [
 ]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
+_GPU_KINDS = tuple(sorted(GPU_RESOURCES))  # summed in a fixed order (sums of ints)
 
 
 def gpu_amount(amounts: Mapping[str, int]) -> int:
@@ -179,26 +180,36 @@ class PodTally:
         """How many of the pods node ``name`` takes with room ``free`` plus ``extra``."""
         if self.index not in self.node_flavors.get(name, ()):
             return 0
+        return self.takes(name, free, extra)
+
+    def takes(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
+        """:meth:`on` for a node known to serve the tally's flavor."""
+        get = free.get
         if extra:
+            more = extra.get
             gpus = 0
-            for resource in GPU_RESOURCES:
-                gpus += free.get(resource, 0) + extra.get(resource, 0)
-            if gpus < self.gpus or free.get("cpu", 0) + extra.get("cpu", 0) < self.cpu:
+            for resource in _GPU_KINDS:
+                gpus += get(resource, 0) + more(resource, 0)
+            if gpus < self.gpus or get("cpu", 0) + more("cpu", 0) < self.cpu:
                 return 0
             fits = self.count
             for resource, amount in self.wanted:
-                fits = min(fits, (free.get(resource, 0) + extra.get(resource, 0)) // amount)
+                room = (get(resource, 0) + more(resource, 0)) // amount
+                if room < fits:
+                    fits = room
                 if fits <= 0:
                     return 0
         else:
             gpus = 0
-            for resource in GPU_RESOURCES:
-                gpus += free.get(resource, 0)
-            if gpus < self.gpus or free.get("cpu", 0) < self.cpu:
+            for resource in _GPU_KINDS:
+                gpus += get(resource, 0)
+            if gpus < self.gpus or get("cpu", 0) < self.cpu:
                 return 0
             fits = self.count
             for resource, amount in self.wanted:
-                fits = min(fits, free.get(resource, 0) // amount)
+                room = get(resource, 0) // amount
+                if room < fits:
+                    fits = room
                 if fits <= 0:
                     return 0
         matches = self.matches.get(name)

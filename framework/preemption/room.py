@@ -104,7 +104,7 @@ class FreedRoom:
         if not live:
             return  # the pods fit from the start: nothing to follow
         tally = live[0]
-        on = tally.on
+        on = tally.takes  # the nodes it is asked about serve its flavor
         member = tally.index
         node_flavors = tally.node_flavors
         all_free = self.free
@@ -147,7 +147,7 @@ class FreedRoom:
             return
         known = self.known
         total = self.totals[0]
-        on = self.live[0].on
+        on = self.live[0].takes  # a node that takes some pods serves the flavor
         all_free = self.free
         all_extra = self.extra
         for node, requests in victim.room:
@@ -179,6 +179,20 @@ class FreedRoom:
             return
         totals = self.totals
         counted = self.counted
+        if len(live) == 1:
+            tally = live[0]
+            seen = counted[0]
+            was = seen.get(node)
+            if was is None:
+                was = tally.on(node, free, extra)
+            for resource, amount in requests.items():
+                extra[resource] = extra.get(resource, 0) + sign * amount
+            if sign < 0 and not was:
+                seen[node] = 0
+                return
+            now = seen[node] = tally.on(node, free, extra)
+            totals[0] += now - was
+            return
         before = []
         for i, tally in enumerate(live):
             known = counted[i].get(node)
