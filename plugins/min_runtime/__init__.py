@@ -162,10 +162,9 @@ class _State:
         # (now >= admitted + longest) is preemptible whatever the queues say.
         self.longest = longest
         self.fresh_after = self.now - longest
-        self.elastic_at_risk = longest > 0 and any(
-            w.admitted_at is not None and self.now < w.admitted_at + longest and w.is_elastic
-            for w in session.snapshot.admitted
-        )
+        # Whether some elastic workload is still inside the longest window (the scenario
+        # filter is needed): worked out at the session's first search, if it has one.
+        self.elastic_at_risk: bool | None = None if longest > 0 else False
         self.preempt: dict[int, Resolution] = {}  # victim leaf index -> resolution
         self.reclaim: dict[int, dict[int, Resolution]] = {}  # preemptor leaf -> victim leaf -> ...
         # Per preemptor leaf, the answers for each action: id(victim workload) -> _Answer.
@@ -398,6 +397,13 @@ class _ElasticFloor:
 @hookimpl
 def get_accumulated_scenario_filters(session: Session, action: str, preemptor: Workload) -> list[ScenarioFilter]:
     state = _state(session)
-    if not state.elastic_at_risk:
+    at_risk = state.elastic_at_risk
+    if at_risk is None:
+        fresh_after = state.fresh_after
+        at_risk = state.elastic_at_risk = any(
+            w.admitted_at is not None and w.admitted_at > fresh_after and w.is_elastic
+            for w in session.snapshot.admitted
+        )
+    if not at_risk:
         return []  # no filter at all: the search then builds no scenarios for us
     return [_ElasticFloor(state)]

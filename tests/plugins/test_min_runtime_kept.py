@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import PreemptionPolicy, QueueSpec, Workload
 from preemptd.framework.preemption import candidate_units
 from preemptd.framework.quantity import format_timestamp, parse_timestamp
+from preemptd.framework.run import run_session
 from preemptd.framework.session import (
     CLASS_HIERARCHICAL,
     IN_COHORT_RECLAIM,
@@ -190,3 +191,27 @@ def test_kept_answers_notes_and_vetoes_are_those_of_the_rule_for_every_call(
     for preemptor in preemptors:
         found = earliest.get(preemptor.key)
         assert ([] if found is None else [found[1]]) == session.notes(preemptor.key)
+
+
+def test_a_session_without_a_victim_search_never_looks_for_a_fresh_elastic_workload(monkeypatch) -> None:
+    """Whether the elastic scenario filter is needed is worked out at the session's first
+    search: a session where every head fits asks no workload whether it is elastic, and
+    one that searches asks it then and still gets the filter."""
+    now = T0 + MINUTE
+    fresh = workload("elastic", "a1", 1, count=4, min_count=2, admitted=True, admitted_at=T0)
+    asked: list[str] = []
+    plain = Workload.is_elastic
+
+    def counting(self: Workload) -> bool:
+        asked.append(self.key)
+        return bool(plain.fget(self))  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Workload, "is_elastic", property(counting))
+    registry = Registry([("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None),
+                         ("min-runtime", min_runtime, None)])
+    fits = Snapshot.build(inventory(queues(), [fresh, workload("fits", "a1", 1)]), now=now)
+    admitted = run_session(fits, registry, explain=False).admitted
+    assert (["ns/fits"], []) == ([a.workload for a in admitted], asked)
+    session = open_session([fresh, workload("fits", "a1", 1)], now=now)
+    filters = min_runtime.get_accumulated_scenario_filters(session, "preempt", workload("p", "a1", 8))
+    assert (1, ["ns/elastic"]) == (len(filters), asked)
