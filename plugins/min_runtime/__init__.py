@@ -79,14 +79,13 @@ VETO_REASON = "MinRuntime"  # the pending reason the session reports for this pl
 EXPLAIN_LIMIT = 10
 
 
-class _Preemptor:
-    """What the plugin has told about one preemptor: its note and explanation lines."""
+class _Explained:
+    """The explanation lines written for one preemptor (only in a session that keeps them)."""
 
-    __slots__ = ("earliest", "key", "vetoed")
+    __slots__ = ("key", "vetoed")
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.earliest: int | None = None
         # Victims refused so far, by identity; holding them keeps every id unique.
         self.vetoed: dict[int, Workload] = {}
 
@@ -132,13 +131,16 @@ class _State:
         "last_preemptor",
         "last_reclaim",
         "last_row",
-        "last_told",
+        "last_earliest",
+        "last_explained",
+        "last_key",
         "longest",
         "method",
         "now",
         "preempt",
         "preempt_default",
-        "preemptors",
+        "earliest",
+        "explained",
         "reclaim",
         "reclaim_default",
         "rows",
@@ -169,20 +171,27 @@ class _State:
         self.reclaim: dict[int, dict[int, Resolution]] = {}  # preemptor leaf -> victim leaf -> ...
         # Per preemptor leaf, the answers for each action: id(victim workload) -> _Answer.
         self.rows: dict[int, tuple[dict[int, _Answer], dict[int, _Answer]]] = {}
-        self.preemptors: dict[str, _Preemptor] = {}
+        # Per preemptor told of a protected candidate, when the earliest window it was told
+        # of ends (its note names that candidate); and what its explanation lists.
+        self.earliest: dict[str, int] = {}
+        self.explained: dict[str, _Explained] = {}
         self.last_preemptor: Workload | None = None
+        self.last_key = ""
+        self.last_earliest: int | None = None
+        self.last_explained: _Explained | None = None
         self.last_leaf: QuotaNode | None = None
         self.last_row: dict[int, Resolution] = {}
         self.last_preempt: dict[int, _Answer] = {}
         self.last_reclaim: dict[int, _Answer] = {}
-        self.last_told: _Preemptor | None = None
 
     def switch(self, preemptor: Workload) -> None:
         """Point the one-entry cache at ``preemptor``'s leaf (a search asks for one preemptor)."""
         leaf = self.session.leaf(preemptor.queue)
         index = -1 if leaf is None else leaf.index
         self.last_preemptor = preemptor
-        self.last_told = None
+        self.last_key = key = preemptor.key
+        self.last_earliest = self.earliest.get(key)
+        self.last_explained = None
         self.last_leaf = leaf
         self.last_row = self.reclaim.setdefault(index, {})
         rows = self.rows.get(index)
@@ -225,20 +234,22 @@ class _State:
     def veto(self, victim: Candidate, protected: _Protected, min_count: int = 0) -> None:
         """Tell the current preemptor's pending message and explanation why ``victim`` was
         refused. Text is only built when a note or a line is written, not per veto."""
-        told = self.last_told
-        if told is None:
-            assert self.last_preemptor is not None
-            key = self.last_preemptor.key
-            told = self.preemptors.get(key)
-            if told is None:
-                told = self.preemptors[key] = _Preemptor(key)
-            self.last_told = told
         until = protected.until
-        if told.earliest is None or until < told.earliest:
-            told.earliest = until
-            self.session.add_note(told.key, NAME, protected.first_note())
-        if not self.explaining:
-            return  # the lines below and their count at close would be dropped
+        earliest = self.last_earliest
+        if earliest is None or until < earliest:
+            self.last_earliest = self.earliest[self.last_key] = until
+            self.session.add_note(self.last_key, NAME, protected.first_note())
+        if self.explaining:
+            self.explain(victim, protected, min_count)
+
+    def explain(self, victim: Candidate, protected: _Protected, min_count: int) -> None:
+        told = self.last_explained
+        if told is None:
+            key = self.last_key
+            told = self.explained.get(key)
+            if told is None:
+                told = self.explained[key] = _Explained(key)
+            self.last_explained = told
         workload = victim.workload
         if id(workload) in told.vetoed:
             return
@@ -247,7 +258,7 @@ class _State:
             shrink = f"; it may shrink only down to minCount {min_count} meanwhile" if min_count else ""
             self.session.explain(
                 told.key,
-                f"min-runtime: {victim.key} is protected until {format_timestamp(until)} "
+                f"min-runtime: {victim.key} is protected until {format_timestamp(protected.until)} "
                 f"({_since(protected.admitted_at, protected.resolution)}){shrink}",
             )
 
@@ -292,7 +303,7 @@ def session_close(session: Session) -> None:
     state = session.state.get(NAME)
     if not isinstance(state, _State) or not state.explaining:
         return
-    for key, told in sorted(state.preemptors.items()):
+    for key, told in sorted(state.explained.items()):
         hidden = len(told.vetoed) - EXPLAIN_LIMIT
         if hidden > 0:
             session.explain(key, f"min-runtime: {hidden} more protected candidate(s) not listed")
@@ -318,11 +329,10 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     if found[2] or protected is None:
         # An elastic workload's pods above minCount may go; the scenario filter guards the rest.
         return True
-    told = state.last_told
-    if told is not None and told.earliest is not None and protected.until >= told.earliest and not state.explaining:
-        return False  # this preemptor was already told of a window ending no later
-    state.veto(preemptee, protected)
-    return False
+    earliest = state.last_earliest
+    if earliest is None or protected.until < earliest or state.explaining:
+        state.veto(preemptee, protected)
+    return False  # else: this preemptor was already told of a window ending no later
 
 
 class _ElasticFloor:

@@ -215,3 +215,25 @@ def test_a_session_without_a_victim_search_never_looks_for_a_fresh_elastic_workl
     session = open_session([fresh, workload("fits", "a1", 1)], now=now)
     filters = min_runtime.get_accumulated_scenario_filters(session, "preempt", workload("p", "a1", 8))
     assert (1, ["ns/elastic"]) == (len(filters), asked)
+
+
+def test_a_session_keeping_no_explanation_keeps_no_per_preemptor_lines_to_count() -> None:
+    """With explanations off (the simulator's sessions), a refusal writes the note and
+    nothing else: no record of the victims each preemptor was told of is kept for the
+    explanation and its "more protected candidate(s)" count, which would be dropped."""
+    victims = [workload(f"v{i}", "a1", 1, admitted=True, admitted_at=T0 + i * SECOND) for i in range(3)]
+    preemptors = [workload(f"p{i}", "a1", 2, priority=10) for i in range(2)]
+    found = {}
+    for explain in (False, True):
+        registry = Registry([("priority", priority, None), ("min-runtime", min_runtime, None)])
+        session = Session(Snapshot.build(inventory(queues(), [*victims, *preemptors]), now=T0 + MINUTE),
+                          registry, explain=explain)
+        session.open()
+        candidates = [unit(session, v) for v in victims]
+        for p in preemptors:
+            assert ["min-runtime"] * 3 == [session.is_preemptible("preempt", p, c) for c in candidates]
+        state = session.state["min-runtime"]
+        found[explain] = (sorted(state.explained), [session.notes(p.key) for p in preemptors])
+    assert [] == found[False][0]
+    assert ["ns/p0", "ns/p1"] == found[True][0]
+    assert found[False][1] == found[True][1]
