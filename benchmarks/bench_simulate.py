@@ -16,8 +16,9 @@ Speed-up is simulated seconds per wall-clock second.
 
 Each bundled or named scenario is also run ``--repeats`` times as the whole command,
 ``preemptd simulate FILE`` in a fresh process (interpreter start-up, imports, loading,
-the runs and the report: what a user waits for), back to back; the median is printed
-beside issue 16's target for the example (``simulate gpu-fleet`` <= 3 s wall), and L's
+the runs and the report: what a user waits for), back to back, with each run's CPU
+seconds beside its wall (a busy shared machine moves the wall much more); the median wall
+is printed beside issue 16's target for the example (``simulate gpu-fleet`` <= 3 s), and L's
 simulation wall beside its target (<= 30 s), each with the figure measured when the
 targets were set (:data:`BEFORE`). This prints figures; it asserts nothing.
 """
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -104,22 +106,31 @@ def _in_child(arguments: list[str]) -> dict[str, Any]:
     return result
 
 
-def whole_process(path: str, repeats: int) -> list[float]:
-    """Wall seconds of ``preemptd simulate PATH`` as a fresh process, ``repeats`` times in turn."""
+def whole_process(path: str, repeats: int, cpus: list[float] | None = None) -> list[float]:
+    """Wall seconds of ``preemptd simulate PATH`` as a fresh process, ``repeats`` times in
+    turn; ``cpus``, when given, receives each run's CPU seconds (user + system), which
+    other work on a shared machine moves far less than the wall."""
     command = [sys.executable, "-m", "preemptd.daemon.cli", "simulate", path]
     walls = []
     for _ in range(repeats):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         walls.append(time.perf_counter() - started)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if cpus is not None:
+            cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         if done.returncode != 0:
             lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
             raise RuntimeError(f"preemptd simulate {path}: {lines[-1]}")
     return walls
 
 
-def targets(results: list[dict[str, Any]], processes: dict[str, list[float]]) -> list[str]:
-    """Lines naming each figure issue 16 sets a target for, the target and the figure before."""
+def targets(
+    results: list[dict[str, Any]], processes: dict[str, list[float]], cpus: dict[str, list[float]] | None = None
+) -> list[str]:
+    """Lines naming each figure issue 16 sets a target for, the target and the figure before;
+    then each scenario's whole-process runs (and their CPU seconds, when measured)."""
     rows = [("figure", "now", "target", "before", "")]
     for name, walls in processes.items():
         median = statistics.median(walls)
@@ -142,6 +153,8 @@ def targets(results: list[dict[str, Any]], processes: dict[str, list[float]]) ->
             lines.append("  ".join("-" * w for w in widths))
     for name, walls in processes.items():
         lines.append(f"{name}: whole-process runs (s): " + ", ".join(f"{w:.2f}" for w in walls))
+        if cpus and cpus.get(name):
+            lines.append(f"{name}: their CPU (s): " + ", ".join(f"{c:.2f}" for c in cpus[name]))
     return lines
 
 
@@ -204,14 +217,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             results.append(_in_child(child))
     processes: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
     for name, path in runs:
         if path != "-" and args.repeats > 0:
             print(f"running preemptd simulate {name} {args.repeats} times ...", file=sys.stderr, flush=True)
-            processes[name] = whole_process(path, args.repeats)
+            processes[name] = whole_process(path, args.repeats, cpus.setdefault(name, []))
     if args.json:
-        print(json.dumps({"runs": results, "whole_process_s": processes}, indent=2))
+        print(json.dumps({"runs": results, "whole_process_s": processes, "whole_process_cpu_s": cpus}, indent=2))
     else:
-        print("\n\n".join(part for part in (render(results), "\n".join(targets(results, processes))) if part))
+        print("\n\n".join(part for part in (render(results), "\n".join(targets(results, processes, cpus))) if part))
     return 0
 
 

@@ -83,6 +83,7 @@ class Snapshot:
         "accounting",
         "admitted",
         "admitted_by_queue",
+        "deployment_count",
         "flavors",
         "inadmissible",
         "kept_units",
@@ -130,6 +131,9 @@ class Snapshot:
         # Victim units kept from one session to the next by a backend that hands sessions
         # successive snapshots of one cluster (a ``preemption.kept.KeptUnits``); None: none.
         self.kept_units: Any = None
+        # How many of ``workloads`` are Deployments, when a backend keeps the count between
+        # snapshots; None: counted on first use (:meth:`has_deployments`).
+        self.deployment_count: int | None = None
 
     @classmethod
     def build(cls, inventory: Inventory, *, now: int) -> Snapshot:
@@ -291,6 +295,13 @@ class Snapshot:
         if found is None:
             found = self._deployment_pods = DeploymentPods(self)
         return found
+
+    def has_deployments(self) -> bool:
+        """Whether some workload of the snapshot is a Deployment (plugins ask at open)."""
+        count = self.deployment_count
+        if count is None:
+            count = self.deployment_count = sum(w.is_deployment for w in self.workloads.values())
+        return count > 0
 
     def leaf(self, name: str) -> QuotaNode | None:
         return self.tree.leaves.get(name)

@@ -36,11 +36,12 @@ NAME = "gpu-victims"
 
 
 def _has_deployments(session: Session) -> bool:
-    """Whether the snapshot holds a Deployment; asked once per session (session.state)."""
+    """Whether the snapshot holds a Deployment; asked once per session (session.state).
+    The snapshot counts them once, or is handed the count by a backend that keeps it."""
     state = session.state
     deployments: bool | None = state.get(NAME)
     if deployments is None:
-        deployments = state[NAME] = any(w.is_deployment for w in session.snapshot.workloads.values())
+        deployments = state[NAME] = session.snapshot.has_deployments()
     return deployments
 
 

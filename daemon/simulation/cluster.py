@@ -49,29 +49,43 @@ VICTIM_DELETION_COST = -2147483648
 
 class _Keyed:
     """Workloads by key, with the list (and mapping) sorted by key rebuilt only after a
-    change."""
+    change, and how many of them are Deployments."""
 
-    __slots__ = ("_list", "_mapping", "items", "keys")
+    __slots__ = ("_list", "_mapping", "changes", "deployments", "items", "keys")
 
-    def __init__(self) -> None:
+    def __init__(self, changes: list[int] | None = None) -> None:
         self.items: dict[str, Workload] = {}
         self.keys: list[str] = []
         self._list: tuple[Workload, ...] | None = ()
         self._mapping: FrozenDict[str, Workload] | None = None
+        self.deployments = 0
+        # A counter shared by the listings of one kind (every queue's admitted ones, or
+        # pending ones), moved by each change to any of them.
+        self.changes = changes if changes is not None else [0]
 
     def put(self, workload: Workload) -> None:
         key = workload.key
-        if key not in self.items:
+        old = self.items.get(key)
+        if old is None:
             insort(self.keys, key)
+        elif old.is_deployment:
+            self.deployments -= 1
+        if workload.is_deployment:
+            self.deployments += 1
         self.items[key] = workload
         self._list = None
         self._mapping = None
+        self.changes[0] += 1
 
     def drop(self, key: str) -> None:
-        if self.items.pop(key, None) is not None:
+        old = self.items.pop(key, None)
+        if old is not None:
             del self.keys[bisect_left(self.keys, key)]
+            if old.is_deployment:
+                self.deployments -= 1
             self._list = None
             self._mapping = None
+            self.changes[0] += 1
 
     def listed(self) -> tuple[Workload, ...]:
         if self._list is None:
@@ -91,12 +105,15 @@ class ClusterModel:
     __slots__ = (
         "_admitted",
         "_admitted_all",
+        "_admitted_changes",
         "_by_queue",
+        "_by_queue_views",
         "_failed",
         "_freed",
         "_listed",
         "_pending",
         "_pending_all",
+        "_pending_changes",
         "_pod_sets",
         "_unplaced",
         "accounting",
@@ -128,6 +145,12 @@ class ClusterModel:
         self.usage: dict[str, Mapping[FR, int]] = {}  # each a FrozenDict: sessions read them
         self._admitted: dict[str, _Keyed] = {}
         self._pending: dict[str, _Keyed] = {}
+        # Changes to any queue's admitted (pending) listing, and the snapshots' mappings of
+        # the non-empty listings by queue as of a count of them (rebuilt after a change).
+        self._admitted_changes = [0]
+        self._pending_changes = [0]
+        self._by_queue_views: tuple[int, int, FrozenDict[str, tuple[Workload, ...]],
+                                    FrozenDict[str, tuple[Workload, ...]]] | None = None
         self._admitted_all = _Keyed()
         self._pending_all = _Keyed()
         self._by_queue: dict[str, str] = {}  # key -> leaf it is listed under
@@ -172,7 +195,7 @@ class ClusterModel:
         if workload.queue not in self.leaves:
             self.inadmissible[key] = f"queue {workload.queue!r} is not a leaf queue"
             return
-        self._pending.setdefault(workload.queue, _Keyed()).put(workload)
+        self._pending.setdefault(workload.queue, _Keyed(self._pending_changes)).put(workload)
         self._pending_all.put(workload)
         self._by_queue[key] = workload.queue
         self._listed.put(workload)
@@ -190,7 +213,7 @@ class ClusterModel:
         usage = FrozenDict(admitted_usage(workload))
         self.usage[key] = usage
         self.accounting.add_all(leaf, usage)
-        self._admitted.setdefault(leaf.name, _Keyed()).put(workload)
+        self._admitted.setdefault(leaf.name, _Keyed(self._admitted_changes)).put(workload)
         self._admitted_all.put(workload)
         self._by_queue[key] = leaf.name
         self._listed.put(workload)
@@ -202,7 +225,7 @@ class ClusterModel:
         pending demand, listed under its leaf with the pending workloads (as
         ``Snapshot.build`` lists it)."""
         if workload.is_deployment and wants_more(workload):
-            self._pending.setdefault(queue, _Keyed()).put(workload)
+            self._pending.setdefault(queue, _Keyed(self._pending_changes)).put(workload)
             self._pending_all.put(workload)
         elif queue in self._pending:
             self._pending[queue].drop(workload.key)
@@ -551,14 +574,10 @@ class ClusterModel:
         snap.problems = tuple(self.base.problems)
         snap.accounting = self.accounting
         snap.workloads = self._listed.mapping()
+        snap.deployment_count = self._listed.deployments
         snap.admitted = self._admitted_all.listed()
         snap.pending = self._pending_all.listed()
-        snap.admitted_by_queue = FrozenDict(
-            {q: k.listed() for q, k in sorted(self._admitted.items()) if k.items}
-        )
-        snap.pending_by_queue = FrozenDict(
-            {q: k.listed() for q, k in sorted(self._pending.items()) if k.items}
-        )
+        snap.admitted_by_queue, snap.pending_by_queue = self._listings_by_queue()
         snap.usage = MappingProxyType(self.usage)
         snap.pods = MappingProxyType(self.pods)
         snap.pods_by_workload = MappingProxyType(self.pods_by_workload)
@@ -566,6 +585,24 @@ class ClusterModel:
         snap.placements = self.placements
         snap.kept_units = self.kept_units
         return snap
+
+    def _listings_by_queue(self) -> tuple[FrozenDict[str, tuple[Workload, ...]], FrozenDict[str, tuple[Workload, ...]]]:
+        """The non-empty admitted and pending listings by queue, in queue order: the same
+        mappings from snapshot to snapshot until a listing of their kind changes."""
+        admitted_at, pending_at = self._admitted_changes[0], self._pending_changes[0]
+        views = self._by_queue_views
+        if views is not None and views[0] == admitted_at and views[1] == pending_at:
+            return views[2], views[3]
+        if views is None or views[0] != admitted_at:
+            admitted = FrozenDict({q: k.listed() for q, k in sorted(self._admitted.items()) if k.items})
+        else:
+            admitted = views[2]
+        if views is None or views[1] != pending_at:
+            pending = FrozenDict({q: k.listed() for q, k in sorted(self._pending.items()) if k.items})
+        else:
+            pending = views[3]
+        self._by_queue_views = (admitted_at, pending_at, admitted, pending)
+        return admitted, pending
 
     def inventory(self) -> Inventory:
         """The objects the model stands for, for ``Snapshot.build`` (verification)."""

@@ -93,7 +93,7 @@ def _candidates(answer: object) -> bool:
 
 
 def _callables(answer: object) -> bool:
-    return isinstance(answer, (list, tuple)) and all(callable(f) for f in answer)
+    return isinstance(answer, (list, tuple)) and all(map(callable, answer))
 
 
 ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
@@ -122,7 +122,9 @@ def bad_answer(answer: object, expected: str) -> TypeError:
 class Registry:
     """Plugins registered in the order given (the configuration's order)."""
 
-    __slots__ = ("_error_index", "_impls", "configs", "errors", "failures", "names", "pm", "vetoes")
+    __slots__ = (
+        "_error_index", "_impls", "_memo_unsafe", "configs", "errors", "failures", "names", "pm", "vetoes",
+    )
 
     def __init__(self, plugins: Sequence[tuple[str, object, object | None]] = ()) -> None:
         self.pm = pluggy.PluginManager(hooks.PROJECT)
@@ -134,6 +136,7 @@ class Registry:
         self.errors: list[PluginError] = []
         self._error_index: dict[tuple[str, str], PluginError] = {}
         self._impls: dict[str, list[Impl]] = {}
+        self._memo_unsafe: str | None = None  # memo_unsafe(), until a plugin is added
         for name, plugin, config in plugins:
             self.add(name, plugin, config)
 
@@ -143,6 +146,7 @@ class Registry:
         self.names.append(name)
         self.configs[name] = config
         self._impls.clear()
+        self._memo_unsafe = None
 
     def impls(self, hook: str) -> list[Impl]:
         """Every implementation of ``hook``, in plugin order."""
@@ -163,7 +167,14 @@ class Registry:
 
     def memo_unsafe(self) -> str:
         """The first plugin that implements a hook a victim search consults without
-        declaring ``MEMO_SAFE = True`` (see :mod:`.hooks`), or an empty string."""
+        declaring ``MEMO_SAFE = True`` (see :mod:`.hooks`), or an empty string. Asked at
+        every session's open; found once per set of plugins."""
+        found = self._memo_unsafe
+        if found is None:
+            found = self._memo_unsafe = self._first_memo_unsafe()
+        return found
+
+    def _first_memo_unsafe(self) -> str:
         for hook in hooks.SEARCH_HOOKS:
             for impl in self.impls(hook):
                 plugin = self.pm.get_plugin(impl.plugin)
@@ -197,7 +208,8 @@ class Registry:
         or an answer of the wrong type, see :data:`ANSWERS`) are isolated."""
         results = []
         check = ANSWERS.get(hook)
-        for impl in self.impls(hook):
+        impls = self._impls.get(hook)
+        for impl in impls if impls is not None else self.impls(hook):
             try:
                 result = impl.call(kwargs)
             except KeyboardInterrupt:
@@ -216,7 +228,8 @@ class Registry:
     def call_first(self, hook: str, **kwargs: Any) -> Any:
         """The first good non-``None`` result, in plugin order; failures count as no answer."""
         check = ANSWERS.get(hook)
-        for impl in self.impls(hook):
+        impls = self._impls.get(hook)
+        for impl in impls if impls is not None else self.impls(hook):
             try:
                 result = impl.call(kwargs)
             except KeyboardInterrupt:

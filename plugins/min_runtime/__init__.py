@@ -24,9 +24,14 @@ scenario that would take a still-protected elastic workload below its
 Cost: ``is_preemptible`` runs once per candidate of every victim search. The
 session's longest possible window is known at open, so a candidate admitted
 longer ago than that (or with no window at all) is answered with two integer
-operations; only recently admitted candidates resolve their window, which is
-computed once per (preemptor leaf, victim leaf) pair and session and then
-read from a dict keyed by the victim leaf's index.
+operations. A recently admitted candidate's answer depends only on its workload,
+the two leaves and the action (the clock is the session's), so it is worked out
+once per session for each (preemptor leaf, action) and victim workload and kept
+in a row keyed by the workload's identity; every call still tells its preemptor
+(the note, the explanation) and the framework still counts every refusal. The
+note naming a protected candidate is the same text for every preemptor told of
+it, so it is built once. Windows are resolved once per (preemptor leaf, victim
+leaf) pair and session.
 
 Which window applies to a pair, and the configuration table, live in
 :mod:`.resolve` (the simulator's invariant checker reads the same module).
@@ -74,40 +79,77 @@ VETO_REASON = "MinRuntime"  # the pending reason the session reports for this pl
 EXPLAIN_LIMIT = 10
 
 
-class _Preemptor:
-    """What the plugin has told about one preemptor: its note and explanation lines."""
+class _Explained:
+    """The explanation lines written for one preemptor (only in a session that keeps them)."""
 
-    __slots__ = ("earliest", "key", "vetoed")
+    __slots__ = ("key", "vetoed")
 
     def __init__(self, key: str) -> None:
         self.key = key
-        self.earliest: int | None = None
         # Victims refused so far, by identity; holding them keeps every id unique.
         self.vetoed: dict[int, Workload] = {}
+
+
+class _Protected:
+    """A victim workload inside the window of one (preemptor leaf, action) pair: until
+    when, and the note naming it, written when a preemptor is first told of it and then
+    shared by every preemptor of the leaf that is (the text depends on neither)."""
+
+    __slots__ = ("admitted_at", "key", "note", "resolution", "until")
+
+    def __init__(self, key: str, admitted_at: int, resolution: Resolution) -> None:
+        self.key = key
+        self.admitted_at = admitted_at
+        self.resolution = resolution
+        self.until = admitted_at + resolution.ms
+        self.note: str | None = None
+
+    def first_note(self) -> str:
+        note = self.note
+        if note is None:
+            note = self.note = (
+                f"min-runtime: the first protected candidate, {self.key}, becomes preemptible "
+                f"at {format_timestamp(self.until)} ({_since(self.admitted_at, self.resolution)})"
+            )
+        return note
+
+
+# A row's entry for one victim workload: the workload and its leaf (what the answer was
+# worked out for), whether it is elastic, and its window if it is still inside one.
+_Answer = tuple["Workload", "QuotaNode", bool, "_Protected | None"]
 
 
 class _State:
     """Per-session tables, on ``session.state["min-runtime"]``."""
 
     __slots__ = (
+        "earliest",
         "elastic_at_risk",
+        "explained",
+        "explaining",
+        "fresh_after",
+        "last_earliest",
+        "last_explained",
+        "last_key",
         "last_leaf",
+        "last_preempt",
         "last_preemptor",
+        "last_reclaim",
         "last_row",
-        "last_told",
         "longest",
         "method",
         "now",
         "preempt",
         "preempt_default",
-        "preemptors",
         "reclaim",
         "reclaim_default",
+        "rows",
         "session",
     )
 
     def __init__(self, session: Session, config: Config) -> None:
         self.session = session
+        self.explaining = session.explaining
         self.now = session.now
         self.method = config.reclaim_resolve_method
         self.preempt_default = config.default_preempt_min_runtime_ms
@@ -118,28 +160,44 @@ class _State:
             for value in (node.spec.preempt_min_runtime, node.spec.reclaim_min_runtime):
                 if value is not None and value > longest:
                     longest = value
-        # No window is longer than this: a candidate admitted before now - longest
-        # is preemptible whatever the queues say.
+        # No window is longer than this: a candidate admitted at or before now - longest
+        # (now >= admitted + longest) is preemptible whatever the queues say.
         self.longest = longest
-        self.elastic_at_risk = longest > 0 and any(
-            w.admitted_at is not None and self.now < w.admitted_at + longest and w.is_elastic
-            for w in session.snapshot.admitted
-        )
+        self.fresh_after = self.now - longest
+        # Whether some elastic workload is still inside the longest window (the scenario
+        # filter is needed): worked out at the session's first search, if it has one.
+        self.elastic_at_risk: bool | None = None if longest > 0 else False
         self.preempt: dict[int, Resolution] = {}  # victim leaf index -> resolution
         self.reclaim: dict[int, dict[int, Resolution]] = {}  # preemptor leaf -> victim leaf -> ...
-        self.preemptors: dict[str, _Preemptor] = {}
+        # Per preemptor leaf, the answers for each action: id(victim workload) -> _Answer.
+        self.rows: dict[int, tuple[dict[int, _Answer], dict[int, _Answer]]] = {}
+        # Per preemptor told of a protected candidate, when the earliest window it was told
+        # of ends (its note names that candidate); and what its explanation lists.
+        self.earliest: dict[str, int] = {}
+        self.explained: dict[str, _Explained] = {}
         self.last_preemptor: Workload | None = None
+        self.last_key = ""
+        self.last_earliest: int | None = None
+        self.last_explained: _Explained | None = None
         self.last_leaf: QuotaNode | None = None
         self.last_row: dict[int, Resolution] = {}
-        self.last_told: _Preemptor | None = None
+        self.last_preempt: dict[int, _Answer] = {}
+        self.last_reclaim: dict[int, _Answer] = {}
 
     def switch(self, preemptor: Workload) -> None:
         """Point the one-entry cache at ``preemptor``'s leaf (a search asks for one preemptor)."""
         leaf = self.session.leaf(preemptor.queue)
+        index = -1 if leaf is None else leaf.index
         self.last_preemptor = preemptor
-        self.last_told = None
+        self.last_key = key = preemptor.key
+        self.last_earliest = self.earliest.get(key)
+        self.last_explained = None
         self.last_leaf = leaf
-        self.last_row = self.reclaim.setdefault(-1 if leaf is None else leaf.index, {})
+        self.last_row = self.reclaim.setdefault(index, {})
+        rows = self.rows.get(index)
+        if rows is None:
+            rows = self.rows[index] = ({}, {})
+        self.last_preempt, self.last_reclaim = rows
 
     def resolve(self, action: str, victim_leaf: QuotaNode) -> Resolution:
         """The window for the current preemptor (see :meth:`switch`) and ``victim_leaf``."""
@@ -154,36 +212,54 @@ class _State:
             self.last_row[victim_leaf.index] = found
         return found
 
-    def veto(self, victim: Candidate, admitted_at: int, resolution: Resolution, min_count: int = 0) -> None:
+    def answer(self, action: str, workload: Workload, victim_leaf: QuotaNode) -> _Answer:
+        """The current preemptor's leaf's answer for ``workload`` (admitted inside the
+        longest window), worked out once per session, leaf pair and action: it depends on
+        nothing else (the clock is the session's)."""
+        row = self.last_preempt if action == "preempt" else self.last_reclaim
+        found = row.get(id(workload))
+        if found is not None and found[0] is workload and found[1] is victim_leaf:
+            return found
+        admitted_at = workload.admitted_at
+        assert admitted_at is not None
+        resolution = self.resolve(action, victim_leaf)
+        # A window of 0 protects nothing, even with admittedAt ahead of the clock (the
+        # seed: "0: always preemptible"); otherwise the boundary itself is preemptible.
+        protected = None
+        if resolution.ms != 0 and self.now < admitted_at + resolution.ms:
+            protected = _Protected(workload.key, admitted_at, resolution)
+        found = row[id(workload)] = (workload, victim_leaf, workload.is_elastic, protected)
+        return found
+
+    def veto(self, victim: Candidate, protected: _Protected, min_count: int = 0) -> None:
         """Tell the current preemptor's pending message and explanation why ``victim`` was
         refused. Text is only built when a note or a line is written, not per veto."""
-        told = self.last_told
+        until = protected.until
+        earliest = self.last_earliest
+        if earliest is None or until < earliest:
+            self.last_earliest = self.earliest[self.last_key] = until
+            self.session.add_note(self.last_key, NAME, protected.first_note())
+        if self.explaining:
+            self.explain(victim, protected, min_count)
+
+    def explain(self, victim: Candidate, protected: _Protected, min_count: int) -> None:
+        told = self.last_explained
         if told is None:
-            assert self.last_preemptor is not None
-            key = self.last_preemptor.key
-            told = self.preemptors.get(key)
+            key = self.last_key
+            told = self.explained.get(key)
             if told is None:
-                told = self.preemptors[key] = _Preemptor(key)
-            self.last_told = told
-        until = admitted_at + resolution.ms
-        if told.earliest is None or until < told.earliest:
-            told.earliest = until
-            self.session.add_note(
-                told.key,
-                NAME,
-                f"min-runtime: the first protected candidate, {victim.key}, becomes preemptible "
-                f"at {format_timestamp(until)} ({_since(admitted_at, resolution)})",
-            )
+                told = self.explained[key] = _Explained(key)
+            self.last_explained = told
         workload = victim.workload
         if id(workload) in told.vetoed:
             return
         told.vetoed[id(workload)] = workload
-        if len(told.vetoed) <= EXPLAIN_LIMIT and self.session.explaining:
+        if len(told.vetoed) <= EXPLAIN_LIMIT:
             shrink = f"; it may shrink only down to minCount {min_count} meanwhile" if min_count else ""
             self.session.explain(
                 told.key,
-                f"min-runtime: {victim.key} is protected until {format_timestamp(until)} "
-                f"({_since(admitted_at, resolution)}){shrink}",
+                f"min-runtime: {victim.key} is protected until {format_timestamp(protected.until)} "
+                f"({_since(protected.admitted_at, protected.resolution)}){shrink}",
             )
 
 
@@ -225,9 +301,9 @@ def session_open(session: Session) -> None:
 @hookimpl
 def session_close(session: Session) -> None:
     state = session.state.get(NAME)
-    if not isinstance(state, _State):
+    if not isinstance(state, _State) or not state.explaining:
         return
-    for key, told in sorted(state.preemptors.items()):
+    for key, told in sorted(state.explained.items()):
         hidden = len(told.vetoed) - EXPLAIN_LIMIT
         if hidden > 0:
             session.explain(key, f"min-runtime: {hidden} more protected candidate(s) not listed")
@@ -235,24 +311,28 @@ def session_close(session: Session) -> None:
 
 @hookimpl
 def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee: Candidate) -> bool:
-    state = _state(session)
+    state: _State | None = session.state.get(NAME)
+    if state is None:
+        state = _state(session)
     if preemptee.evicted:
         return True  # already on its way out: not re-checked (SEMANTICS §5)
     workload = preemptee.workload
     admitted_at = workload.admitted_at
-    if admitted_at is None or state.now >= admitted_at + state.longest:
+    if admitted_at is None or admitted_at <= state.fresh_after:
         return True
-    if workload.is_elastic:
-        return True  # its pods above minCount may go; the scenario filter guards the rest
     if preemptor is not state.last_preemptor:
         state.switch(preemptor)
-    resolution = state.resolve(action, preemptee.leaf)
-    # A window of 0 protects nothing, even with admittedAt ahead of the clock (the
-    # seed: "0: always preemptible"); otherwise the boundary itself is preemptible.
-    if resolution.ms == 0 or state.now >= admitted_at + resolution.ms:
+    found = (state.last_preempt if action == "preempt" else state.last_reclaim).get(id(workload))
+    if found is None or found[0] is not workload or found[1] is not preemptee.leaf:
+        found = state.answer(action, workload, preemptee.leaf)
+    protected = found[3]
+    if found[2] or protected is None:
+        # An elastic workload's pods above minCount may go; the scenario filter guards the rest.
         return True
-    state.veto(preemptee, admitted_at, resolution)
-    return False
+    earliest = state.last_earliest
+    if earliest is None or protected.until < earliest or state.explaining:
+        state.veto(preemptee, protected)
+    return False  # else: this preemptor was already told of a window ending no later
 
 
 class _ElasticFloor:
@@ -308,7 +388,7 @@ class _ElasticFloor:
         state = self.state
         workload = victim.workload
         admitted_at = workload.admitted_at
-        if admitted_at is None or state.now >= admitted_at + state.longest:
+        if admitted_at is None or admitted_at <= state.fresh_after:
             return False
         floor = _min_count(workload)
         if floor == 0:
@@ -317,16 +397,23 @@ class _ElasticFloor:
         if state.last_preemptor is not scenario.preemptor:
             state.switch(scenario.preemptor)
         kind = "preempt" if victim.leaf is state.last_leaf else "reclaim"
-        resolution = state.resolve(kind, victim.leaf)
-        if resolution.ms == 0 or state.now >= admitted_at + resolution.ms:
+        protected = state.answer(kind, workload, victim.leaf)[3]
+        if protected is None:
             return False
-        state.veto(victim, admitted_at, resolution, floor)
+        state.veto(victim, protected, floor)
         return True
 
 
 @hookimpl
 def get_accumulated_scenario_filters(session: Session, action: str, preemptor: Workload) -> list[ScenarioFilter]:
     state = _state(session)
-    if not state.elastic_at_risk:
+    at_risk = state.elastic_at_risk
+    if at_risk is None:
+        fresh_after = state.fresh_after
+        at_risk = state.elastic_at_risk = any(
+            w.admitted_at is not None and w.admitted_at > fresh_after and w.is_elastic
+            for w in session.snapshot.admitted
+        )
+    if not at_risk:
         return []  # no filter at all: the search then builds no scenarios for us
     return [_ElasticFloor(state)]
