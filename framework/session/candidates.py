@@ -8,10 +8,10 @@ workload: the whole workload, one pod of an elastic workload above its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ..model import FR, Pod, Workload
 from ..quota import QuotaNode
@@ -26,10 +26,14 @@ __all__ = [
     "IN_QUEUE",
     "Candidate",
     "DeferredPods",
+    "Offer",
+    "Runs",
+    "Source",
     "Taken",
     "UnitIndex",
     "base_order",
     "sort_candidates",
+    "using",
 ]
 
 IN_QUEUE = "InQueue"
@@ -162,3 +166,83 @@ _BY_SORT_KEY = attrgetter("sort_key")  # the same key, read without a Python cal
 def sort_candidates(candidates: list[Candidate], order: Callable[[Candidate], tuple[Any, ...]]) -> None:
     """Sort ``candidates`` in place by ``order`` (a key of ``session.order_for``)."""
     candidates.sort(key=_BY_SORT_KEY if order is base_order else order)
+
+
+class Source(Protocol):
+    """A list of units a plugin's answer takes runs of (``preemption/unitindex.py``'s
+    ``QueueUnits``: one queue's units of one class), which keeps what every search
+    reads of it: per (needed flavor-resources, ``with_room``), the units a search keeps
+    (:func:`using`) with their running count, and their running usage totals."""
+
+    units: list[Candidate]
+
+    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
+        """The units a search keeps, and per i how many of the first i units are kept."""
+        ...
+
+    def totals(self, needed: frozenset[FR], with_room: bool, fr: FR) -> list[int]:
+        """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
+        ...
+
+
+class Offer(list[Candidate]):
+    """A plugin's answer made of runs ``units[start:end]`` of :class:`Source` lists,
+    which it keeps beside the candidates (:meth:`add`): the framework then filters the
+    answer and sums its usage per run instead of per candidate. An answer changed any
+    other way than by :meth:`add` is read as a plain list."""
+
+    __slots__ = ("runs",)
+
+    def __init__(self, runs: Sequence[tuple[Source, int, int]] = ()) -> None:
+        super().__init__()
+        self.runs: list[tuple[Source, int, int]] = []
+        for source, start, end in runs:
+            self.add(source, start, end)
+
+    def add(self, source: Source, start: int, end: int) -> None:
+        """Append ``source.units[start:end]``."""
+        if end > start:
+            self.extend(source.units[start:end])
+            self.runs.append((source, start, end))
+
+    def intact(self) -> bool:
+        """Whether the candidates are still exactly the runs' (only :meth:`add` changed it)."""
+        return len(self) == sum(end - start for _, start, end in self.runs)
+
+
+@dataclass(slots=True)
+class Runs:
+    """Where the candidates of a search come from, when every answer was an intact
+    :class:`Offer`: in order, runs ``kept[first:last]`` of each source's kept units
+    (``source.using(needed, with_room)``); each run is one queue's units of one class."""
+
+    needed: frozenset[FR]
+    with_room: bool
+    parts: list[tuple[Source, int, int]]
+
+
+def using(
+    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool
+) -> tuple[list[Candidate], Runs | None]:
+    """The candidates of ``answers``, in order, that use a needed flavor-resource (or,
+    ``with_room``, that occupy node room or stand for a Deployment's pods), and their
+    runs when every answer is an intact :class:`Offer` or empty (then no candidate is
+    read here)."""
+    if all(not found or (type(found) is Offer and found.intact()) for found in answers):
+        out: list[Candidate] = []
+        parts: list[tuple[Source, int, int]] = []
+        for found in answers:
+            if not found:
+                continue
+            for source, start, end in found.runs:  # type: ignore[attr-defined]
+                kept, counts = source.using(needed, with_room)
+                first = counts[start]
+                last = counts[end]
+                if last > first:
+                    out.extend(kept[first:last])
+                    parts.append((source, first, last))
+        return out, Runs(needed, with_room, parts)
+    raw = [c for found in answers for c in found]
+    if with_room:
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)], None
+    return [c for c in raw if not needed.isdisjoint(c.usage)], None
