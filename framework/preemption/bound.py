@@ -164,10 +164,16 @@ def may_fit(
 def _by_run(runs: Runs, fr: FR, allow_borrowing: bool) -> Iterator[tuple[QuotaNode, int]]:
     """Per run of ``runs`` the attempt may take (an attempt that may borrow takes no
     unit usable only within nominal; a run's units share their class), in order: its
-    queue and the usage of ``fr`` of its units, from its source's running totals."""
+    queue and the usage of ``fr`` of its units, from its source's running totals (or,
+    where it keeps none, summed)."""
     needed = runs.needed
     with_room = runs.with_room
-    for source, first, last in runs.parts:
+    for source, first, last, items in runs.parts:
+        if items is not None:
+            head = items[0]
+            if not (allow_borrowing and head.only_within_nominal):
+                yield head.leaf, sum([c.usage.get(fr, 0) for c in items])
+            continue
         head = source.using(needed, with_room)[0][first]
         if allow_borrowing and head.only_within_nominal:
             continue

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, islice
+from itertools import accumulate, compress, islice
 from operator import attrgetter
 from typing import Any
 
@@ -54,7 +54,7 @@ _BY_PRIORITY = attrgetter("priority", "created")
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "positions", "running", "sums", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "positions", "reads", "running", "sums", "units")
 
     def __init__(
         self,
@@ -80,6 +80,22 @@ class QueueUnits:
         # many of the first i units it keeps; and per flavor-resource, their running usage.
         self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
         self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
+        # (needed, with_room) -> how many units searches were handed before it was kept.
+        self.reads: dict[tuple[frozenset[FR], bool], int] = {}
+
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+        """:meth:`using` once searches have been handed as many units as the list holds
+        for this request: keeping it reads every unit of the list, which pays only when
+        searches read the list about that much before it changes (a take makes a new list)."""
+        key = (needed, with_room)
+        found = self.matching.get(key)
+        if found is not None:
+            return found
+        seen = self.reads.get(key, 0) + count
+        if seen < len(self.units):
+            self.reads[key] = seen
+            return None
+        return self.using(needed, with_room)
 
     def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
         """The units a search needing ``needed`` keeps, and per i how many of the first i
@@ -87,12 +103,16 @@ class QueueUnits:
         key = (needed, with_room)
         found = self.matching.get(key)
         if found is None:
-            kept: list[Candidate] = []
-            counts = [0]
-            for unit in self.units:
-                if not needed.isdisjoint(unit.usage) or (with_room and (unit.room or isinstance(unit, DeferredPods))):
-                    kept.append(unit)
-                counts.append(len(kept))
+            units = self.units
+            if with_room:
+                flags = [
+                    bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods)
+                    for unit in units
+                ]
+            else:
+                flags = [not needed.isdisjoint(unit.usage) for unit in units]
+            counts = list(accumulate(flags, initial=0))
+            kept = units if counts[-1] == len(units) else list(compress(units, flags))
             found = self.matching[key] = (kept, counts)
         return found
 
@@ -101,13 +121,12 @@ class QueueUnits:
         key = (needed, with_room, fr)
         found = self.sums.get(key)
         if found is None:
-            found = self.sums[key] = [0, *accumulate(unit.usage.get(fr, 0) for unit in self.using(needed, with_room)[0])]
+            kept = self.using(needed, with_room)[0]
+            found = self.sums[key] = list(accumulate([unit.usage.get(fr, 0) for unit in kept], initial=0))
         return found
 
     def count_between(self, low: int | None, high: int | None, needed: frozenset[FR], with_room: bool) -> int:
-        """How many units of :meth:`between` a search needing ``needed`` keeps
-        (``collect_candidates``: those using a needed flavor-resource or, ``with_room``,
-        holding node room)."""
+        """How many units of :meth:`between` a search needing ``needed`` keeps (:meth:`using`)."""
         counts = self.using(needed, with_room)[1]
         start, end = self._range(low, high)
         return counts[end] - counts[start] if end > start else 0

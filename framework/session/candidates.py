@@ -184,6 +184,12 @@ class Source(Protocol):
         """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
         ...
 
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+        """:meth:`using`, once runs of ``count`` units at a time have been read from the
+        list for this request often enough that keeping it costs less than filtering
+        them; ``None`` before."""
+        ...
+
 
 class Offer(list[Candidate]):
     """A plugin's answer made of runs ``units[start:end]`` of :class:`Source` lists,
@@ -191,11 +197,12 @@ class Offer(list[Candidate]):
     answer and sums its usage per run instead of per candidate. An answer changed any
     other way than by :meth:`add` is read as a plain list."""
 
-    __slots__ = ("runs",)
+    __slots__ = ("runs", "size")
 
     def __init__(self, runs: Sequence[tuple[Source, int, int]] = ()) -> None:
         super().__init__()
         self.runs: list[tuple[Source, int, int]] = []
+        self.size = 0  # the candidates :meth:`add` appended
         for source, start, end in runs:
             self.add(source, start, end)
 
@@ -204,45 +211,69 @@ class Offer(list[Candidate]):
         if end > start:
             self.extend(source.units[start:end])
             self.runs.append((source, start, end))
+            self.size += end - start
 
     def intact(self) -> bool:
         """Whether the candidates are still exactly the runs' (only :meth:`add` changed it)."""
-        return len(self) == sum(end - start for _, start, end in self.runs)
+        return len(self) == self.size
 
 
 @dataclass(slots=True)
 class Runs:
     """Where the candidates of a search come from, when every answer was an intact
     :class:`Offer`: in order, runs ``kept[first:last]`` of each source's kept units
-    (``source.using(needed, with_room)``); each run is one queue's units of one class."""
+    (``source.using(needed, with_room)``), or, where the source keeps none yet
+    (:meth:`Source.read`), the run's candidates themselves; each run is one queue's
+    units of one class."""
 
     needed: frozenset[FR]
     with_room: bool
-    parts: list[tuple[Source, int, int]]
+    parts: list[tuple[Source, int, int, list[Candidate] | None]]
+
+
+_LONG_RUN = 8  # candidates per run, on average, for the answers to be read as runs
 
 
 def using(
-    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool
+    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool, long_run: int = _LONG_RUN
 ) -> tuple[list[Candidate], Runs | None]:
     """The candidates of ``answers``, in order, that use a needed flavor-resource (or,
     ``with_room``, that occupy node room or stand for a Deployment's pods), and their
-    runs when every answer is an intact :class:`Offer` or empty (then no candidate is
-    read here)."""
-    if all(not found or (type(found) is Offer and found.intact()) for found in answers):
+    runs when every answer is an intact :class:`Offer` or empty and the runs are long
+    (then no candidate is read here once the sources keep their filtered units)."""
+    runs = 0
+    for found in answers:
+        if type(found) is Offer and found.intact():
+            runs += len(found.runs)
+        elif found:
+            runs = -1
+            break
+    # Runs of a few candidates each cost more to read as runs than one by one.
+    if runs >= 0 and sum(map(len, answers)) >= long_run * runs:
         out: list[Candidate] = []
-        parts: list[tuple[Source, int, int]] = []
+        parts: list[tuple[Source, int, int, list[Candidate] | None]] = []
         for found in answers:
             if not found:
                 continue
             for source, start, end in found.runs:  # type: ignore[attr-defined]
-                kept, counts = source.using(needed, with_room)
+                read = source.read(needed, with_room, end - start)
+                if read is None:
+                    items = _kept(source.units[start:end], needed, with_room)
+                    if items:
+                        out.extend(items)
+                        parts.append((source, 0, 0, items))
+                    continue
+                kept, counts = read
                 first = counts[start]
                 last = counts[end]
                 if last > first:
                     out.extend(kept[first:last])
-                    parts.append((source, first, last))
+                    parts.append((source, first, last, None))
         return out, Runs(needed, with_room, parts)
-    raw = [c for found in answers for c in found]
+    return _kept([c for found in answers for c in found], needed, with_room), None
+
+
+def _kept(raw: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[Candidate]:
     if with_room:
-        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)], None
-    return [c for c in raw if not needed.isdisjoint(c.usage)], None
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
+    return [c for c in raw if not needed.isdisjoint(c.usage)]

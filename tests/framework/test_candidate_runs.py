@@ -85,21 +85,24 @@ def test_runs_give_the_candidates_and_the_bound_of_the_plain_lists(
         answers.append(offer if offer or rng.random() < 0.5 else [])
     needed = frozenset(rng.sample([CPU, GPU, MEM], rng.randrange(1, 3)))
     plain, no_runs = using([list(found) for found in answers], needed, with_room)
-    found, runs = using(answers, needed, with_room)
-    assert no_runs is None or not any(answers)  # plain lists have no runs (empty ones need none)
-    assert runs is not None
-    assert [id(c) for c in found] == [id(c) for c in plain]
-    request = {fr: rng.randrange(500, 6000, 500) for fr in sorted(needed)}
-    leaf = rng.choice(leaves)
-    before = [{fr: n for fr, n in u.items() if n} for u in accounting.usage]
-    plain_state, runs_state, alone_state = accounting.copy(), accounting.copy(), accounting.copy()
-    expected = may_fit(plain_state, leaf, request, plain, allow_borrowing)
-    assert may_fit(runs_state, leaf, request, found, allow_borrowing, runs) == expected
-    # The runs alone: no candidate of the list is read.
-    assert may_fit(alone_state, leaf, request, [], allow_borrowing, runs) == expected
-    # Each leaves the usage as it found it (a 0 may be left where nothing was), the same.
-    assert runs_state.usage == plain_state.usage == alone_state.usage
-    assert [{fr: n for fr, n in u.items() if n} for u in plain_state.usage] == before
+    # The first searches filter the runs they are handed; once a list was read enough it
+    # keeps its filtered units and their totals, and later searches read those.
+    for _ in range(4):
+        found, runs = using(answers, needed, with_room, long_run=0)
+        assert no_runs is None or not any(answers)  # plain lists have no runs (empty ones need none)
+        assert runs is not None
+        assert [id(c) for c in found] == [id(c) for c in plain]
+        request = {fr: rng.randrange(500, 6000, 500) for fr in sorted(needed)}
+        leaf = rng.choice(leaves)
+        before = [{fr: n for fr, n in u.items() if n} for u in accounting.usage]
+        plain_state, runs_state, alone_state = accounting.copy(), accounting.copy(), accounting.copy()
+        expected = may_fit(plain_state, leaf, request, plain, allow_borrowing)
+        assert may_fit(runs_state, leaf, request, found, allow_borrowing, runs) == expected
+        # The runs alone: no candidate of the list is read.
+        assert may_fit(alone_state, leaf, request, [], allow_borrowing, runs) == expected
+        # Each leaves the usage as it found it (a 0 may be left where nothing was), the same.
+        assert runs_state.usage == plain_state.usage == alone_state.usage
+        assert [{fr: n for fr, n in u.items() if n} for u in plain_state.usage] == before
 
 
 def test_an_answer_changed_outside_its_runs_is_read_as_a_plain_list() -> None:
@@ -112,6 +115,21 @@ def test_an_answer_changed_outside_its_runs_is_read_as_a_plain_list() -> None:
     source.offer_between(offer, None, 1)
     extra = Candidate(workload, leaf, {CPU: 500}, "r", 1)
     offer.append(extra)
-    found, runs = using([offer], frozenset({CPU}), False)
+    found, runs = using([offer], frozenset({CPU}), False, long_run=0)
     assert runs is None
     assert found == [units[0], units[1], extra]
+
+
+def test_a_list_keeps_its_filtered_units_once_searches_read_its_length() -> None:
+    tree = QuotaTree({spec.name: spec for spec in [cohort("root"), queue("q0", "root", cpu=4)]})
+    leaf = tree.leaves["q0"]
+    workload: Any = None
+    units = [Candidate(workload, leaf, {CPU: 1000} if i % 2 else {GPU: 1}, "r", 1) for i in range(4)]
+    source = QueueUnits(units, [(0, i) for i in range(4)])
+    needed = frozenset({CPU})
+    assert source.read(needed, False, 2) is None
+    assert source.read(needed, False, 1) is None
+    kept, counts = source.read(needed, False, 1) or ([], [])
+    assert kept == [units[1], units[3]]
+    assert counts == [0, 0, 1, 1, 2]
+    assert source.totals(needed, False, CPU) == [0, 1000, 2000]
