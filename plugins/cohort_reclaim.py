@@ -41,8 +41,8 @@ MEMO_SAFE = True  # answers depend only on session state and the preemptor (fram
 NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
 SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
 
-# An answer, or a part of one, as the ranges of the candidate index it is made of (an
-# Offer's runs: the framework filters and sums them per range) and the units left out.
+# A part of an answer, as the ranges of the candidate index it is made of (an Offer's
+# runs: the framework filters and sums them per range), and the units left out.
 _Kept = tuple[list[tuple[Source, int, int]], int]
 
 
@@ -114,11 +114,11 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
             high, cut, len(session.relied), len(session.taken), session.defer_pods,
         )
         key = (leaf.index, asked, tuple(level[2] for level in levels))
-        kept: dict[tuple[object, ...], _Kept] = session.state.setdefault(NAME, {})
+        kept: dict[tuple[object, ...], tuple[Offer, int]] = session.state.setdefault(NAME, {})
         found = kept.get(key)
         if found is not None:
             assignment.left_out += found[1]
-            return Offer(found[0])
+            return found[0].copy_offer()
         subtrees: dict[tuple[object, ...], dict[tuple[int, bool], _Kept]]
         subtrees = session.state.setdefault(SUBTREES, {})
         parts = subtrees.get(asked)
@@ -157,7 +157,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
                     out.add(*run)
                 assignment.left_out += part[1]
     if key is not None:
-        kept[key] = (list(out.runs), assignment.left_out - left_out)
+        kept[key] = (out.copy_offer(), assignment.left_out - left_out)
     return out
 
 

@@ -75,22 +75,18 @@ class QueueUnits:
         # Workload key -> its place in ``running``, made by the first patch and handed on
         # with ``running`` to the lists made from this one.
         self.positions: dict[str, int] | None = None
-        # (needed, with_room) -> the units a search keeps (``collect_candidates``: those
-        # using a needed flavor-resource or, ``with_room``, holding node room), and how
-        # many of the first i units it keeps; and per flavor-resource, their running usage.
+        # (needed, with_room) -> what :meth:`using` and :meth:`totals` answer, and how many
+        # units searches were handed before it was kept (:meth:`read`).
         self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
         self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
-        # (needed, with_room) -> how many units searches were handed before it was kept.
         self.reads: dict[tuple[frozenset[FR], bool], int] = {}
 
     def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
-        """:meth:`using` once searches have been handed as many units as the list holds
-        for this request: keeping it reads every unit of the list, which pays only when
-        searches read the list about that much before it changes (a take makes a new list)."""
+        """:meth:`using` once searches were handed as many units as the list holds: keeping
+        it reads them all, which pays only if they are read that much before a take."""
         key = (needed, with_room)
-        found = self.matching.get(key)
-        if found is not None:
-            return found
+        if key in self.matching:
+            return self.matching[key]
         seen = self.reads.get(key, 0) + count
         if seen < len(self.units):
             self.reads[key] = seen
@@ -139,21 +135,25 @@ class QueueUnits:
 
     def between(self, low: int | None, high: int | None) -> list[Candidate]:
         """The units of the workloads with ``low <= priority < high`` (``None``: no bound)."""
-        start, end = self._range(low, high)
-        return self.units[start:end]
+        return self.units[slice(*self._range(low, high))]
 
     def newer(self, priority: int, created: int) -> list[Candidate]:
         """The units of the workloads of ``priority`` created after ``created``."""
-        start, end = self._newer(priority, created)
-        return self.units[start:end]
+        return self.units[slice(*self._newer(priority, created))]
 
     def _newer(self, priority: int, created: int) -> tuple[int, int]:
-        bounds = self.bounds
-        return bisect_right(bounds, (priority, created)), bisect_left(bounds, (priority + 1,))
+        return bisect_right(self.bounds, (priority, created)), bisect_left(self.bounds, (priority + 1,))
 
     def offer_between(self, out: Offer, low: int | None, high: int | None) -> None:
-        """Append :meth:`between` to ``out`` as one run (see ``Offer``)."""
-        out.add(self, *self._range(low, high))
+        """Append :meth:`between` to ``out`` as one run (``Offer.add``, written out: it runs
+        for every queue of every search)."""
+        bounds = self.bounds
+        start = 0 if low is None else bisect_left(bounds, (low,))
+        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        if end > start:
+            out.extend(self.units[start:end])
+            out.runs.append((self, start, end))
+            out.size += end - start
 
     def offer_newer(self, out: Offer, priority: int, created: int) -> None:
         """Append :meth:`newer` to ``out`` as one run."""

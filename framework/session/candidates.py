@@ -200,11 +200,19 @@ class Offer(list[Candidate]):
     __slots__ = ("runs", "size")
 
     def __init__(self, runs: Sequence[tuple[Source, int, int]] = ()) -> None:
-        super().__init__()
+        # A new list is empty: list.__init__ has nothing to do.
         self.runs: list[tuple[Source, int, int]] = []
         self.size = 0  # the candidates :meth:`add` appended
         for source, start, end in runs:
             self.add(source, start, end)
+
+    def copy_offer(self) -> Offer:
+        """A copy, with its runs."""
+        copied = Offer()
+        copied.extend(self)
+        copied.runs = list(self.runs)
+        copied.size = self.size
+        return copied
 
     def add(self, source: Source, start: int, end: int) -> None:
         """Append ``source.units[start:end]``."""
@@ -231,7 +239,7 @@ class Runs:
     parts: list[tuple[Source, int, int, list[Candidate] | None]]
 
 
-_LONG_RUN = 8  # candidates per run, on average, for the answers to be read as runs
+_LONG_RUN = 16  # candidates per run, on average, for the answers to be read as runs
 
 
 def using(
@@ -270,7 +278,10 @@ def using(
                     out.extend(kept[first:last])
                     parts.append((source, first, last, None))
         return out, Runs(needed, with_room, parts)
-    return _kept([c for found in answers for c in found], needed, with_room), None
+    raw: list[Candidate] = []
+    for found in answers:
+        raw.extend(found)
+    return _kept(raw, needed, with_room), None
 
 
 def _kept(raw: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[Candidate]:
