@@ -26,9 +26,11 @@ from preemptd.framework import (
     IN_COHORT_RECLAIM_WHILE_BORROWING,
     Accounting,
     Candidate,
+    Offer,
     QueueUnits,
     QuotaNode,
     Session,
+    Source,
     VictimSearch,
     Workload,
     hookimpl,
@@ -38,6 +40,10 @@ from preemptd.framework import (
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
 SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
+
+# A part of an answer, as the ranges of the candidate index it is made of (an Offer's
+# runs: the framework filters and sums them per range), and the units left out.
+_Kept = tuple[list[tuple[Source, int, int]], int]
 
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:
@@ -101,25 +107,25 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # sibling queue is read directly: its test and its lists cost less than a kept part.
     statement = session.statement
     key = None
-    parts: dict[tuple[int, bool], tuple[list[Candidate], int]] | None = None
+    parts: dict[tuple[int, bool], _Kept] | None = None
     if not statement.ops:
         asked = (
             statement.epoch(leaf), assignment.needed, assignment.with_room, assignment.borrowing_only,
             high, cut, len(session.relied), len(session.taken), session.defer_pods,
         )
         key = (leaf.index, asked, tuple(level[2] for level in levels))
-        kept: dict[tuple[object, ...], tuple[list[Candidate], int]] = session.state.setdefault(NAME, {})
+        kept: dict[tuple[object, ...], tuple[Offer, int]] = session.state.setdefault(NAME, {})
         found = kept.get(key)
         if found is not None:
             assignment.left_out += found[1]
-            return list(found[0])
-        subtrees: dict[tuple[object, ...], dict[tuple[int, bool], tuple[list[Candidate], int]]]
+            return found[0].copy_offer()
+        subtrees: dict[tuple[object, ...], dict[tuple[int, bool], _Kept]]
         subtrees = session.state.setdefault(SUBTREES, {})
         parts = subtrees.get(asked)
         if parts is None:
             parts = subtrees[asked] = {}
     left_out = assignment.left_out
-    out: list[Candidate] = []
+    out = Offer()
     all_usage = accounting.usage
     needed = assignment.needed
     for ancestor, child, at_level in levels:
@@ -142,15 +148,16 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
                 continue
             part = parts.get((sibling.index, at_level))
             if part is None:
-                start = len(out)
+                start = len(out.runs)
                 before = assignment.left_out
                 _collect(session, assignment, sibling, at_level, high, cut, out)
-                parts[(sibling.index, at_level)] = (out[start:], assignment.left_out - before)
+                parts[(sibling.index, at_level)] = (out.runs[start:], assignment.left_out - before)
             else:
-                out.extend(part[0])
+                for run in part[0]:
+                    out.add(*run)
                 assignment.left_out += part[1]
     if key is not None:
-        kept[key] = (list(out), assignment.left_out - left_out)
+        kept[key] = (out.copy_offer(), assignment.left_out - left_out)
     return out
 
 
@@ -161,7 +168,7 @@ def _collect(
     advantage: bool,
     high: int | None,
     cut: int | None,
-    out: list[Candidate],
+    out: Offer,
 ) -> None:
     """The candidates below ``node``, a cohort above nominal on a needed flavor-resource."""
     accounting = session.accounting
@@ -182,7 +189,7 @@ def _offer(
     advantage: bool,
     high: int | None,
     cut: int | None,
-    out: list[Candidate],
+    out: Offer,
 ) -> None:
     """The candidates of ``leaf``, a queue above nominal on a needed flavor-resource."""
     # Each class is a range of priorities of the queue's units (the candidate index):
@@ -192,7 +199,7 @@ def _offer(
     # borrowWithinCohort is Never: no cut), the rest only within nominal.
     if advantage:
         hierarchical = queue_units(session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
-        out.extend(hierarchical.between(None, high))
+        hierarchical.offer_between(out, None, high)
         return
     within = queue_units(
         session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
@@ -201,16 +208,16 @@ def _offer(
         _within(assignment, within, None, high, out)
         return
     borrowing = queue_units(session, leaf, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
-    out.extend(borrowing.between(None, cut))
+    borrowing.offer_between(out, None, cut)
     _within(assignment, within, cut, high, out)
 
 
 def _within(
-    assignment: VictimSearch, units: QueueUnits, low: int | None, high: int | None, out: list[Candidate]
+    assignment: VictimSearch, units: QueueUnits, low: int | None, high: int | None, out: Offer
 ) -> None:
     """Units usable only within nominal: offered, or only counted when every attempt of
     the search borrows (``VictimSearch.borrowing_only``: the search never takes them)."""
     if assignment.borrowing_only:
         assignment.left_out += units.count_between(low, high, assignment.needed, assignment.with_room)
     else:
-        out.extend(units.between(low, high))
+        units.offer_between(out, low, high)

@@ -15,6 +15,7 @@ from preemptd.framework import (
     CLASS_SAME_QUEUE,
     IN_QUEUE,
     Candidate,
+    Offer,
     Session,
     VictimSearch,
     Workload,
@@ -45,8 +46,11 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # The queue's units by priority (the candidate index): strictly lower priority, and
     # for LowerOrNewerEqualPriority equal priority created after the preemptor. The
     # preemptor itself (an admitted workload growing) is in neither range.
+    # The answer keeps the ranges it is made of (an Offer): the framework filters and
+    # sums them per range.
     units = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
-    out = units.between(None, preemptor.priority)
+    out = Offer()
+    units.offer_between(out, None, preemptor.priority)
     if policy == "LowerOrNewerEqualPriority":
-        out.extend(units.newer(preemptor.priority, preemptor.created))
+        units.offer_newer(out, preemptor.priority, preemptor.created)
     return out

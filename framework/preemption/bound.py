@@ -39,11 +39,11 @@ covers a victim's usage, the request still fits with it back, and no test is run
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from ..model import FR
 from ..quota import Accounting, QuotaNode
-from ..session import Candidate
+from ..session import Candidate, Runs
 
 __all__ = ["fits_quota", "may_fit", "short_of", "slack"]
 
@@ -90,6 +90,7 @@ def may_fit(
     usage: Mapping[FR, int],
     candidates: list[Candidate],
     allow_borrowing: bool,
+    runs: Runs | None = None,
 ) -> bool:
     """The bound: whether the request fits the quota with every candidate this attempt
     may take evicted at once. When it does not, no step of the attempt fits.
@@ -98,7 +99,9 @@ def may_fit(
     never wrong. Only the preemptor's flavor-resources are summed. Usage is removed
     where it reaches the preemptor's path (:func:`_arriving`), and added back exactly. The cheaper test (see the module notes) looks only at the flavor-resources
     that do not fit now: the others fit already, and taking victims only adds to what is
-    free."""
+    free. ``runs``: where ``candidates`` come from (``collect_runs``); each run is one
+    queue's units of one class, and its sums are read from the running totals its
+    source keeps, not candidate by candidate."""
     short: list[FR] = []
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
@@ -108,7 +111,9 @@ def may_fit(
         short.append(fr)
         if room >= amount:
             continue
-        if allow_borrowing:
+        if runs is not None:
+            room += sum(freed for _, freed in _by_run(runs, fr, allow_borrowing))
+        elif allow_borrowing:
             room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
         else:
             room += sum([c.usage.get(fr, 0) for c in candidates])
@@ -118,7 +123,14 @@ def may_fit(
         return True
     # Per queue, what its candidates free of each short flavor-resource.
     freed: dict[QuotaNode, dict[FR, int]] = {}
-    if len(short) == 1:
+    if runs is not None:
+        for fr in short:
+            for queue, amount in _by_run(runs, fr, allow_borrowing):
+                sums = freed.get(queue)
+                if sums is None:
+                    freed[queue] = sums = dict.fromkeys(short, 0)
+                sums[fr] += amount
+    elif len(short) == 1:
         fr = short[0]
         for candidate in candidates:
             if candidate.only_within_nominal and allow_borrowing:
@@ -147,6 +159,26 @@ def may_fit(
     finally:
         for node, amounts in arriving:
             accounting.add_all(node, amounts)
+
+
+def _by_run(runs: Runs, fr: FR, allow_borrowing: bool) -> Iterator[tuple[QuotaNode, int]]:
+    """Per run of ``runs`` the attempt may take (an attempt that may borrow takes no
+    unit usable only within nominal; a run's units share their class), in order: its
+    queue and the usage of ``fr`` of its units, from its source's running totals (or,
+    where it keeps none, summed)."""
+    needed = runs.needed
+    with_room = runs.with_room
+    for source, first, last, items in runs.parts:
+        if items is not None:
+            head = items[0]
+            if not (allow_borrowing and head.only_within_nominal):
+                yield head.leaf, sum([c.usage.get(fr, 0) for c in items])
+            continue
+        head = source.using(needed, with_room)[0][first]
+        if allow_borrowing and head.only_within_nominal:
+            continue
+        totals = source.totals(needed, with_room, fr)
+        yield head.leaf, totals[last] - totals[first]
 
 
 def _arriving(

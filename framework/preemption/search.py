@@ -12,6 +12,8 @@ runs the search a plugin's ``victim_strategy`` drives.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import filterfalse
+from operator import attrgetter
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
@@ -21,15 +23,19 @@ from ..session import (
     SearchResult,
     Session,
     VictimSearch,
-    collect_candidates,
+    collect_runs,
     order_for,
     sort_candidates,
     with_vetoes,
 )
+from .bound import may_fit
 from .strategy import by_strategy
 from .walk import Walk
 
 __all__ = ["find_minimal"]
+
+_GROUP = attrgetter("group")
+_ONLY_WITHIN_NOMINAL = attrgetter("only_within_nominal")
 
 
 def find_minimal(
@@ -48,27 +54,35 @@ def find_minimal(
     strictly_below = all(accounting.used(leaf, fr) < leaf.subtree.get(fr, 0) for fr in needed)
     borrowing_only = bwc == "Never" and not strictly_below
     request = VictimSearch(preemptor, leaf, usage, needed, borrowing_only, bool(targets))
-    candidates = collect_candidates(session, preemptor, request, with_room=bool(targets))
+    candidates, runs = collect_runs(session, preemptor, request, with_room=bool(targets))
     session.counters.candidates += len(candidates)
     found = len(candidates) + request.left_out
     if not found:
         return SearchResult(message="no running workload that uses the needed quota may be preempted", silent=True)
-    has_other = any(c.group != CLASS_SAME_QUEUE for c in candidates)
+    # The classes present, read in C (a pass in Python per search cost as much as a
+    # short walk).
+    groups = set(map(_GROUP, candidates))
+    has_other = bool(groups.difference((CLASS_SAME_QUEUE,)))
     if not has_other or borrowing_only:
         attempts = [True]
-    elif bwc == "Never" and not any(c.group == CLASS_HIERARCHICAL for c in candidates):
+    elif bwc == "Never" and CLASS_HIERARCHICAL not in groups:
         attempts = [False, True]
     else:
         attempts = [True, False]
+    offered = candidates
     if False not in attempts:
         # Every attempt may borrow, and such an attempt passes over each candidate usable
-        # only within nominal before anything else: they are never looked at.
-        candidates = [c for c in candidates if not c.only_within_nominal]
+        # only within nominal before anything else: they are never looked at (nor by the
+        # bound, which is handed the candidates as collected, with their runs).
+        candidates = list(filterfalse(_ONLY_WITHIN_NOMINAL, candidates))
     search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
     lines = [f"{found} candidate(s) use the needed {wanted}"]
     silent = False
-    if search.may_skip_walk() and not any(search.may_fit(candidates, allow) for allow in attempts):
+    accounting = session.accounting
+    if search.may_skip_walk() and not any(
+        may_fit(accounting, leaf, usage, offered, allow, runs) for allow in attempts
+    ):
         session.counters.bounded += 1
         # A hopeless walk only tells the plugins what the full walk would; when none of
         # them may refuse a candidate or a scenario in this session, it tells nobody.

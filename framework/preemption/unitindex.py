@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import islice
+from itertools import accumulate, compress, islice
 from operator import attrgetter
 from typing import Any
 
 from ..model import FR, Workload
 from ..quota import QuotaNode
-from ..session import Candidate, DeferredPods, Session
+from ..session import Candidate, DeferredPods, Offer, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
 from .units import candidate_units, units_like
@@ -54,7 +54,7 @@ _BY_PRIORITY = attrgetter("priority", "created")
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "positions", "running", "units")
+    __slots__ = ("bounds", "made", "matching", "patched", "positions", "reads", "running", "sums", "units")
 
     def __init__(
         self,
@@ -75,39 +75,89 @@ class QueueUnits:
         # Workload key -> its place in ``running``, made by the first patch and handed on
         # with ``running`` to the lists made from this one.
         self.positions: dict[str, int] | None = None
-        # (needed, with_room) -> how many of the first i units a search would be handed
-        self.matching: dict[tuple[frozenset[FR], bool], list[int]] = {}
+        # (needed, with_room) -> what :meth:`using` and :meth:`totals` answer, and how many
+        # units searches were handed before it was kept (:meth:`read`).
+        self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
+        self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
+        self.reads: dict[tuple[frozenset[FR], bool], int] = {}
+
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+        """:meth:`using` once searches were handed as many units as the list holds: keeping
+        it reads them all, which pays only if they are read that much before a take."""
+        key = (needed, with_room)
+        if key in self.matching:
+            return self.matching[key]
+        seen = self.reads.get(key, 0) + count
+        if seen < len(self.units):
+            self.reads[key] = seen
+            return None
+        return self.using(needed, with_room)
+
+    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
+        """The units a search needing ``needed`` keeps, and per i how many of the first i
+        units it keeps; built once per (``needed``, ``with_room``) for the list's life."""
+        key = (needed, with_room)
+        found = self.matching.get(key)
+        if found is None:
+            units = self.units
+            if with_room:
+                flags = [
+                    bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods)
+                    for unit in units
+                ]
+            else:
+                flags = [not needed.isdisjoint(unit.usage) for unit in units]
+            counts = list(accumulate(flags, initial=0))
+            kept = units if counts[-1] == len(units) else list(compress(units, flags))
+            found = self.matching[key] = (kept, counts)
+        return found
+
+    def totals(self, needed: frozenset[FR], with_room: bool, fr: FR) -> list[int]:
+        """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
+        key = (needed, with_room, fr)
+        found = self.sums.get(key)
+        if found is None:
+            kept = self.using(needed, with_room)[0]
+            found = self.sums[key] = list(accumulate([unit.usage.get(fr, 0) for unit in kept], initial=0))
+        return found
 
     def count_between(self, low: int | None, high: int | None, needed: frozenset[FR], with_room: bool) -> int:
-        """How many units of :meth:`between` a search needing ``needed`` keeps
-        (``collect_candidates``: those using a needed flavor-resource or, ``with_room``,
-        holding node room), from running counts built once per (``needed``, ``with_room``)."""
-        key = (needed, with_room)
-        counts = self.matching.get(key)
-        if counts is None:
-            counts = [0]
-            total = 0
-            for unit in self.units:
-                if not needed.isdisjoint(unit.usage) or (with_room and (unit.room or isinstance(unit, DeferredPods))):
-                    total += 1
-                counts.append(total)
-            self.matching[key] = counts
+        """How many units of :meth:`between` a search needing ``needed`` keeps (:meth:`using`)."""
+        counts = self.using(needed, with_room)[1]
+        start, end = self._range(low, high)
+        return counts[end] - counts[start] if end > start else 0
+
+    def _range(self, low: int | None, high: int | None) -> tuple[int, int]:
         bounds = self.bounds
         start = 0 if low is None else bisect_left(bounds, (low,))
         end = len(bounds) if high is None else bisect_left(bounds, (high,))
-        return counts[end] - counts[start] if end > start else 0
+        return start, end
 
     def between(self, low: int | None, high: int | None) -> list[Candidate]:
         """The units of the workloads with ``low <= priority < high`` (``None``: no bound)."""
-        bounds = self.bounds
-        start = 0 if low is None else bisect_left(bounds, (low,))
-        end = len(bounds) if high is None else bisect_left(bounds, (high,))
-        return self.units[start:end]
+        return self.units[slice(*self._range(low, high))]
 
     def newer(self, priority: int, created: int) -> list[Candidate]:
         """The units of the workloads of ``priority`` created after ``created``."""
+        return self.units[slice(*self._newer(priority, created))]
+
+    def _newer(self, priority: int, created: int) -> tuple[int, int]:
+        return bisect_right(self.bounds, (priority, created)), bisect_left(self.bounds, (priority + 1,))
+
+    def offer_between(self, out: Offer, low: int | None, high: int | None) -> None:
+        """Append :meth:`between` to ``out`` as one run (``Offer.add``, written out: it runs
+        for every queue of every search)."""
         bounds = self.bounds
-        return self.units[bisect_right(bounds, (priority, created)) : bisect_left(bounds, (priority + 1,))]
+        start = 0 if low is None else bisect_left(bounds, (low,))
+        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        if end > start:
+            out.extend(self.units[start:end])
+            out.runs.append((self, start, end))
+            out.size += end - start
+
+    def offer_newer(self, out: Offer, priority: int, created: int) -> None:
+        """Append :meth:`newer` to ``out`` as one run."""
+        out.add(self, *self._newer(priority, created))
 
 
 def queue_units(

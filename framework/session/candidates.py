@@ -8,10 +8,10 @@ workload: the whole workload, one pod of an elastic workload above its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Any
+from typing import Any, Protocol
 
 from ..model import FR, Pod, Workload
 from ..quota import QuotaNode
@@ -26,10 +26,14 @@ __all__ = [
     "IN_QUEUE",
     "Candidate",
     "DeferredPods",
+    "Offer",
+    "Runs",
+    "Source",
     "Taken",
     "UnitIndex",
     "base_order",
     "sort_candidates",
+    "using",
 ]
 
 IN_QUEUE = "InQueue"
@@ -162,3 +166,125 @@ _BY_SORT_KEY = attrgetter("sort_key")  # the same key, read without a Python cal
 def sort_candidates(candidates: list[Candidate], order: Callable[[Candidate], tuple[Any, ...]]) -> None:
     """Sort ``candidates`` in place by ``order`` (a key of ``session.order_for``)."""
     candidates.sort(key=_BY_SORT_KEY if order is base_order else order)
+
+
+class Source(Protocol):
+    """A list of units a plugin's answer takes runs of (``preemption/unitindex.py``'s
+    ``QueueUnits``: one queue's units of one class), which keeps what every search
+    reads of it: per (needed flavor-resources, ``with_room``), the units a search keeps
+    (:func:`using`) with their running count, and their running usage totals."""
+
+    units: list[Candidate]
+
+    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
+        """The units a search keeps, and per i how many of the first i units are kept."""
+        ...
+
+    def totals(self, needed: frozenset[FR], with_room: bool, fr: FR) -> list[int]:
+        """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
+        ...
+
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+        """:meth:`using`, once runs of ``count`` units at a time have been read from the
+        list for this request often enough that keeping it costs less than filtering
+        them; ``None`` before."""
+        ...
+
+
+class Offer(list[Candidate]):
+    """A plugin's answer made of runs ``units[start:end]`` of :class:`Source` lists,
+    which it keeps beside the candidates (:meth:`add`): the framework then filters the
+    answer and sums its usage per run instead of per candidate. An answer changed any
+    other way than by :meth:`add` is read as a plain list."""
+
+    __slots__ = ("runs", "size")
+
+    def __init__(self, runs: Sequence[tuple[Source, int, int]] = ()) -> None:
+        # A new list is empty: list.__init__ has nothing to do.
+        self.runs: list[tuple[Source, int, int]] = []
+        self.size = 0  # the candidates :meth:`add` appended
+        for source, start, end in runs:
+            self.add(source, start, end)
+
+    def copy_offer(self) -> Offer:
+        """A copy, with its runs."""
+        copied = Offer()
+        copied.extend(self)
+        copied.runs = list(self.runs)
+        copied.size = self.size
+        return copied
+
+    def add(self, source: Source, start: int, end: int) -> None:
+        """Append ``source.units[start:end]``."""
+        if end > start:
+            self.extend(source.units[start:end])
+            self.runs.append((source, start, end))
+            self.size += end - start
+
+    def intact(self) -> bool:
+        """Whether the candidates are still exactly the runs' (only :meth:`add` changed it)."""
+        return len(self) == self.size
+
+
+@dataclass(slots=True)
+class Runs:
+    """Where the candidates of a search come from, when every answer was an intact
+    :class:`Offer`: in order, runs ``kept[first:last]`` of each source's kept units
+    (``source.using(needed, with_room)``), or, where the source keeps none yet
+    (:meth:`Source.read`), the run's candidates themselves; each run is one queue's
+    units of one class."""
+
+    needed: frozenset[FR]
+    with_room: bool
+    parts: list[tuple[Source, int, int, list[Candidate] | None]]
+
+
+_LONG_RUN = 16  # candidates per run, on average, for the answers to be read as runs
+
+
+def using(
+    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool, long_run: int = _LONG_RUN
+) -> tuple[list[Candidate], Runs | None]:
+    """The candidates of ``answers``, in order, that use a needed flavor-resource (or,
+    ``with_room``, that occupy node room or stand for a Deployment's pods), and their
+    runs when every answer is an intact :class:`Offer` or empty and the runs are long
+    (then no candidate is read here once the sources keep their filtered units)."""
+    runs = 0
+    for found in answers:
+        if type(found) is Offer and found.intact():
+            runs += len(found.runs)
+        elif found:
+            runs = -1
+            break
+    # Runs of a few candidates each cost more to read as runs than one by one.
+    if runs >= 0 and sum(map(len, answers)) >= long_run * runs:
+        out: list[Candidate] = []
+        parts: list[tuple[Source, int, int, list[Candidate] | None]] = []
+        for found in answers:
+            if not found:
+                continue
+            for source, start, end in found.runs:  # type: ignore[attr-defined]
+                read = source.read(needed, with_room, end - start)
+                if read is None:
+                    items = _kept(source.units[start:end], needed, with_room)
+                    if items:
+                        out.extend(items)
+                        parts.append((source, 0, 0, items))
+                    continue
+                kept, counts = read
+                first = counts[start]
+                last = counts[end]
+                if last > first:
+                    out.extend(kept[first:last])
+                    parts.append((source, first, last, None))
+        return out, Runs(needed, with_room, parts)
+    raw: list[Candidate] = []
+    for found in answers:
+        raw.extend(found)
+    return _kept(raw, needed, with_room), None
+
+
+def _kept(raw: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[Candidate]:
+    if with_room:
+        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
+    return [c for c in raw if not needed.isdisjoint(c.usage)]

@@ -33,7 +33,7 @@ from ..model import PodSet, Workload
 from ..quota import Accounting, QuotaNode
 from ..snapshot import Snapshot
 from .assignment import Assignment, VictimSearch
-from .candidates import Candidate, DeferredPods, Taken, base_order
+from .candidates import Candidate, Runs, Taken, base_order, using
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
 from .registry import Impl, Policy, Registry, bad_answer
@@ -45,6 +45,7 @@ __all__ = [
     "ScenarioFilters",
     "Session",
     "collect_candidates",
+    "collect_runs",
     "order_for",
     "with_vetoes",
 ]
@@ -413,19 +414,20 @@ def collect_candidates(
     """Every plugin's candidates that use a needed flavor-resource (or, when node room
     is what is missing, that occupy room on a node). ``defer_pods``: running
     Deployments' pods may come as :class:`DeferredPods` (node-by-node search only)."""
-    raw: list[Candidate] = []
+    return collect_runs(session, preemptor, request, with_room=with_room, defer_pods=defer_pods)[0]
+
+
+def collect_runs(
+    session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool, defer_pods: bool = False
+) -> tuple[list[Candidate], Runs | None]:
+    """:func:`collect_candidates`, with the runs they come in (``candidates.using``)."""
     session.defer_pods = defer_pods
+    hook = "preemption_candidates"
     try:
-        for _, found in session.registry.call_all(
-            "preemption_candidates", session=session, preemptor=preemptor, assignment=request
-        ):
-            raw.extend(found)
+        answers = session.registry.call_all(hook, session=session, preemptor=preemptor, assignment=request)
     finally:
         session.defer_pods = False
-    needed = request.needed
-    if with_room:
-        return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
-    return [c for c in raw if not needed.isdisjoint(c.usage)]
+    return using([found for _, found in answers], request.needed, with_room)
 
 
 @dataclass(slots=True)
