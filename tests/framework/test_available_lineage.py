@@ -10,29 +10,14 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
-from preemptd.framework.testing import cohort, queue
+
+from tests.framework.test_headroom_bound import _tree as random_tree
 
 CPU = ("default", "cpu")
 
 
 def _tree(rng: random.Random) -> QuotaTree:
-    specs = [cohort("root")]
-    parents = ["root"]
-    for i in range(rng.randrange(2, 12)):
-        parent = rng.choice(parents)
-        name = f"q{i}"
-        specs.append(
-            queue(
-                name,
-                parent,
-                cpu=rng.randrange(0, 9),
-                borrowing_limit=rng.choice([None, 0, 2, 5]),
-                lending_limit=rng.choice([None, 0, 1, 3]),
-            )
-        )
-        if rng.random() < 0.5:
-            parents.append(name)
-    return QuotaTree({spec.name: spec for spec in specs})
+    return random_tree(rng, most=12, nesting=0.5)  # deeper chains of cohorts
 
 
 def _defined(accounting: Accounting, node: QuotaNode) -> int:

@@ -19,10 +19,13 @@ from preemptd.framework.testing import cohort, queue
 CPU = ("default", "cpu")
 
 
-def _tree(rng: random.Random) -> QuotaTree:
+def _tree(rng: random.Random, most: int = 9, nesting: float = 0.4) -> QuotaTree:
+    """A random queue tree under ``root``: fewer than ``most`` queues of cpu with random
+    nominal, borrowing and lending limits, each a parent of later ones with probability
+    ``nesting``."""
     specs = [cohort("root")]
     parents = ["root"]
-    for i in range(rng.randrange(2, 9)):
+    for i in range(rng.randrange(2, most)):
         parent = rng.choice(parents)
         name = f"q{i}"
         specs.append(
@@ -34,7 +37,7 @@ def _tree(rng: random.Random) -> QuotaTree:
                 lending_limit=rng.choice([None, 0, 1, 3]),
             )
         )
-        if rng.random() < 0.4:
+        if rng.random() < nesting:
             parents.append(name)
     return QuotaTree({spec.name: spec for spec in specs})
 
