@@ -223,6 +223,9 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     contributes nothing. Build candidates with ``candidate_units``; for a Deployment
     preemptor's node-by-node search it may return one ``DeferredPods`` for a
     Deployment's pods, which the search expands node by node: return it as it is.
+    The built-in plugins answer with an ``Offer``, a list that also names the runs of
+    the candidate index it was made of, so that the framework filters and bounds it run
+    by run; any other list is read candidate by candidate, with the same result.
     """
 
 
