@@ -6,7 +6,16 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
-from .pool import NodePool, PodTally, _fits, _FlavorIndex, gpu_amount, node_matches, pod_terms
+from .pool import (
+    NodePool,
+    PodTally,
+    _fits,
+    _FlavorIndex,
+    gpu_amount,
+    node_matches,
+    pod_terms,
+    pods_held,
+)
 from .shared import SharedIndexes
 
 __all__ = ["Placements"]
@@ -204,10 +213,8 @@ class Placements(SharedIndexes):
             if node is None:
                 break
             room = self.free[node]
-            fits = min(count - len(chosen), gpu_amount(room) // gpus if gpus else count)  # all GPU kinds, as best fit
-            for resource, amount in requested:
-                fits = min(fits, room.get(resource, 0) // amount)
-            fits = max(fits, 1)
+            most = min(count - len(chosen), gpu_amount(room) // gpus if gpus else count)  # all GPU kinds, as best fit
+            fits = max(pods_held(room, requested, most), 1)
             chosen.extend([node] * fits)
             if additive:
                 take_room(node, {resource: amount * fits for resource, amount in requests.items()})
@@ -267,12 +274,7 @@ class Placements(SharedIndexes):
             for name, (node_gpus, node_cpu) in self._moved.items():
                 if node_gpus < gpus or node_cpu < cpu or index not in node_flavors[name]:
                     continue
-                room = free[name]
-                fits = count - found
-                for resource, amount in requested:
-                    fits = min(fits, room.get(resource, 0) // amount)
-                    if fits <= 0:
-                        break
+                fits = pods_held(free[name], requested, count - found)
                 if fits > 0 and node_matches(nodes[name], selector, tolerations):
                     found += fits
                     if found >= count:
@@ -355,12 +357,7 @@ class Placements(SharedIndexes):
                 name = bucket[j][1]
                 if (stale and name in stale) or (changed and name in changed):
                     continue
-                room = free[name]
-                fits = wanted - found
-                for resource, amount in requested:
-                    fits = min(fits, room.get(resource, 0) // amount)
-                    if fits <= 0:
-                        break
+                fits = pods_held(free[name], requested, wanted - found)
                 if fits > 0 and node_matches(nodes[name], selector, tolerations):
                     found += fits
                     if found >= wanted:

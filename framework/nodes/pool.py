@@ -21,6 +21,7 @@ __all__ = [
     "gpu_amount",
     "node_matches",
     "pod_terms",
+    "pods_held",
 ]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
@@ -205,17 +206,27 @@ class PodTally:
                 gpus += get(resource, 0)
             if gpus < self.gpus or get("cpu", 0) < self.cpu:
                 return 0
-            fits = self.count
-            for resource, amount in self.wanted:
-                room = get(resource, 0) // amount
-                if room < fits:
-                    fits = room
-                if fits <= 0:
-                    return 0
+            fits = pods_held(free, self.wanted, self.count)
+            if fits <= 0:
+                return 0
         matches = self.matches.get(name)
         if matches is None:
             matches = self.matches[name] = node_matches(self.nodes[name], self.selector, self.tolerations)
         return fits if matches else 0
+
+
+def pods_held(room: Mapping[str, int], wanted: Sequence[tuple[str, int]], most: int) -> int:
+    """How many identical pods ``room`` holds, up to ``most``: ``wanted`` are their
+    positive requests. Zero or less when it holds none (a short, even negative, room of
+    a requested resource takes no pod)."""
+    get = room.get
+    for resource, amount in wanted:
+        held = get(resource, 0) // amount
+        if held < most:
+            most = held
+            if most <= 0:
+                break
+    return most
 
 
 def flavor_tolerations(flavor: Flavor, pod_tolerations: Sequence[Toleration]) -> tuple[Toleration, ...]:
