@@ -28,7 +28,8 @@ from operator import is_
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, SearchResult, Session, VictimSearch, with_vetoes
-from .memo import (
+from .memo import (  # _USAGE: where memo_key puts the usage asked for
+    _USAGE,
     Key,
     dominated,
     memo_key,
@@ -105,7 +106,6 @@ def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tu
     return SearchResult(victims, True, 0, vetoed, lines=lines, replicas=choices, resume=search)
 
 
-_USAGE = 7  # where ``memo.memo_key`` puts the usage asked for
 _OFFERED = "_offered_by_key"
 """Where a session keeps (``session.state``), per memo key of a search without node
 targets of a workload with several podSets, what the plugins offered it: how many
