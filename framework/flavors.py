@@ -18,7 +18,7 @@ option whose search it reuses measured, instead of measuring it again.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from .model import FR, PodSet, ResourceGroup, Workload
@@ -289,13 +289,8 @@ def _pods_fit_now(session: Session, pod_set: PodSet, count: int, flavor_name: st
     kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
     if kept is None or kept[0] != statement.node_epoch:
         kept = session.state[_FITS] = (statement.node_epoch, {})
-    key = (
-        flavor_name,
-        count,
-        tuple(pod_set.requests.items()),  # hashed in C; the same requests listed otherwise only miss
-        pod_set.node_selector or None,
-        pod_set.tolerations,
-    )
+    # The requests as items: hashed in C; the same requests listed otherwise only miss.
+    key = (flavor_name, count, tuple(pod_set.requests.items()), pod_set.node_selector or None, pod_set.tolerations)
     found = kept[1].get(key)
     if found is None:
         found = kept[1][key] = session.pods_fit([(pod_set, count, flavor_name)])
@@ -341,7 +336,7 @@ def default_assign(session: Session, workload: Workload, leaf: QuotaNode) -> Ass
             PodSetAssignment(pod_set.name, count, flavors, _usage(pod_set, count, flavors), pod_set)
         )
     assignment.mode = worst
-    return finish_assignment(session, assignment, chosen[0] if len(chosen) == 1 else None)
+    return finish_assignment(session, assignment, chosen[0] if len(chosen) == 1 else None, chosen=chosen)
 
 
 def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assignment: Assignment) -> bool:
@@ -359,7 +354,8 @@ def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, 
 
 
 def finish_assignment(
-    session: Session, assignment: Assignment, only: FlavorOption | None = None, *, again: bool = False
+    session: Session, assignment: Assignment, only: FlavorOption | None = None, *, again: bool = False,
+    chosen: Sequence[FlavorOption] = (),
 ) -> Assignment:
     """Total usage, borrowing level and — when something does not fit — the victims for
     the whole assignment, measured against the session's accounting as it stands.
@@ -370,7 +366,8 @@ def finish_assignment(
     identical search (its vetoes counted again; ``memo_hits``), or run again when the
     memo does not keep it. ``flavor-fungibility`` hands its option over this way, so its
     counts are those of asking the search a second time, which it did before it handed
-    the option over.
+    the option over. ``chosen``: the options of every podSet, whose searches the search
+    of the whole request may repeat (``preemption/victims.py``).
     """
     pod_sets = assignment.pod_sets
     if len(pod_sets) == 1:
@@ -416,7 +413,8 @@ def finish_assignment(
             assignment.level = accounting.level_of(leaf, usage)
             return assignment
         needed = short
-        search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets)
+        bases = [option.search for option in chosen if option.search is not None]
+        search = find_victims(session, assignment.workload, leaf, usage, frozenset(short), targets, bases)
     assignment.tried.extend(search.lines)
     assignment.search = search
     assignment.needed = frozenset(needed)

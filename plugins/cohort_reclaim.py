@@ -40,6 +40,7 @@ from preemptd.framework import (
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
 NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
 SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
+ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_above)
 
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
@@ -56,15 +57,6 @@ def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage
             amount -= max(0, node.guaranteed.get(fr, 0) - accounting.used(node, fr))
             node = node.parent
         if accounting.used(ancestor, fr) + max(0, amount) > ancestor.subtree.get(fr, 0):
-            return False
-    return True
-
-
-def _within_nominal(accounting: Accounting, node: QuotaNode, needed: frozenset[FR]) -> bool:
-    used = accounting.usage[node.index]
-    subtree = node.subtree
-    for fr in needed:  # noqa: SIM110 (a loop: no generator per queue visited, per search)
-        if used.get(fr, 0) > subtree.get(fr, 0):
             return False
     return True
 
@@ -126,31 +118,24 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
             parts = subtrees[asked] = {}
     left_out = assignment.left_out
     out = Offer()
-    all_usage = accounting.usage
-    needed = assignment.needed
+    epoch = statement.epoch(leaf) if key is not None else None
     for ancestor, child, at_level in levels:
-        for sibling in ancestor.children:
+        # A sibling within nominal on every needed flavor-resource is skipped: neither it
+        # nor anything below it is reclaimed.
+        for sibling in _above(session, ancestor, assignment.needed, epoch):
             if sibling is child:
                 continue
-            # _within_nominal, written out: this runs for every sibling of every search.
-            used = all_usage[sibling.index]
-            subtree = sibling.subtree
-            for fr in needed:
-                if used.get(fr, 0) > subtree.get(fr, 0):
-                    break
-            else:
-                continue  # within nominal: neither it nor anything below it is reclaimed
             if sibling.is_leaf:
                 _offer(session, assignment, sibling, at_level, high, cut, out)
                 continue
             if parts is None:
-                _collect(session, assignment, sibling, at_level, high, cut, out)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
                 continue
             part = parts.get((sibling.index, at_level))
             if part is None:
                 start = len(out.runs)
                 before = assignment.left_out
-                _collect(session, assignment, sibling, at_level, high, cut, out)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
                 parts[(sibling.index, at_level)] = (out.runs[start:], assignment.left_out - before)
             else:
                 for run in part[0]:
@@ -169,17 +154,42 @@ def _collect(
     high: int | None,
     cut: int | None,
     out: Offer,
+    epoch: int | None,
 ) -> None:
     """The candidates below ``node``, a cohort above nominal on a needed flavor-resource."""
-    accounting = session.accounting
-    needed = assignment.needed
-    for child in node.children:
-        if _within_nominal(accounting, child, needed):
-            continue
+    for child in _above(session, node, assignment.needed, epoch):
         if child.is_leaf:
             _offer(session, assignment, child, advantage, high, cut, out)
         else:
-            _collect(session, assignment, child, advantage, high, cut, out)
+            _collect(session, assignment, child, advantage, high, cut, out, epoch)
+
+
+def _above(session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int | None) -> list[QuotaNode]:
+    """The children of ``node`` above nominal on a needed flavor-resource, in order. They
+    read the committed usage of the tree while nothing is uncommitted (``epoch``, the
+    tree's, is then given): kept per cohort and needed flavor-resources for the searches
+    of every queue of the tree until the next commit to it."""
+    kept: dict[tuple[int, frozenset[FR]], tuple[int, list[QuotaNode]]] | None = None
+    if epoch is not None:
+        kept = session.state.get(ABOVE)
+        if kept is None:
+            kept = session.state[ABOVE] = {}
+        found = kept.get((node.index, needed))
+        if found is not None and found[0] == epoch:
+            return found[1]
+    all_usage = session.accounting.usage
+    above = []
+    for child in node.children:
+        used = all_usage[child.index]
+        subtree = child.subtree
+        for fr in needed:
+            if used.get(fr, 0) > subtree.get(fr, 0):
+                above.append(child)
+                break
+    if kept is not None:
+        assert epoch is not None
+        kept[(node.index, needed)] = (epoch, above)
+    return above
 
 
 def _offer(

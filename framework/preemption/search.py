@@ -11,7 +11,7 @@ runs the search a plugin's ``victim_strategy`` drives.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import filterfalse
 from operator import attrgetter
 
@@ -20,6 +20,7 @@ from ..quota import QuotaNode
 from ..session import (
     CLASS_HIERARCHICAL,
     CLASS_SAME_QUEUE,
+    Candidate,
     SearchResult,
     Session,
     VictimSearch,
@@ -45,7 +46,10 @@ def find_minimal(
     usage: dict[FR, int],
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
+    collected: Callable[[VictimSearch, list[Candidate]], SearchResult | None] | None = None,
 ) -> SearchResult:
+    """``collected``: told what the plugins offered (``victims.py``); an answer it gives
+    is the search's."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -56,6 +60,10 @@ def find_minimal(
     request = VictimSearch(preemptor, leaf, usage, needed, borrowing_only, bool(targets))
     candidates, runs = collect_runs(session, preemptor, request, with_room=bool(targets))
     session.counters.candidates += len(candidates)
+    if collected is not None:
+        answer = collected(request, candidates)
+        if answer is not None:
+            return answer
     found = len(candidates) + request.left_out
     if not found:
         return SearchResult(message="no running workload that uses the needed quota may be preempted", silent=True)

@@ -6,17 +6,39 @@ until its request fits (:mod:`.search`). A search already run in the same state
 is answered from the session's memo (:mod:`.memo`), and so is one a failed search
 of the same state dominates. The time spent here is reported under
 the name of the preemption action.
+
+The whole request of a workload with several podSets asks for what the search of one
+of its podSets asked (``bases``: ``flavors.finish_assignment`` hands the searches of
+the options it chose), plus flavor-resources that fit: within the leaf's Available and
+its nominal, so they fit at every step of a walk (the state only loses usage) and add
+nothing to the borrowing level. Such a search needs the same flavor-resources, and
+when the plugins offer it the very candidates they offered the podSet's search (the
+same objects in the same order, as many left out), in the same state, every step of
+its walk is the same: the quota bound, the fit tests, the questions to the plugins,
+fill-back and the level. Its answer is then the podSet's search's, its vetoes counted
+again as the memo counts them (:func:`_same_walk`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from operator import is_
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
-from ..session import SearchResult, Session, with_vetoes
-from .memo import dominated, memo_key, recall, remember, remember_failure, snapshot_counts, tally
+from ..session import Candidate, SearchResult, Session, VictimSearch, with_vetoes
+from .memo import (  # _USAGE: where memo_key puts the usage asked for
+    _USAGE,
+    Key,
+    dominated,
+    memo_key,
+    recall,
+    remember,
+    remember_failure,
+    snapshot_counts,
+    tally,
+)
 from .replicas import replica_victims
 from .search import find_minimal
 
@@ -30,9 +52,12 @@ def find_victims(
     usage: dict[FR, int],
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]] = (),
+    bases: Sequence[SearchResult] = (),
 ) -> SearchResult:
     """The minimal set of victims that lets ``usage`` fit in ``leaf`` (and its pods fit
-    the nodes), or an empty result. The accounting is left exactly as it was."""
+    the nodes), or an empty result. The accounting is left exactly as it was.
+    ``bases``: searches of parts of this request whose walk this one may repeat (see
+    the module notes)."""
     if not (session.in_queue_enabled or session.cross_queue_enabled):
         return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
@@ -55,6 +80,9 @@ def find_victims(
         if preemptor.is_deployment and len(targets) == 1:
             # A Deployment whose replica lacks node room frees it node by node (§6).
             result = _replicas(session, preemptor, leaf, targets[0])
+        elif key is not None and not targets and len(preemptor.pod_sets) > 1:
+            walks = _same_walk(session, key, bases)
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets, walks)
         else:
             result = find_minimal(session, preemptor, leaf, usage, needed, targets)
         if key is not None:
@@ -76,3 +104,81 @@ def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tu
     victims = [v for choice in choices for v in choice.victims]
     lines = [f"replica on node {c.node}: victims " + ", ".join(v.name for v in c.victims) for c in choices]
     return SearchResult(victims, True, 0, vetoed, lines=lines, replicas=choices, resume=search)
+
+
+_OFFERED = "_offered_by_key"
+"""Where a session keeps (``session.state``), per memo key of a search without node
+targets of a workload with several podSets, what the plugins offered it: how many
+they left out, and the candidates."""
+
+
+def _same_walk(
+    session: Session, key: Key, bases: Sequence[SearchResult]
+) -> Callable[[VictimSearch, list[Candidate]], SearchResult | None]:
+    """What ``find_minimal`` tells what the plugins offered the search of ``key``: it keeps
+    the offer, and answers with a search of ``bases`` that walks the same (module notes)."""
+
+    def collected(request: VictimSearch, candidates: list[Candidate]) -> SearchResult | None:
+        offered: dict[Key, tuple[int, tuple[Candidate, ...]]] = session.state.setdefault(_OFFERED, {})
+        offered[key] = (request.left_out, tuple(candidates))
+        memo = session.memo
+        for base in bases:
+            found = offered.get(base.memo_key)
+            if (
+                found is None
+                or memo is None
+                or found[0] != request.left_out
+                or len(found[1]) != len(candidates)
+                or not _extends(session, base.memo_key, key, request)
+                or not all(map(is_, found[1], candidates))
+            ):
+                continue
+            kept = memo.get(base.memo_key)
+            if kept is None:
+                continue
+            result, vetoes = kept
+            counter = session.registry.vetoes
+            for plugin, count in vetoes:
+                counter[plugin] += count
+            return SearchResult(
+                list(result.victims),
+                result.allow_borrowing,
+                result.level,
+                result.vetoed_by,
+                result.message,
+                list(result.lines),
+                silent=result.silent,
+            )
+        return None
+
+    return collected
+
+
+def _extends(session: Session, base: Key, key: Key, request: VictimSearch) -> bool:
+    """Whether the search of ``key`` asks, in the state the search of ``base`` was run in,
+    for what that one asked plus flavor-resources that fit the leaf's Available and
+    nominal; both without node targets and needing the same flavor-resources."""
+    # Everything but the usage: the preemptor, the leaf, the needed flavor-resources, the
+    # targets and the state (memo.memo_key).
+    if base[:_USAGE] != key[:_USAGE] or base[_USAGE + 1 :] != key[_USAGE + 1 :]:
+        return False
+    asked = dict(base[_USAGE])
+    usage = request.usage
+    if len(asked) >= len(usage):
+        return False
+    leaf = request.leaf
+    accounting = session.accounting
+    used = accounting.usage[leaf.index]
+    nominal = leaf.subtree
+    for fr, amount in usage.items():
+        had = asked.pop(fr, None)
+        if had is not None:
+            if had != amount:
+                return False
+        elif (
+            fr in request.needed
+            or amount > accounting.available(leaf, fr)
+            or used.get(fr, 0) + amount > nominal.get(fr, 0)
+        ):
+            return False
+    return not asked

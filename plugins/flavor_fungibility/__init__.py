@@ -163,7 +163,7 @@ def assign_flavors(session: Session, workload: Workload) -> Assignment | None:
     # One podSet and one resource group: the option chosen is the whole request, and its
     # search is the one finish_assignment would run; it is asked again from the memo.
     only = options[0] if len(options) == 1 else None
-    return finish_assignment(session, assignment, only, again=True)
+    return finish_assignment(session, assignment, only, again=True, chosen=options)
 
 
 def preference_of(fungibility: FlavorFungibility, config: Config) -> str:

@@ -51,3 +51,50 @@ def test_a_second_preemptor_asking_the_same_gets_the_kept_candidates(monkeypatch
     session.statement.commit()
     assert ask("later", 7) == first
     assert collected == ["other", "other"]
+
+
+def test_the_queues_above_nominal_are_read_once_per_commit_of_the_tree(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which sibling queues are above nominal is read from the committed usage once per
+    cohort, needed flavor-resources and epoch of the tree, for the searches of every queue
+    of the tree; a commit that lifts a sibling above its nominal makes the next search
+    offer its units."""
+    policy = PreemptionPolicy(reclaim_within_cohort="Any", borrow_within_cohort="Never")
+    queues = [
+        cohort("all"),
+        queue("me", "all", cpu=1, preemption=policy),
+        queue("you", "all", cpu=1, preemption=policy),
+        queue("over", "all", cpu=1),
+        queue("under", "all", cpu=2),
+    ]
+    running = [
+        workload("o1", "over", 1, created=1, admitted=True),
+        workload("o2", "over", 1, created=2, admitted=True),
+        workload("u1", "under", 2, created=3, admitted=True),
+    ]
+    session = open_session(inventory(queues, running), PLUGINS, 1_000_000)
+    leaves = session.snapshot.tree.leaves
+    answers: list[list[Any]] = []
+    real = cohort_reclaim._above
+
+    def keeping(*args: Any) -> Any:
+        found = real(*args)
+        answers.append(found)
+        return found
+
+    monkeypatch.setattr(cohort_reclaim, "_above", keeping)
+
+    def ask(name: str, queue_name: str) -> list[str]:
+        preemptor = workload(name, queue_name, 1, priority=5, created=9)
+        request = VictimSearch(preemptor, leaves[queue_name], {CPU: 1000}, frozenset({CPU}))
+        return sorted(c.workload.name for c in cohort_reclaim.preemption_candidates(session, preemptor, request))
+
+    assert ask("mine", "me") == ["o1", "o2"]  # "under" uses no more than its nominal
+    assert ask("yours", "you") == ["o1", "o2"]
+    # One reading of the cohort's children for both queues' searches: the same list.
+    assert [[q.name for q in found] for found in answers] == [["over"], ["over"]]
+    assert answers[0] is answers[1]
+    # A commit to the tree puts "under" above its nominal: read again, and offered.
+    session.statement.add_usage(leaves["under"], {CPU: 1000})
+    session.statement.commit()
+    assert ask("again", "me") == ["o1", "o2", "u1"]
+    assert [q.name for q in answers[2]] == ["over", "under"]
