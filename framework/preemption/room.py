@@ -250,8 +250,9 @@ class FreedRoom:
 
     def _change(self, node: str, requests: Mapping[str, int], sign: int) -> None:
         """Several pod sets: the room of every node is kept (the earlier pod sets are
-        placed anywhere), and each live count follows it. Taking room back from a node
-        that takes none of a pod set's pods leaves it taking none."""
+        placed anywhere), and each live count follows it (one: :meth:`_follow` and
+        :meth:`_follow_back`). Taking room back from a node that takes none of a pod
+        set's pods leaves it taking none."""
         free = self.free.get(node)
         if free is None:
             return  # not a node of the snapshot: the placements ignore it too
@@ -265,20 +266,6 @@ class FreedRoom:
             return
         totals = self.totals
         counted = self.counted
-        if len(live) == 1:
-            tally = live[0]
-            seen = counted[0]
-            was = seen.get(node)
-            if was is None:
-                was = tally.on(node, free, extra)
-            for resource, amount in requests.items():
-                extra[resource] = extra.get(resource, 0) + sign * amount
-            if sign < 0 and not was:
-                seen[node] = 0
-                return
-            now = seen[node] = tally.on(node, free, extra)
-            totals[0] += now - was
-            return
         before = []
         for i, tally in enumerate(live):
             known = counted[i].get(node)
