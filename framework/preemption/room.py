@@ -39,7 +39,8 @@ from ..session import Candidate, Session
 
 __all__ = ["FreedRoom"]
 
-_GPU_ONE, _GPU_TWO = GPU_KINDS  # the GPU kinds a node's GPUs sum (``PodTally``)
+# The two GPU kinds a node's GPUs sum (``PodTally``; ``model.GPU_RESOURCES``).
+_GPU_ONE, _GPU_TWO = GPU_KINDS
 
 
 class FreedRoom:
