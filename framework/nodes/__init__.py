@@ -23,6 +23,7 @@ with the same filters and order, so its answer is the one a fresh index gives.
 
 from .placements import Placements
 from .pool import (
+    GPU_KINDS,
     NodePool,
     PodTally,
     flavor_taints_tolerated,
@@ -33,6 +34,7 @@ from .pool import (
 )
 
 __all__ = [
+    "GPU_KINDS",
     "NodePool",
     "Placements",
     "PodTally",

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from ..model import GPU_RESOURCES, Flavor, Node, PodSet, Taint, Toleration, tolerates
 
 __all__ = [
+    "GPU_KINDS",
     "NodePool",
     "PodTally",
     "flavor_taints_tolerated",
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 _BLOCKING = ("NoSchedule", "NoExecute")
-_GPU_KINDS = tuple(sorted(GPU_RESOURCES))  # summed in a fixed order (sums of ints)
+GPU_KINDS = tuple(sorted(GPU_RESOURCES))  # summed in a fixed order (sums of ints)
 
 
 def gpu_amount(amounts: Mapping[str, int]) -> int:
@@ -189,7 +190,7 @@ class PodTally:
         if extra:
             more = extra.get
             gpus = 0
-            for resource in _GPU_KINDS:
+            for resource in GPU_KINDS:
                 gpus += get(resource, 0) + more(resource, 0)
             if gpus < self.gpus or get("cpu", 0) + more("cpu", 0) < self.cpu:
                 return 0
@@ -202,7 +203,7 @@ class PodTally:
                     return 0
         else:
             gpus = 0
-            for resource in _GPU_KINDS:
+            for resource in GPU_KINDS:
                 gpus += get(resource, 0)
             if gpus < self.gpus or get("cpu", 0) < self.cpu:
                 return 0

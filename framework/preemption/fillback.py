@@ -32,6 +32,7 @@ step-by-step fill-back asks them (nothing a plugin is asked depends on a skipped
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import ge, sub
 from typing import Protocol
 
 from ..model import FR, PodSet
@@ -82,12 +83,11 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     statement = session.statement
     targets = walk.targets
     leaf = walk.leaf
-    # Workloads whose remainder (a victim that is not a single pod) is in the set.
-    remainders: dict[int, int] = {}
-    for v in victims:
-        if not v.single_pod:
-            remainders[id(v.workload)] = remainders.get(id(v.workload), 0) + 1
+    # Workloads whose remainder (a victim that is not a single pod) is in the set: counted
+    # when a single pod is first met (most sets have none), from the victims left then.
+    remainders: dict[int, int] | None = None
     frs = tuple(walk.usage)
+    zeros = (0,) * len(frs)
     entries = Entries(walk.path, leaf, frs)
     entry_of = entries.known
     # Per entry and flavor-resource of the request (in its order), the least usage whose
@@ -98,24 +98,21 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     saved: tuple[int, ...] = ()
     for i in range(len(victims) - 2, -1, -1):
         victim = victims[i]
-        if victim.single_pod and remainders.get(id(victim.workload)):
-            continue  # its remainder is gone: the pod cannot stay on its own
+        if victim.single_pod:
+            if remainders is None:
+                remainders = _remainders(victims)
+            if remainders.get(id(victim.workload)):
+                continue  # its remainder is gone: the pod cannot stay on its own
         usage = victim.usage
         entry = entry_of.get(victim.leaf)
         if entry is None:
             entry = entries.of(victim.leaf)
+        shape = tuple(map(usage.get, frs, zeros))
         least = failed.get(entry)
         if least is None:
             least = failed[entry] = list(none_failed)
-        else:
-            fails = False
-            for fr, known in zip(frs, least, strict=True):
-                if usage.get(fr, 0) >= known:
-                    fails = True  # it fails the test of that flavor-resource
-                    break
-            if fails:
-                continue
-        shape = tuple([usage.get(fr, 0) for fr in frs])
+        elif any(map(ge, shape, least)):
+            continue  # it fails the test of a flavor-resource (no less than a failed one)
         own = victim.leaf is leaf
         if own and not allow_borrowing and not covers(nominal, shape):
             # The test within nominal fails: its slack is exact (``bound.py``).
@@ -128,8 +125,8 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
         # still needs (most of them) costs no node change.
         if sure:
             kept = (
-                tuple([room - put for room, put in zip(slack, shape, strict=True)]),
-                tuple([room - put for room, put in zip(nominal, shape, strict=True)]) if own else nominal,
+                tuple(map(sub, slack, shape)),
+                tuple(map(sub, nominal, shape)) if own else nominal,
             )
         else:
             short = walk._short(allow_borrowing)
@@ -153,7 +150,7 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
                 continue
         if not walk.filters or walk._scenario_ok(victims[:i] + victims[i + 1 :], veto=False):
             del victims[i]
-            if not victim.single_pod:
+            if remainders is not None and not victim.single_pod:
                 remainders[id(victim.workload)] -= 1
             slack, nominal = kept
             continue
@@ -193,8 +190,18 @@ class Entries:
 
 
 def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
-    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource."""
-    return all(mine >= other for mine, other in zip(shape, smaller, strict=True))
+    """Whether ``shape`` uses at least ``smaller`` of every flavor-resource (both have one
+    place per flavor-resource of the request)."""
+    return all(map(ge, shape, smaller))
+
+
+def _remainders(victims: list[Candidate]) -> dict[int, int]:
+    """Per workload (by id), how many of ``victims`` are not single pods."""
+    counts: dict[int, int] = {}
+    for v in victims:
+        if not v.single_pod:
+            counts[id(v.workload)] = counts.get(id(v.workload), 0) + 1
+    return counts
 
 
 def _remember(least: list[int], shape: tuple[int, ...], short: int) -> None:

@@ -11,8 +11,10 @@ the walk's state is the placements' plus ``extra``. For each pod set placed on
 nodes it follows how many of its pods the nodes take (a :class:`~..nodes.PodTally`):
 that number is a sum over the nodes, so freeing or taking back room on a node
 changes it by what that node takes after less what it took before, and only the
-victims' nodes are judged again. The count starts from one scan of the flavor, when
-the quota first fits; a pod set whose pods all fit then fits at every later step,
+victims' nodes are judged again, and of those only the ones whose room reaches the
+pods' GPUs and cpu (the tally's first filters, asked on the room itself: most of what
+a walk frees is cpu on nodes whose GPUs stay taken). The count starts from one scan of
+the flavor, when the quota first fits; a pod set whose pods all fit then fits at every later step,
 since the walk never leaves less room than it started with (victims only free room;
 fill-back takes back only what they freed), and is not followed.
 
@@ -32,10 +34,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..model import PodSet, Toleration
-from ..nodes import PodTally, pod_terms
+from ..nodes import GPU_KINDS, PodTally, pod_terms
 from ..session import Candidate, Session
 
 __all__ = ["FreedRoom"]
+
+# The two GPU kinds a node's GPUs sum (``PodTally``; ``model.GPU_RESOURCES``).
+_GPU_ONE, _GPU_TWO = GPU_KINDS
 
 
 class FreedRoom:
@@ -95,40 +100,83 @@ class FreedRoom:
         if not self.started:
             self._start()
         live = self.live
-        if not self.exact:
+        if self.exact:
+            if live:  # else the pods fit from the start: nothing to follow
+                self._follow(victims, self.known, False)
+        elif len(live) == 1:
+            self._follow(victims, self.counted[0], True)
+        elif not live:
+            self._keep(victims)
+        else:
             change = self._change
             for victim in victims:
                 for node, requests in victim.room:
                     change(node, requests, 1)
-            return
-        if not live:
-            return  # the pods fit from the start: nothing to follow
-        tally = live[0]
-        on = tally.takes  # the nodes it is asked about serve its flavor
+
+    def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
+        """:meth:`give` when one pod set is followed (``known``: the pods each node the
+        walk touched takes now). ``keep_all``: several pod sets, so the room of every node
+        is kept; else only that of the followed pod set's nodes (one pod set: the pods
+        never go elsewhere).
+
+        Most of the room a walk frees does not make a node take a pod (a GPU pod's node
+        stays short of GPUs while cpu-only victims leave it): a node short of the pods'
+        GPUs or cpu takes none (the tally's first filters), which is asked here on its
+        room before the tally is."""
+        tally = self.live[0]
         member = tally.index
         node_flavors = tally.node_flavors
+        takes = tally.takes
+        gpus = tally.gpus
+        cpu = tally.cpu
         all_free = self.free
         all_extra = self.extra
-        known = self.known
         total = self.totals[0]
         for victim in victims:
             for node, requests in victim.room:
                 if member not in node_flavors.get(node, ()):
-                    continue  # the pods never go there: its room is not followed
+                    if keep_all:
+                        self._keep_one(node, requests)
+                    continue  # the pods never go there
                 free = all_free[node]
-                before = known.get(node)
                 extra = all_extra.get(node)
                 if extra is None:
                     extra = all_extra[node] = {}
-                    if before is None:
-                        before = on(node, free, None)
-                elif before is None:
-                    before = on(node, free, extra)
+                before = known.get(node)
+                if before is None:
+                    held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
+                    held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
+                    if held < gpus or free.get("cpu", 0) + extra.get("cpu", 0) < cpu:
+                        before = 0
+                    else:
+                        before = takes(node, free, extra)
                 for resource, amount in requests.items():
                     extra[resource] = extra.get(resource, 0) + amount
-                after = known[node] = on(node, free, extra)
-                total += after - before
+                held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
+                held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
+                if held < gpus or free.get("cpu", 0) + extra.get("cpu", 0) < cpu:
+                    known[node] = 0
+                    total -= before
+                else:
+                    after = known[node] = takes(node, free, extra)
+                    total += after - before
         self.totals[0] = total
+
+    def _keep(self, victims: Sequence[Candidate]) -> None:
+        """:meth:`give` with several pod sets and none followed: the room is only kept."""
+        keep = self._keep_one
+        for victim in victims:
+            for node, requests in victim.room:
+                keep(node, requests)
+
+    def _keep_one(self, node: str, requests: Mapping[str, int]) -> None:
+        if node not in self.free:
+            return  # not a node of the snapshot: the placements ignore it too
+        extra = self.extra.get(node)
+        if extra is None:
+            extra = self.extra[node] = {}
+        for resource, amount in requests.items():
+            extra[resource] = extra.get(resource, 0) + amount
 
     def take_back(self, victim: Candidate) -> None:
         """Take back the room ``victim`` freed (fill-back puts it back).
@@ -137,6 +185,9 @@ class FreedRoom:
         only takes room back (and undoes its own steps), so a node that takes none keeps
         taking none, whatever is taken back from it."""
         if not self.exact:
+            if len(self.live) == 1:
+                self._follow_back(victim)
+                return
             change = self._change
             for node, requests in victim.room:
                 change(node, requests, -1)
@@ -162,10 +213,47 @@ class FreedRoom:
             took.append((node, requests, before))
         self.totals[0] = total
 
+    def _follow_back(self, victim: Candidate) -> None:
+        """:meth:`take_back` with several pod sets, one followed (see :meth:`_change`)."""
+        tally = self.live[0]
+        member = tally.index
+        node_flavors = tally.node_flavors
+        takes = tally.takes
+        gpus = tally.gpus
+        cpu = tally.cpu
+        all_free = self.free
+        all_extra = self.extra
+        seen = self.counted[0]
+        total = self.totals[0]
+        for node, requests in victim.room:
+            free = all_free.get(node)
+            if free is None:
+                continue  # not a node of the snapshot: the placements ignore it too
+            extra = all_extra.get(node)
+            if extra is None:
+                extra = all_extra[node] = {}
+            was = seen.get(node)
+            if was is None:
+                was = 0
+                if member in node_flavors.get(node, ()):
+                    held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
+                    held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
+                    if held >= gpus and free.get("cpu", 0) + extra.get("cpu", 0) >= cpu:
+                        was = takes(node, free, extra)
+            for resource, amount in requests.items():
+                extra[resource] = extra.get(resource, 0) - amount
+            if not was:
+                seen[node] = 0
+                continue
+            now = seen[node] = takes(node, free, extra)  # it took some: it serves the flavor
+            total += now - was
+        self.totals[0] = total
+
     def _change(self, node: str, requests: Mapping[str, int], sign: int) -> None:
         """Several pod sets: the room of every node is kept (the earlier pod sets are
-        placed anywhere), and each live count follows it. Taking room back from a node
-        that takes none of a pod set's pods leaves it taking none."""
+        placed anywhere), and each live count follows it (one: :meth:`_follow` and
+        :meth:`_follow_back`). Taking room back from a node that takes none of a pod
+        set's pods leaves it taking none."""
         free = self.free.get(node)
         if free is None:
             return  # not a node of the snapshot: the placements ignore it too
@@ -179,20 +267,6 @@ class FreedRoom:
             return
         totals = self.totals
         counted = self.counted
-        if len(live) == 1:
-            tally = live[0]
-            seen = counted[0]
-            was = seen.get(node)
-            if was is None:
-                was = tally.on(node, free, extra)
-            for resource, amount in requests.items():
-                extra[resource] = extra.get(resource, 0) + sign * amount
-            if sign < 0 and not was:
-                seen[node] = 0
-                return
-            now = seen[node] = tally.on(node, free, extra)
-            totals[0] += now - was
-            return
         before = []
         for i, tally in enumerate(live):
             known = counted[i].get(node)
