@@ -65,34 +65,11 @@ _ASSIGNABLE = frozenset({"defer_pods"})
 
 class Session:
     __slots__ = (
-        "_built",
-        "_notes",
-        "_preemptible",
-        "_quiet",
-        "_veto_reasons",
-        "_workload_keys",
-        "accounting",
-        "actions",
-        "counters",
-        "cross_queue_enabled",
-        "decisions",
-        "defer_pods",
-        "explaining",
-        "in_queue_enabled",
-        "memo",
-        "notes_added",
-        "now",
-        "placements",
-        "policy",
-        "registry",
-        "relied",
-        "snapshot",
-        "state",
-        "statement",
-        "taken",
-        "timings",
-        "unit_cache",
-        "workload_key",
+        "_built", "_notes", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
+        "accounting", "actions", "counters", "cross_queue_enabled", "decisions", "defer_pods",
+        "explaining", "in_queue_enabled", "memo", "notes_added", "now", "placements", "policy",
+        "registry", "relied", "snapshot", "state", "statement", "taken", "timings", "unit_cache",
+        "veto_horizon", "workload_key",
     )
 
     def __init__(
@@ -104,6 +81,7 @@ class Session:
         memo: bool = True,
         explain: bool = True,
     ) -> None:
+        object.__setattr__(self, "_built", False)  # read by __setattr__ without a miss
         unknown = [a for a in actions if a not in KNOWN_ACTIONS]
         if unknown:
             raise ValueError(f"unknown action(s) {unknown}; known: {list(KNOWN_ACTIONS)}")
@@ -145,14 +123,15 @@ class Session:
         self._preemptible: list[Impl] = []
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
-        self._quiet: set[str] = set()  # plugins that never veto in this session
+        self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
+        self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in _ASSIGNABLE and getattr(self, "_built", False):
+        if self._built and name not in _ASSIGNABLE:
             raise AttributeError(f"session attribute {name!r} is read-only")
         object.__setattr__(self, name, value)
 
@@ -190,8 +169,13 @@ class Session:
             return (*parts, w.created, *w.tiebreak)
 
         object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
+        quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
-        object.__setattr__(self, "_preemptible", [i for i in impls if i.plugin not in self._quiet])
+        asked = [i for i in impls if i.plugin not in quiet or quiet[i.plugin] is not None]
+        object.__setattr__(self, "_preemptible", asked)
+        horizons = [h for i in asked if (h := quiet.get(i.plugin)) is not None]
+        if asked and len(horizons) == len(asked):
+            object.__setattr__(self, "veto_horizon", min(horizons))
         object.__setattr__(self, "policy", Policy(self.registry, self))
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
@@ -335,10 +319,14 @@ class Session:
             statement.last_fit = (key, fits, targets)
         return fits
 
-    def never_vetoes(self, plugin: str) -> None:
+    def never_vetoes(self, plugin: str, *, unless_admitted_after: int | None = None) -> None:
         """Said by ``plugin`` in ``session_open``: its ``is_preemptible`` allows every
-        candidate of this session. It is then not asked (``preemption/search.py``)."""
-        self._quiet.add(plugin)
+        candidate of this session. It is then not asked (``preemption/search.py``). With
+        ``unless_admitted_after``, it is still asked, but promises to allow, with no other
+        effect, every candidate already evicted or whose workload was admitted at or
+        before that time (or has no admission time): when every plugin asked has said so,
+        the earliest such time is :attr:`veto_horizon`."""
+        self._quiet[plugin] = unless_admitted_after
 
     @property
     def may_veto(self) -> bool:

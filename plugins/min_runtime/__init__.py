@@ -293,9 +293,13 @@ def plugin_config_schema() -> type[Config]:
 @hookimpl
 def session_open(session: Session) -> None:
     session.state.pop(NAME, None)
-    if _state(session).longest == 0:
+    state = _state(session)
+    if state.longest == 0:
         # No window anywhere: every candidate is preemptible and no scenario is filtered.
         session.never_vetoes(NAME)
+    else:
+        # is_preemptible allows at once, with no note, a candidate outside the longest window.
+        session.never_vetoes(NAME, unless_admitted_after=state.fresh_after)
 
 
 @hookimpl
