@@ -120,7 +120,7 @@ class Session:
         self.in_queue_enabled = "preempt" in self.actions
         self.cross_queue_enabled = split or ("preempt" in self.actions)
         self._workload_keys: dict[str, tuple[Any, ...]] = {}
-        self._preemptible: list[Impl] = []
+        self._preemptible: list[tuple[str, Callable[..., Any]]] = []  # see open()
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
         self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
@@ -172,7 +172,8 @@ class Session:
         quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
         asked = [i for i in impls if i.plugin not in quiet or quiet[i.plugin] is not None]
-        object.__setattr__(self, "_preemptible", asked)
+        # Each called with the four values in place: no argument map per candidate.
+        object.__setattr__(self, "_preemptible", [(i.plugin, _positional(i)) for i in asked])
         horizons = [h for i in asked if (h := quiet.get(i.plugin)) is not None]
         if asked and len(horizons) == len(asked):
             object.__setattr__(self, "veto_horizon", min(horizons))
@@ -216,28 +217,21 @@ class Session:
         A plugin that raises, or answers anything but a bool or ``None``, vetoes (fail
         safe) and is counted as failed.
         """
-        impls = self._preemptible
-        if not impls:
-            return None
-        # One argument map for every plugin: Impl.call hands each only its values.
-        arguments = {"session": self, "action": action, "preemptor": preemptor, "preemptee": candidate}
-        for impl in impls:
+        for plugin, asked in self._preemptible:
             try:
-                ok = impl.call(arguments)
+                ok = asked(self, action, preemptor, candidate)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
-                self.registry.record_failure(impl.plugin, "is_preemptible", exc)
-                return impl.plugin
+                self.registry.record_failure(plugin, "is_preemptible", exc)
+                return plugin
             if ok is True or ok is None:
                 continue
             if ok is False:
-                self.registry.vetoes[impl.plugin] += 1
+                self.registry.vetoes[plugin] += 1
             else:
-                self.registry.record_failure(
-                    impl.plugin, "is_preemptible", bad_answer(ok, "a bool or None")
-                )
-            return impl.plugin
+                self.registry.record_failure(plugin, "is_preemptible", bad_answer(ok, "a bool or None"))
+            return plugin
         return None
 
     def plugin_assignment(self, workload: Workload) -> Assignment | None:
@@ -358,6 +352,17 @@ class Session:
 
     def _notify_evict(self, workload: Workload, count: int | None) -> None:
         self.registry.call_all("on_evict", session=self, workload=workload, count=count)
+
+
+_PREEMPTIBLE_ARGS = ("session", "action", "preemptor", "preemptee")
+
+
+def _positional(impl: Impl) -> Callable[..., Any]:
+    """``impl``'s ``is_preemptible`` called with (session, action, preemptor, preemptee)."""
+    if impl.argnames == _PREEMPTIBLE_ARGS:
+        return impl.function
+    call = impl.call
+    return lambda s, a, p, c: call({"session": s, "action": a, "preemptor": p, "preemptee": c})
 
 
 def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:

@@ -278,3 +278,24 @@ def test_hopeless_walks_cut_at_the_veto_horizon_decide_as_whole_walks(seed: int)
     assert assert_same_decisions(cut[0], plain[0], snapshot(objects, NOW).workloads) >= 0
     assert cut[2] == plain[2]
     assert not cut[3]
+
+
+def test_a_plugin_taking_only_some_arguments_of_is_preemptible_is_still_asked() -> None:
+    """The session calls each plugin's ``is_preemptible`` with the four values in place;
+    one that takes only ``preemptee`` (pluggy allows a subset) gets just that, and its
+    refusal of ``fresh`` stands: ``high``'s search, hopeless, names the veto."""
+    asked: list[str] = []
+
+    class Named:
+        MEMO_SAFE = True
+
+        @hookimpl
+        def is_preemptible(self, preemptee: Any) -> bool:
+            asked.append(preemptee.key)
+            return preemptee.key != "ns/fresh"
+
+    registry = Registry([("priority", priority, None), ("named", Named(), None)])
+    decisions = run_session(snapshot(_cut_cluster(), NOW), registry)
+    assert "no set of preemptible victims frees enough room (vetoed by named)" in decisions.to_json()
+    assert dict(registry.vetoes) == {"named": 1}
+    assert asked == ["ns/fresh", "ns/old1", "ns/old2"]
