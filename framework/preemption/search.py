@@ -97,6 +97,9 @@ def find_minimal(
         silent = not (session.may_veto or search.filters)
         if not silent:
             sort_candidates(candidates, order_for(session, preemptor))
+            horizon = session.veto_horizon
+            if horizon is not None and not search.filters:
+                candidates = candidates[: _asked_up_to(candidates, horizon)]
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
@@ -112,3 +115,22 @@ def find_minimal(
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+
+
+def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:
+    """How many of the ordered candidates a hopeless walk without scenario filters must
+    still visit: up to the last one a plugin may refuse (not evicted, admitted after
+    ``horizon``, see :meth:`Session.never_vetoes`).
+
+    Such a walk tells the plugins only which candidates reach ``is_preemptible``, and
+    whether a candidate does depends only on the candidates before it (the victims
+    accepted so far, the lender tests they change). Past the last one a plugin may
+    refuse, each visit is answered "allowed" with no effect, and the attempt ends
+    without a fit test and is rolled back: those visits tell nobody anything, in either
+    attempt (the same list, the same verdicts)."""
+    for i in range(len(candidates) - 1, -1, -1):
+        candidate = candidates[i]
+        admitted_at = candidate.workload.admitted_at
+        if admitted_at is not None and admitted_at > horizon and not candidate.evicted:
+            return i + 1
+    return 0

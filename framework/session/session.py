@@ -65,34 +65,11 @@ _ASSIGNABLE = frozenset({"defer_pods"})
 
 class Session:
     __slots__ = (
-        "_built",
-        "_notes",
-        "_preemptible",
-        "_quiet",
-        "_veto_reasons",
-        "_workload_keys",
-        "accounting",
-        "actions",
-        "counters",
-        "cross_queue_enabled",
-        "decisions",
-        "defer_pods",
-        "explaining",
-        "in_queue_enabled",
-        "memo",
-        "notes_added",
-        "now",
-        "placements",
-        "policy",
-        "registry",
-        "relied",
-        "snapshot",
-        "state",
-        "statement",
-        "taken",
-        "timings",
-        "unit_cache",
-        "workload_key",
+        "_built", "_notes", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
+        "accounting", "actions", "counters", "cross_queue_enabled", "decisions", "defer_pods",
+        "explaining", "in_queue_enabled", "memo", "notes_added", "now", "placements", "policy",
+        "registry", "relied", "snapshot", "state", "statement", "taken", "timings", "unit_cache",
+        "veto_horizon", "workload_key",
     )
 
     def __init__(
@@ -104,6 +81,7 @@ class Session:
         memo: bool = True,
         explain: bool = True,
     ) -> None:
+        object.__setattr__(self, "_built", False)  # read by __setattr__ without a miss
         unknown = [a for a in actions if a not in KNOWN_ACTIONS]
         if unknown:
             raise ValueError(f"unknown action(s) {unknown}; known: {list(KNOWN_ACTIONS)}")
@@ -142,17 +120,18 @@ class Session:
         self.in_queue_enabled = "preempt" in self.actions
         self.cross_queue_enabled = split or ("preempt" in self.actions)
         self._workload_keys: dict[str, tuple[Any, ...]] = {}
-        self._preemptible: list[Impl] = []
+        self._preemptible: list[tuple[str, Callable[..., Any]]] = []  # see open()
         self._veto_reasons: dict[str, str] = {}
         self._notes: dict[str, dict[str, str]] = {}
-        self._quiet: set[str] = set()  # plugins that never veto in this session
+        self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
+        self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in _ASSIGNABLE and getattr(self, "_built", False):
+        if self._built and name not in _ASSIGNABLE:
             raise AttributeError(f"session attribute {name!r} is read-only")
         object.__setattr__(self, name, value)
 
@@ -190,8 +169,14 @@ class Session:
             return (*parts, w.created, *w.tiebreak)
 
         object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
+        quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
-        object.__setattr__(self, "_preemptible", [i for i in impls if i.plugin not in self._quiet])
+        asked = [i for i in impls if i.plugin not in quiet or quiet[i.plugin] is not None]
+        # Each called with the four values in place: no argument map per candidate.
+        object.__setattr__(self, "_preemptible", [(i.plugin, _positional(i)) for i in asked])
+        horizons = [h for i in asked if (h := quiet.get(i.plugin)) is not None]
+        if asked and len(horizons) == len(asked):
+            object.__setattr__(self, "veto_horizon", min(horizons))
         object.__setattr__(self, "policy", Policy(self.registry, self))
         for name in self.registry.names:
             plugin = self.registry.pm.get_plugin(name)
@@ -232,28 +217,21 @@ class Session:
         A plugin that raises, or answers anything but a bool or ``None``, vetoes (fail
         safe) and is counted as failed.
         """
-        impls = self._preemptible
-        if not impls:
-            return None
-        # One argument map for every plugin: Impl.call hands each only its values.
-        arguments = {"session": self, "action": action, "preemptor": preemptor, "preemptee": candidate}
-        for impl in impls:
+        for plugin, asked in self._preemptible:
             try:
-                ok = impl.call(arguments)
+                ok = asked(self, action, preemptor, candidate)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
-                self.registry.record_failure(impl.plugin, "is_preemptible", exc)
-                return impl.plugin
+                self.registry.record_failure(plugin, "is_preemptible", exc)
+                return plugin
             if ok is True or ok is None:
                 continue
             if ok is False:
-                self.registry.vetoes[impl.plugin] += 1
+                self.registry.vetoes[plugin] += 1
             else:
-                self.registry.record_failure(
-                    impl.plugin, "is_preemptible", bad_answer(ok, "a bool or None")
-                )
-            return impl.plugin
+                self.registry.record_failure(plugin, "is_preemptible", bad_answer(ok, "a bool or None"))
+            return plugin
         return None
 
     def plugin_assignment(self, workload: Workload) -> Assignment | None:
@@ -335,10 +313,14 @@ class Session:
             statement.last_fit = (key, fits, targets)
         return fits
 
-    def never_vetoes(self, plugin: str) -> None:
+    def never_vetoes(self, plugin: str, *, unless_admitted_after: int | None = None) -> None:
         """Said by ``plugin`` in ``session_open``: its ``is_preemptible`` allows every
-        candidate of this session. It is then not asked (``preemption/search.py``)."""
-        self._quiet.add(plugin)
+        candidate of this session. It is then not asked (``preemption/search.py``). With
+        ``unless_admitted_after``, it is still asked, but promises to allow, with no other
+        effect, every candidate already evicted or whose workload was admitted at or
+        before that time (or has no admission time): when every plugin asked has said so,
+        the earliest such time is :attr:`veto_horizon`."""
+        self._quiet[plugin] = unless_admitted_after
 
     @property
     def may_veto(self) -> bool:
@@ -370,6 +352,17 @@ class Session:
 
     def _notify_evict(self, workload: Workload, count: int | None) -> None:
         self.registry.call_all("on_evict", session=self, workload=workload, count=count)
+
+
+_PREEMPTIBLE_ARGS = ("session", "action", "preemptor", "preemptee")
+
+
+def _positional(impl: Impl) -> Callable[..., Any]:
+    """``impl``'s ``is_preemptible`` called with (session, action, preemptor, preemptee)."""
+    if impl.argnames == _PREEMPTIBLE_ARGS:
+        return impl.function
+    call = impl.call
+    return lambda s, a, p, c: call({"session": s, "action": a, "preemptor": p, "preemptee": c})
 
 
 def order_for(session: Session, preemptor: Workload) -> Callable[[Candidate], tuple[Any, ...]]:

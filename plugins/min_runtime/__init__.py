@@ -24,7 +24,9 @@ scenario that would take a still-protected elastic workload below its
 Cost: ``is_preemptible`` runs once per candidate of every victim search. The
 session's longest possible window is known at open, so a candidate admitted
 longer ago than that (or with no window at all) is answered with two integer
-operations. A recently admitted candidate's answer depends only on its workload,
+operations, and the session is told so at open (``session.never_vetoes`` with
+``unless_admitted_after``): a walk the quota bound proves hopeless then stops after
+the last candidate admitted later. A recently admitted candidate's answer depends only on its workload,
 the two leaves and the action (the clock is the session's), so it is worked out
 once per session for each (preemptor leaf, action) and victim workload and kept
 in a row keyed by the workload's identity; every call still tells its preemptor
@@ -293,9 +295,13 @@ def plugin_config_schema() -> type[Config]:
 @hookimpl
 def session_open(session: Session) -> None:
     session.state.pop(NAME, None)
-    if _state(session).longest == 0:
+    state = _state(session)
+    if state.longest == 0:
         # No window anywhere: every candidate is preemptible and no scenario is filtered.
         session.never_vetoes(NAME)
+    else:
+        # is_preemptible allows at once, with no note, a candidate outside the longest window.
+        session.never_vetoes(NAME, unless_admitted_after=state.fresh_after)
 
 
 @hookimpl
