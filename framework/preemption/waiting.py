@@ -233,12 +233,33 @@ class Leading:
         if stop == len(self.accepted) and self.end < 0 and len(self.cands) < len(candidates):
             self._read(candidates, allow_borrowing, need)
             stop = self._stop(need)
-        if stop == 0:
+        ended = stop == len(self.accepted)  # no candidate read leaves the request short
+        found = self._taken(stop, chain_of, all_usage)
+        if found is None:
+            # A shorter run: the longest the lender test is known to pass for (a run
+            # known to pass stays known when cut, as less is taken under each node).
+            ended = False
+            low, high = 0, stop  # the run of ``low`` is known, that of ``high`` is not
+            while high - low > 1:
+                mid = (low + high) // 2
+                if self._taken(mid, chain_of, all_usage) is None:
+                    high = mid
+                else:
+                    low = mid
+            stop = low
+            found = self._taken(stop, chain_of, all_usage) if stop else None
+        if not stop or found is None:
             return 0, [], {}
-        if stop < len(self.accepted):
-            count = self.at[stop]
-        else:
-            count = self.end if self.end >= 0 else len(candidates)
+        if not ended:
+            return self.at[stop], self.accepted[:stop], found
+        # The run ends at an elastic remainder, or with the candidates.
+        return (self.end if self.end >= 0 else len(candidates)), self.accepted[:stop], found
+
+    def _taken(
+        self, stop: int, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]
+    ) -> dict[QuotaNode, dict[FR, int]] | None:
+        """The whole usage per queue of the first ``stop`` accepted candidates, or ``None``
+        when the lender test is not known to pass for all of them."""
         by_leaf: dict[QuotaNode, dict[FR, int]] = {}
         under: Pending = {}
         needed = self.needed
@@ -247,8 +268,7 @@ class Leading:
             if not taken:
                 continue
             summed = by_leaf[leaf] = {fr: sums[taken - 1] for fr, sums in self.leaf_sums[leaf].items()}
-            patterns = self.patterns.get(leaf)
-            if patterns is None:
+            if leaf not in self.patterns:
                 continue
             amounts = [(fr, summed[fr]) for fr in needed if summed.get(fr)]
             for node in chain_of(leaf):
@@ -263,8 +283,8 @@ class Leading:
                 if first < stop:
                     held = [fr for fr in needed if fr in holds]
                     if not lender_gives_anyway(all_usage, chain_of(leaf), held, under):
-                        return 0, [], {}
-        return count, self.accepted[:stop], by_leaf
+                        return None
+        return by_leaf
 
 
 _LEADING = "_leading_runs"  # in ``session.state``: (leaf index, needed, borrowing) -> Leading

@@ -199,14 +199,18 @@ def test_a_later_walk_of_the_queue_reads_only_the_candidates_it_does_not_share()
     assert _Counted.reads == 0
 
 
-def test_a_run_the_lender_test_may_refuse_within_is_not_taken_at_once() -> None:
+def test_a_run_the_lender_test_may_refuse_within_is_cut_where_the_test_is_known_to_pass() -> None:
     tree, _, usage = _lenders()
-    # b lends down to its nominal after 39 of its cores: a run of 40 of b's is not known.
+    # b (40 cores used, 1 nominal) stays above its nominal with up to 38 of its cores taken.
     units = _units(tree, [f"b{i:02d}" for i in range(45)])
     leading = Leading(frozenset({CPU}))
-    assert leading.run(units, True, [(CPU, 41_000)], _chains(tree), usage) == (0, [], {})
-    count, victims, _ = leading.run(units, True, [(CPU, 39_000)], _chains(tree), usage)
-    assert (count, len(victims)) == (38, 38)
+    count, victims, by_leaf = leading.run(units, True, [(CPU, 41_000)], _chains(tree), usage)
+    assert (count, victims, by_leaf) == (38, units[:38], {tree.nodes["b"]: {CPU: 38_000}})
+    count, victims, _ = leading.run(units, True, [(CPU, 30_000)], _chains(tree), usage)
+    assert (count, victims) == (29, units[:29])
+    # Nothing is known when b is within its nominal from the start.
+    usage[tree.nodes["b"].index] = {CPU: 1_000}
+    assert leading.run(units, True, [(CPU, 30_000)], _chains(tree), usage) == (0, [], {})
 
 
 # -- the kept victim order -----------------------------------------------------------------
