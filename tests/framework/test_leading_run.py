@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR, PreemptionPolicy, Workload
+from preemptd.framework.objects import parse_objects
 from preemptd.framework.preemption import search, walk
 from preemptd.framework.preemption.kept import sort_kept
 from preemptd.framework.preemption.waiting import Leading
 from preemptd.framework.quota import QuotaNode, QuotaTree
-from preemptd.framework.objects import parse_objects
 from preemptd.framework.run import run_session
 from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate, Registry, sort_candidates
 from preemptd.framework.session.candidates import base_order
