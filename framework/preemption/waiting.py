@@ -24,7 +24,7 @@ from ..model import FR
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate
 
-__all__ = ["Leading", "forget", "leading_run", "lender_gives_anyway", "remember"]
+__all__ = ["WORTH", "Leading", "forget", "leading_run", "lender_gives_anyway", "remember", "walked"]
 
 Pending = dict[QuotaNode, dict[FR, int]]
 # A queue and the cohorts above it off the preemptor's path, up to its top (the last).
@@ -101,10 +101,16 @@ class Leading:
     """The kept leading run of one (leaf, needed flavor-resources, borrowing) in a session
     (see the notes above)."""
 
-    __slots__ = ("accepted", "at", "cands", "end", "leaf_at", "leaf_sums", "needed", "patterns", "sums")
+    __slots__ = (
+        "accepted", "at", "cands", "end", "leaf_at", "leaf_sums", "misses", "needed", "patterns", "sums", "wait",
+    )
 
     def __init__(self, needed: frozenset[FR]) -> None:
         self.needed = needed
+        # How many walks of this key go step by step before one tries a run again (the
+        # first does: see ``WORTH``), and how many runs in a row came out short.
+        self.wait = 2
+        self.misses = 0
         self.cands: list[Candidate] = []  # the candidates read so far, in walk order
         self.end = -1  # the place in ``cands`` of an elastic remainder (ends every run)
         self.accepted: list[Candidate] = []  # those the walk accepts, in order
@@ -248,6 +254,11 @@ class Leading:
                     low = mid
             stop = low
             found = self._taken(stop, chain_of, all_usage) if stop else None
+        if stop >= WORTH and found is not None:
+            self.misses = 0
+        else:
+            self.misses += 1
+            self.wait = 1 << min(self.misses, 5)
         if not stop or found is None:
             return 0, [], {}
         if not ended:
@@ -289,6 +300,32 @@ class Leading:
 
 _LEADING = "_leading_runs"  # in ``session.state``: (leaf index, needed, borrowing) -> Leading
 
+# A run pays for reading and proving it only when it is long. The first two walks of a key
+# go step by step, and so does the next while the last one accepted fewer than ``WORTH``
+# candidates before its first test; after a short run (the lender test cut it), the next
+# 2, 4, ... 32 walks do. Which way a walk goes changes no answer.
+WORTH = 32
+
+
+def _leading(state: dict[str, Any], leaf: QuotaNode, needed: frozenset[FR], allow_borrowing: bool) -> Leading:
+    kept: dict[tuple[int, frozenset[FR], bool], Leading] | None = state.get(_LEADING)
+    if kept is None:
+        kept = state[_LEADING] = {}
+    key = (leaf.index, needed, allow_borrowing)
+    leading = kept.get(key)
+    if leading is None:
+        leading = kept[key] = Leading(needed)
+    return leading
+
+
+def walked(state: dict[str, Any], leaf: QuotaNode, needed: frozenset[FR], allow_borrowing: bool, accepted: int) -> None:
+    """A walk that took no leading run accepted ``accepted`` candidates before its first
+    test (or its end): the next walk of its key tries a run when that is a long one."""
+    if accepted < WORTH:
+        leading = _leading(state, leaf, needed, allow_borrowing)
+        if not leading.wait:
+            leading.wait = 1
+
 
 def leading_run(
     state: dict[str, Any],
@@ -306,11 +343,8 @@ def leading_run(
     need = [(fr, amount - room[fr]) for fr, amount in request]
     if all(miss <= 0 for _, miss in need):
         return 0, [], {}
-    kept: dict[tuple[int, frozenset[FR], bool], Leading] | None = state.get(_LEADING)
-    if kept is None:
-        kept = state[_LEADING] = {}
-    key = (leaf.index, needed, allow_borrowing)
-    leading = kept.get(key)
-    if leading is None:
-        leading = kept[key] = Leading(needed)
+    leading = _leading(state, leaf, needed, allow_borrowing)
+    if leading.wait:
+        leading.wait -= 1
+        return 0, [], {}
     return leading.run(candidates, allow_borrowing, need, chain_of, all_usage)

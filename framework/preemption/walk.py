@@ -20,7 +20,7 @@ from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, short_of, slack
 from .fillback import fill_back
 from .room import FreedRoom
-from .waiting import forget, leading_run, lender_gives_anyway, remember
+from .waiting import forget, leading_run, lender_gives_anyway, remember, walked
 
 __all__ = ["Walk"]
 
@@ -126,13 +126,17 @@ class Walk:
         preemptor_leaf = self.leaf
         request = tuple(self.usage.items())
         all_usage = session.accounting.usage
-        walked: Iterable[Candidate] = candidates
+        rest: Iterable[Candidate] = candidates
+        # A walk that may take a leading run and did not: how far it goes before its first
+        # test tells whether the next one of its key tries (``waiting.walked``).
+        stepped = False
         try:
             if room is not None and not ask and not filters:
                 count, run, by_leaf = leading_run(
                     session.state, preemptor_leaf, candidates, allow_borrowing, request, room, needed,
                     self._chain_of, all_usage,
                 )
+                stepped = not count
                 if count:
                     # Taken at once, as the walk would take them all at its first test.
                     victims.extend(run)
@@ -140,8 +144,8 @@ class Walk:
                         statement.remove_usage(leaf, summed)
                         for fr in room:
                             room[fr] += summed.get(fr, 0)
-                    walked = islice(candidates, count, None)
-            for candidate in walked:
+                    rest = islice(candidates, count, None)
+            for candidate in rest:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 queue = candidate.leaf
@@ -222,6 +226,10 @@ class Walk:
                                 short = True
                         if short:
                             continue
+                        if stepped:
+                            # The first test: what a leading run would have covered.
+                            walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims) - 1)
+                            stepped = False
                         self._take_all(own, others, pending)
                         if not self._fits_quota(allow_borrowing):
                             continue
@@ -238,6 +246,8 @@ class Walk:
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
                     return victims, level
+            if stepped:
+                walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims))
             return [], 0
         finally:
             statement.rollback(start)

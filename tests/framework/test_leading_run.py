@@ -4,7 +4,8 @@ victim order kept within a session (``preemption/kept.py``, ``sort_kept``).
 A walk with no plugin that may refuse a candidate and no scenario filter takes, in one
 step, the leading candidates it accepts while the running bound is still short of the
 request, when the lender test is known to pass for all of them; the part of that run the
-next walk of the same queue shares is not read again. A search whose candidates the
+next walk of the same queue shares is not read again. (Sessions take runs only where they
+are long, ``waiting.WORTH``; the comparisons here set it to 0, so that they are taken.) A search whose candidates the
 session sorted before (all or most of them) starts from that order. Both are held here to
 the plain path (no leading run, a fresh sort per search) on random queue trees and on
 generated clusters: the same decisions, explanations and veto counts.
@@ -21,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR, PreemptionPolicy, Workload
 from preemptd.framework.objects import parse_objects
-from preemptd.framework.preemption import search, walk
+from preemptd.framework.preemption import search, waiting, walk
 from preemptd.framework.preemption.kept import sort_kept
 from preemptd.framework.preemption.waiting import Leading
 from preemptd.framework.quota import QuotaNode, QuotaTree
@@ -101,7 +102,9 @@ def test_walks_with_leading_runs_and_kept_orders_decide_as_the_plain_walk_on_ran
     specs, workloads = _world(seed)
     snapshot = Snapshot.build(inventory(specs, workloads), now=60_000)
     plugins = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
-    fast = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(waiting, "WORTH", 0)  # every walk after a key's first two tries a run
+        fast = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
     with pytest.MonkeyPatch.context() as patch:
         _plain(patch)
         plain = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
@@ -124,7 +127,9 @@ def test_walks_with_leading_runs_and_kept_orders_decide_as_the_plain_walk_on_gen
     objects = generate_spec(spec, f"leading/{name}/{seed}")
     snapshot = Snapshot.build(parse_objects([("g.json", o) for o in objects]), now=NOW_MS)
     actions, registry = default_session()
-    fast = _decide(snapshot, registry(), actions)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(waiting, "WORTH", 0)
+        fast = _decide(snapshot, registry(), actions)
     _plain(monkeypatch)
     plain = _decide(snapshot, registry(), actions)
     assert fast == plain
