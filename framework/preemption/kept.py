@@ -23,17 +23,14 @@ the first time each session is handed a kept unit.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from itertools import compress
-from operator import not_
 from typing import Any
 
 from ..model import Workload
 from ..quota import QuotaTree
-from ..session import Candidate, Session, sort_candidates
+from ..session import Candidate, Session
 from ..snapshot import Snapshot
 
-__all__ = ["KeptUnits", "KeptWorkload", "UnitsByClass", "kept_units", "sort_kept"]
+__all__ = ["KeptUnits", "KeptWorkload", "UnitsByClass", "kept_units"]
 
 # One workload's units by class: ``(leaf.index, reason, group, only_within_nominal,
 # deferred)`` -> units (``session.unit_cache[key]``).
@@ -113,49 +110,3 @@ def kept_units(session: Session) -> KeptUnits | None:
     kept.serving = session.unit_cache
     kept.generation += 1
     return kept
-
-
-# -- victim orders kept within a session ---------------------------------------------------
-#
-# A victim search sorts its candidates (``session.order_for``); the searches of one queue
-# in one session mostly sort the same candidates again, with a few new ones (units of
-# workloads taken from since, victims chosen since). When the order does not depend on
-# the preemptor (the base order, or plugin keys that say so: each unit's key is then
-# fixed for the session), the order sorted last for the same (leaf, needed
-# flavor-resources) is kept: a search with the very same candidates takes it as it is, and
-# one with others keeps the kept order of the candidates it shares with it (a sorted
-# subsequence), adds the new ones and sorts that, which a merge sort finishes in about one
-# pass over the sorted part. Every key ends with the workload's tie-break key and the
-# unit's place in its workload, so no two units of one search compare equal: the order of
-# a set of candidates is one, whatever order they were handed over in.
-
-_ORDERS = "_kept_orders"  # in ``session.state``: key -> (candidates as collected, sorted)
-
-
-def sort_kept(
-    session: Session, key: tuple[Any, ...], candidates: list[Candidate], order: Callable[[Candidate], Any]
-) -> None:
-    """``sort_candidates(candidates, order)``, from the order kept under ``key`` when
-    there is one (see the notes above)."""
-    if not getattr(order, "preemptor_independent", False):
-        sort_candidates(candidates, order)
-        return
-    orders: dict[tuple[Any, ...], tuple[list[Candidate], list[Candidate]]] | None = session.state.get(_ORDERS)
-    if orders is None:
-        orders = session.state[_ORDERS] = {}
-    collected = candidates[:]
-    found = orders.get(key)
-    if found is not None:
-        before, ordered = found
-        if before == collected:  # identity first: no Candidate compares equal
-            candidates[:] = ordered
-            orders[key] = (collected, ordered)
-            return
-        now = set(map(id, collected))
-        kept = set(map(id, ordered))
-        shared = list(compress(ordered, map(now.__contains__, map(id, ordered))))
-        fresh = compress(collected, map(not_, map(kept.__contains__, map(id, collected))))
-        shared.extend(fresh)
-        candidates[:] = shared
-    sort_candidates(candidates, order)
-    orders[key] = (collected, candidates[:])

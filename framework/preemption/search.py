@@ -25,10 +25,10 @@ from ..session import (
     VictimSearch,
     collect_runs,
     order_for,
+    sort_candidates,
     with_vetoes,
 )
 from .bound import may_fit
-from .kept import sort_kept
 from .strategy import by_strategy
 from .walk import Walk
 
@@ -88,11 +88,11 @@ def find_minimal(
         # them may refuse a candidate or a scenario in this session, it tells nobody.
         silent = not (session.may_veto or search.filters)
         if not silent:
-            sort_kept(session, (leaf.index, needed), candidates, order_for(session, preemptor))
+            sort_candidates(candidates, order_for(session, preemptor))
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
-        sort_kept(session, (leaf.index, needed), candidates, order_for(session, preemptor))
+        sort_candidates(candidates, order_for(session, preemptor))
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:

@@ -1,14 +1,12 @@
-"""The leading run of a lazy victim walk (``preemption/waiting.py``, ``Leading``) and the
-victim order kept within a session (``preemption/kept.py``, ``sort_kept``).
+"""The leading run of a lazy victim walk (``preemption/waiting.py``, ``Leading``).
 
 A walk with no plugin that may refuse a candidate and no scenario filter takes, in one
 step, the leading candidates it accepts while the running bound is still short of the
 request, when the lender test is known to pass for all of them; the part of that run the
 next walk of the same queue shares is not read again. (Sessions take runs only where they
-are long, ``waiting.WORTH``; the comparisons here set it to 0, so that they are taken.) A search whose candidates the
-session sorted before (all or most of them) starts from that order. Both are held here to
-the plain path (no leading run, a fresh sort per search) on random queue trees and on
-generated clusters: the same decisions, explanations and veto counts.
+are long, ``waiting.WORTH``; the comparisons here set it to 0, so that they are taken.)
+Held here to the plain walk (no leading run) on random queue trees and on generated
+clusters: the same decisions, explanations and veto counts.
 """
 
 from __future__ import annotations
@@ -22,15 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR, PreemptionPolicy, Workload
 from preemptd.framework.objects import parse_objects
-from preemptd.framework.preemption import search, waiting, walk
-from preemptd.framework.preemption.kept import sort_kept
+from preemptd.framework.preemption import waiting, walk
 from preemptd.framework.preemption.waiting import Leading
 from preemptd.framework.quota import QuotaNode, QuotaTree
 from preemptd.framework.run import run_session
-from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate, Registry, sort_candidates
-from preemptd.framework.session.candidates import base_order
+from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate, Registry
 from preemptd.framework.snapshot import Snapshot
-from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
+from preemptd.framework.testing import cohort, inventory, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
 
 from benchmarks.bench_session import default_session
@@ -41,13 +37,8 @@ RECLAIM = PreemptionPolicy("LowerPriority", "LowerPriority", "LowerPriority")
 
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The plain path: no leading run, every search sorts its candidates afresh."""
+    """The plain path: no leading run."""
     monkeypatch.setattr(walk, "leading_run", lambda *args: (0, [], {}))
-
-    def fresh(session: Any, key: Any, candidates: list[Candidate], order: Callable[[Candidate], Any]) -> None:
-        sort_candidates(candidates, order)
-
-    monkeypatch.setattr(search, "sort_kept", fresh)
 
 
 def _decide(snapshot: Snapshot, registry: Registry, actions: tuple[str, ...]) -> str:
@@ -98,7 +89,7 @@ def _world(seed: int) -> tuple[list[Any], list[Workload]]:
 
 @settings(max_examples=120, deadline=None)
 @given(st.integers(min_value=0, max_value=100_000))
-def test_walks_with_leading_runs_and_kept_orders_decide_as_the_plain_walk_on_random_queues(seed: int) -> None:
+def test_walks_with_leading_runs_decide_as_the_plain_walk_on_random_queues(seed: int) -> None:
     specs, workloads = _world(seed)
     snapshot = Snapshot.build(inventory(specs, workloads), now=60_000)
     plugins = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
@@ -119,7 +110,7 @@ CLUSTERS = {
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
-def test_walks_with_leading_runs_and_kept_orders_decide_as_the_plain_walk_on_generated_clusters(
+def test_walks_with_leading_runs_decide_as_the_plain_walk_on_generated_clusters(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec, seed = CLUSTERS[name]
@@ -216,46 +207,3 @@ def test_a_run_the_lender_test_may_refuse_within_is_cut_where_the_test_is_known_
     # Nothing is known when b is within its nominal from the start.
     usage[tree.nodes["b"].index] = {CPU: 1_000}
     assert leading.run(units, True, [(CPU, 30_000)], _chains(tree), usage) == (0, [], {})
-
-
-# -- the kept victim order -----------------------------------------------------------------
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    sizes=st.lists(st.integers(0, 40), min_size=1, max_size=6),
-    seed=st.integers(0, 10_000),
-)
-def test_an_order_kept_from_earlier_searches_is_the_order_a_fresh_sort_gives(sizes: list[int], seed: int) -> None:
-    rnd = random.Random(seed)
-    tree, _, _ = _lenders()
-    pool = _units(tree, [f"b{i:02d}" for i in range(40)])
-    for i, unit in enumerate(pool):
-        unit.sort_key = (rnd.randint(0, 1), CLASS_OTHER_QUEUE, rnd.randint(0, 3), 1, -rnd.randint(0, 9), ("", "ns", f"b{i}"), 0)
-    session = open_session(inventory([cohort("r"), queue("a", "r", cpu=1)], []), [], now=1)
-    for size in sizes:
-        candidates = rnd.sample(pool, size)
-        expected = sorted(candidates, key=lambda c: c.sort_key)
-        sort_kept(session, (0,), candidates, base_order)
-        assert candidates == expected
-
-
-def test_a_search_with_the_candidates_sorted_before_reads_no_key() -> None:
-    tree, _, _ = _lenders()
-    units = _units(tree, [f"b{i}" for i in range(6)])
-    session = open_session(inventory([cohort("r"), queue("a", "r", cpu=1)], []), [], now=1)
-    asked: list[Candidate] = []
-
-    def order(candidate: Candidate) -> tuple[Any, ...]:
-        asked.append(candidate)
-        return candidate.sort_key
-
-    order.preemptor_independent = True  # type: ignore[attr-defined]
-    expected = list(reversed(units))  # the most recently admitted first
-    first = list(units)
-    sort_kept(session, ("a",), first, order)
-    assert first == expected and len(asked) == 6
-    asked.clear()
-    again = list(units)
-    sort_kept(session, ("a",), again, order)
-    assert again == expected and asked == []
