@@ -240,12 +240,13 @@ class Leading:
             self._read(candidates, allow_borrowing, need)
             stop = self._stop(need)
         ended = stop == len(self.accepted)  # no candidate read leaves the request short
-        found = self._taken(stop, chain_of, all_usage)
-        if found is None:
+        found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
+        if found is None and stop > WORTH:
             # A shorter run: the longest the lender test is known to pass for (a run
-            # known to pass stays known when cut, as less is taken under each node).
+            # known to pass stays known when cut, as less is taken under each node), if
+            # it is long enough.
             ended = False
-            low, high = 0, stop  # the run of ``low`` is known, that of ``high`` is not
+            low, high = WORTH - 1, stop  # the run of ``high`` is not known
             while high - low > 1:
                 mid = (low + high) // 2
                 if self._taken(mid, chain_of, all_usage) is None:
@@ -253,14 +254,14 @@ class Leading:
                 else:
                     low = mid
             stop = low
-            found = self._taken(stop, chain_of, all_usage) if stop else None
-        if stop >= WORTH and found is not None:
-            self.misses = 0
-        else:
+            found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
+        if stop < WORTH or found is None:
+            # A short run saves less than it costs (the walk's later lender tests are
+            # then exact ones): the walk goes step by step.
             self.misses += 1
             self.wait = 1 << min(self.misses, 5)
-        if not stop or found is None:
             return 0, [], {}
+        self.misses = 0
         if not ended:
             return self.at[stop], self.accepted[:stop], found
         # The run ends at an elastic remainder, or with the candidates.

@@ -169,7 +169,8 @@ def _chains(tree: QuotaTree) -> Callable[[QuotaNode], tuple[QuotaNode, ...]]:
     return lambda leaf: (leaf,)
 
 
-def test_a_later_walk_of_the_queue_reads_only_the_candidates_it_does_not_share() -> None:
+def test_a_later_walk_of_the_queue_reads_only_the_candidates_it_does_not_share(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waiting, "WORTH", 1)
     tree, _, usage = _lenders()
     units = _units(tree, [f"b{i}" for i in range(8)] + [f"c{i}" for i in range(8)])
     leading = Leading(frozenset({CPU}))
@@ -195,7 +196,8 @@ def test_a_later_walk_of_the_queue_reads_only_the_candidates_it_does_not_share()
     assert _Counted.reads == 0
 
 
-def test_a_run_the_lender_test_may_refuse_within_is_cut_where_the_test_is_known_to_pass() -> None:
+def test_a_run_the_lender_test_may_refuse_within_is_cut_where_the_test_is_known_to_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(waiting, "WORTH", 1)
     tree, _, usage = _lenders()
     # b (40 cores used, 1 nominal) stays above its nominal with up to 38 of its cores taken.
     units = _units(tree, [f"b{i:02d}" for i in range(45)])
@@ -207,3 +209,15 @@ def test_a_run_the_lender_test_may_refuse_within_is_cut_where_the_test_is_known_
     # Nothing is known when b is within its nominal from the start.
     usage[tree.nodes["b"].index] = {CPU: 1_000}
     assert leading.run(units, True, [(CPU, 30_000)], _chains(tree), usage) == (0, [], {})
+
+
+def test_a_run_shorter_than_worth_taking_is_left_to_the_step_by_step_walk() -> None:
+    tree, _, usage = _lenders()
+    units = _units(tree, [f"b{i:02d}" for i in range(45)])
+    leading = Leading(frozenset({CPU}))
+    # Five victims before the first test: fewer than WORTH, so no run, and the next two
+    # walks of the key go step by step.
+    assert leading.run(units, True, [(CPU, 6_000)], _chains(tree), usage) == (0, [], {})
+    assert leading.wait == 2
+    count, victims, _ = leading.run(units, True, [(CPU, 36_000)], _chains(tree), usage)
+    assert (count, victims) == (35, units[:35]) and leading.wait == 2 and leading.misses == 0
