@@ -15,13 +15,16 @@ walk takes them and asks the exact test.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Callable, Mapping
+from itertools import accumulate
+from typing import Any
 
 from ..model import FR
 from ..quota import QuotaNode
-from ..session import Candidate
+from ..session import CLASS_SAME_QUEUE, Candidate
 
-__all__ = ["forget", "lender_gives_anyway", "remember"]
+__all__ = ["WORTH", "Leading", "forget", "leading_run", "lender_gives_anyway", "remember", "walked"]
 
 Pending = dict[QuotaNode, dict[FR, int]]
 # A queue and the cohorts above it off the preemptor's path, up to its top (the last).
@@ -65,3 +68,284 @@ def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list
         else:
             return False
     return True
+
+
+
+# -- the leading run of a lazy walk -------------------------------------------------------
+#
+# The leading candidates a lazy walk (no plugin that may refuse, no scenario filter)
+# accepts while the running bound stays short of the request. Up to the first fit test
+# the walk does nothing with a candidate but its lender test: one usable only within
+# nominal is passed over in an attempt that may borrow, and an elastic remainder (whose
+# test reads the victims so far) ends the run. The lender test is known to pass for
+# every candidate of the run at once when it passes on the usage left after taking the
+# *whole* run: each queue or cohort off the path keeps, on some needed flavor-resource
+# the candidate holds, more usage than its nominal with every victim of the run under it
+# taken (the step-by-step walk has taken at most those when it asks; taking only lowers
+# usage, and the test reads "usage above nominal"). Else nothing is known and the walk
+# goes step by step.
+#
+# What a run is made of reads only the candidates (identity and order), whether the
+# attempt may borrow and the needed flavor-resources; where it stops reads the request
+# and the headroom, and the lender test reads the state. The walks of one queue in one
+# session mostly see the same leading candidates again (the victims chosen earlier come
+# first, and each search adds few), so the first part is kept per (leaf, needed
+# flavor-resources, borrowing) in ``Leading``: running sums over the accepted candidates,
+# per flavor-resource and per queue. A later walk keeps the part its candidates share
+# with the kept ones and extends it only as far as it stops; its stop is found by
+# bisection, its run's usage read from the sums, and the lender test asked once per
+# queue and set of flavor-resources held.
+
+
+class Leading:
+    """The kept leading run of one (leaf, needed flavor-resources, borrowing) in a session
+    (see the notes above)."""
+
+    __slots__ = (
+        "accepted", "at", "cands", "end", "leaf_at", "leaf_sums", "misses", "needed", "patterns", "sums", "wait",
+    )
+
+    def __init__(self, needed: frozenset[FR]) -> None:
+        self.needed = needed
+        # How many walks of this key go step by step before one tries a run again (the
+        # first does: see ``WORTH``), and how many runs in a row came out short.
+        self.wait = 2
+        self.misses = 0
+        self.cands: list[Candidate] = []  # the candidates read so far, in walk order
+        self.end = -1  # the place in ``cands`` of an elastic remainder (ends every run)
+        self.accepted: list[Candidate] = []  # those the walk accepts, in order
+        self.at: list[int] = []  # each accepted one's place in ``cands``
+        self.sums: dict[FR, list[int]] = {}  # per flavor-resource: running usage of ``accepted``
+        # Per queue: which of ``accepted`` are its (their places there), the running sums of
+        # their whole usage per flavor-resource and, for a lender queue, the sets of
+        # flavor-resources its candidates hold, each with the place of its first one.
+        self.leaf_at: dict[QuotaNode, list[int]] = {}
+        self.leaf_sums: dict[QuotaNode, dict[FR, list[int]]] = {}
+        self.patterns: dict[QuotaNode, dict[tuple[FR, ...], int]] = {}
+
+    def _keep_shared(self, candidates: list[Candidate]) -> None:
+        """Drop what was read beyond the part ``candidates`` begins with."""
+        cands = self.cands
+        size = min(len(cands), len(candidates))
+        if cands[:size] == candidates[:size]:  # identity first: no Candidate compares equal
+            if size == len(cands):
+                return
+            shared = size
+        else:
+            low, high = 0, size - 1  # cands[:low] is shared, cands[:high + 1] is not
+            while low < high:
+                mid = (low + high + 1) // 2
+                if cands[:mid] == candidates[:mid]:
+                    low = mid
+                else:
+                    high = mid - 1
+            shared = low
+        del cands[shared:]
+        if self.end >= shared:
+            self.end = -1
+        kept = bisect_left(self.at, shared)
+        del self.accepted[kept:]
+        del self.at[kept:]
+        for sums in self.sums.values():
+            del sums[kept:]
+        for leaf, places in self.leaf_at.items():
+            cut = bisect_left(places, kept)
+            if cut == len(places):
+                continue
+            del places[cut:]
+            for sums in self.leaf_sums[leaf].values():
+                del sums[cut:]
+            patterns = self.patterns.get(leaf)
+            if patterns:
+                for held in [h for h, first in patterns.items() if first >= kept]:
+                    del patterns[held]
+
+    def _track(self, fr: FR) -> list[int]:
+        sums = self.sums[fr] = list(accumulate(c.usage.get(fr, 0) for c in self.accepted))
+        return sums
+
+    def _stop(self, need: list[tuple[FR, int]]) -> int:
+        """The first accepted candidate after which no flavor-resource is short, as far as
+        read (``len(accepted)`` when none is)."""
+        stop = 0
+        for fr, amount in need:
+            sums = self.sums.get(fr)
+            if sums is None:
+                sums = self._track(fr)
+            found = bisect_left(sums, amount)
+            if found > stop:
+                stop = found
+        return stop
+
+    def _read(self, candidates: list[Candidate], allow_borrowing: bool, need: list[tuple[FR, int]]) -> None:
+        """Read further candidates until one leaves no flavor-resource short, an elastic
+        remainder, or the end."""
+        cands = self.cands
+        accepted = self.accepted
+        sums = self.sums
+        tracked = list(sums.items())
+        last = [(sums[fr], amount) for fr, amount in need]
+        for i in range(len(cands), len(candidates)):
+            candidate = candidates[i]
+            cands.append(candidate)
+            if candidate.only_within_nominal and allow_borrowing:
+                continue
+            if not candidate.single_pod and candidate.pod_set is not None:
+                self.end = i
+                return
+            usage = candidate.usage
+            j = len(accepted)
+            accepted.append(candidate)
+            self.at.append(i)
+            for fr, running in tracked:
+                running.append((running[-1] if running else 0) + usage.get(fr, 0))
+            leaf = candidate.leaf
+            places = self.leaf_at.get(leaf)
+            if places is None:
+                places = self.leaf_at[leaf] = []
+                self.leaf_sums[leaf] = {}
+            by_fr = self.leaf_sums[leaf]
+            count = len(places)
+            places.append(j)
+            for fr, running in by_fr.items():
+                running.append((running[-1] if running else 0) + usage.get(fr, 0))
+            for fr, amount in usage.items():
+                if fr not in by_fr:
+                    by_fr[fr] = [0] * count + [amount]
+            if candidate.group != CLASS_SAME_QUEUE:
+                patterns = self.patterns.get(leaf)
+                if patterns is None:
+                    patterns = self.patterns[leaf] = {}
+                held = tuple(usage)
+                if held not in patterns:
+                    patterns[held] = j
+            if all(running[-1] >= amount for running, amount in last):
+                return
+
+    def run(
+        self,
+        candidates: list[Candidate],
+        allow_borrowing: bool,
+        need: list[tuple[FR, int]],
+        chain_of: Callable[[QuotaNode], Chain],
+        all_usage: list[dict[FR, int]],
+    ) -> tuple[int, list[Candidate], dict[QuotaNode, dict[FR, int]]]:
+        """The leading run of a walk over ``candidates`` that misses ``need`` (per requested
+        flavor-resource, what the headroom lacks): how many candidates it covers, the
+        victims among them and their whole usage per queue; ``(0, [], {})`` when it is not
+        known or empty."""
+        self._keep_shared(candidates)
+        stop = self._stop(need)
+        if stop == len(self.accepted) and self.end < 0 and len(self.cands) < len(candidates):
+            self._read(candidates, allow_borrowing, need)
+            stop = self._stop(need)
+        ended = stop == len(self.accepted)  # no candidate read leaves the request short
+        found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
+        if found is None and stop > WORTH:
+            # A shorter run: the longest the lender test is known to pass for (a run
+            # known to pass stays known when cut, as less is taken under each node), if
+            # it is long enough.
+            ended = False
+            low, high = WORTH - 1, stop  # the run of ``high`` is not known
+            while high - low > 1:
+                mid = (low + high) // 2
+                if self._taken(mid, chain_of, all_usage) is None:
+                    high = mid
+                else:
+                    low = mid
+            stop = low
+            found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
+        if stop < WORTH or found is None:
+            # A short run saves less than it costs (the walk's later lender tests are
+            # then exact ones): the walk goes step by step.
+            self.misses += 1
+            self.wait = 1 << min(self.misses, 5)
+            return 0, [], {}
+        self.misses = 0
+        if not ended:
+            return self.at[stop], self.accepted[:stop], found
+        # The run ends at an elastic remainder, or with the candidates.
+        return (self.end if self.end >= 0 else len(candidates)), self.accepted[:stop], found
+
+    def _taken(
+        self, stop: int, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]
+    ) -> dict[QuotaNode, dict[FR, int]] | None:
+        """The whole usage per queue of the first ``stop`` accepted candidates, or ``None``
+        when the lender test is not known to pass for all of them."""
+        by_leaf: dict[QuotaNode, dict[FR, int]] = {}
+        under: Pending = {}
+        needed = self.needed
+        for leaf, places in self.leaf_at.items():
+            taken = bisect_left(places, stop)
+            if not taken:
+                continue
+            summed = by_leaf[leaf] = {fr: sums[taken - 1] for fr, sums in self.leaf_sums[leaf].items()}
+            if leaf not in self.patterns:
+                continue
+            amounts = [(fr, summed[fr]) for fr in needed if summed.get(fr)]
+            for node in chain_of(leaf):
+                sums = under.get(node)
+                if sums is None:
+                    under[node] = dict(amounts)
+                else:
+                    for fr, amount in amounts:
+                        sums[fr] = sums.get(fr, 0) + amount
+        for leaf, patterns in self.patterns.items():
+            for holds, first in patterns.items():
+                if first < stop:
+                    held = [fr for fr in needed if fr in holds]
+                    if not lender_gives_anyway(all_usage, chain_of(leaf), held, under):
+                        return None
+        return by_leaf
+
+
+_LEADING = "_leading_runs"  # in ``session.state``: (leaf index, needed, borrowing) -> Leading
+
+# A run pays for reading and proving it only when it is long. The first two walks of a key
+# go step by step, and so does the next while the last one accepted fewer than ``WORTH``
+# candidates before its first test; after a short run (the lender test cut it), the next
+# 2, 4, ... 32 walks do. Which way a walk goes changes no answer.
+WORTH = 32
+
+
+def _leading(state: dict[str, Any], leaf: QuotaNode, needed: frozenset[FR], allow_borrowing: bool) -> Leading:
+    kept: dict[tuple[int, frozenset[FR], bool], Leading] | None = state.get(_LEADING)
+    if kept is None:
+        kept = state[_LEADING] = {}
+    key = (leaf.index, needed, allow_borrowing)
+    leading = kept.get(key)
+    if leading is None:
+        leading = kept[key] = Leading(needed)
+    return leading
+
+
+def walked(state: dict[str, Any], leaf: QuotaNode, needed: frozenset[FR], allow_borrowing: bool, accepted: int) -> None:
+    """A walk that took no leading run accepted ``accepted`` candidates before its first
+    test (or its end): the next walk of its key tries a run when that is a long one."""
+    if accepted < WORTH:
+        leading = _leading(state, leaf, needed, allow_borrowing)
+        if not leading.wait:
+            leading.wait = 1
+
+
+def leading_run(
+    state: dict[str, Any],
+    leaf: QuotaNode,
+    candidates: list[Candidate],
+    allow_borrowing: bool,
+    request: tuple[tuple[FR, int], ...],
+    room: Mapping[FR, int],
+    needed: frozenset[FR],
+    chain_of: Callable[[QuotaNode], Chain],
+    all_usage: list[dict[FR, int]],
+) -> tuple[int, list[Candidate], dict[QuotaNode, dict[FR, int]]]:
+    """:meth:`Leading.run` of the session's kept run for this walk (``state``: the
+    session's ``state``)."""
+    need = [(fr, amount - room[fr]) for fr, amount in request]
+    if all(miss <= 0 for _, miss in need):
+        return 0, [], {}
+    leading = _leading(state, leaf, needed, allow_borrowing)
+    if leading.wait:
+        leading.wait -= 1
+        return 0, [], {}
+    return leading.run(candidates, allow_borrowing, need, chain_of, all_usage)

@@ -10,7 +10,8 @@ what fill-back knows without a test: ``fillback.py``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from itertools import islice
 
 from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
@@ -19,7 +20,7 @@ from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, short_of, slack
 from .fillback import fill_back
 from .room import FreedRoom
-from .waiting import forget, lender_gives_anyway, remember
+from .waiting import forget, leading_run, lender_gives_anyway, remember, walked
 
 __all__ = ["Walk"]
 
@@ -125,8 +126,26 @@ class Walk:
         preemptor_leaf = self.leaf
         request = tuple(self.usage.items())
         all_usage = session.accounting.usage
+        rest: Iterable[Candidate] = candidates
+        # A walk that may take a leading run and did not: how far it goes before its first
+        # test tells whether the next one of its key tries (``waiting.walked``).
+        stepped = False
         try:
-            for candidate in candidates:
+            if room is not None and not ask and not filters:
+                count, run, by_leaf = leading_run(
+                    session.state, preemptor_leaf, candidates, allow_borrowing, request, room, needed,
+                    self._chain_of, all_usage,
+                )
+                stepped = not count
+                if count:
+                    # Taken at once, as the walk would take them all at its first test.
+                    victims.extend(run)
+                    for leaf, summed in by_leaf.items():
+                        statement.remove_usage(leaf, summed)
+                        for fr in room:
+                            room[fr] += summed.get(fr, 0)
+                    rest = islice(candidates, count, None)
+            for candidate in rest:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
                 queue = candidate.leaf
@@ -207,6 +226,10 @@ class Walk:
                                 short = True
                         if short:
                             continue
+                        if stepped:
+                            # The first test: what a leading run would have covered.
+                            walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims) - 1)
+                            stepped = False
                         self._take_all(own, others, pending)
                         if not self._fits_quota(allow_borrowing):
                             continue
@@ -223,6 +246,8 @@ class Walk:
                     self._fill_back(victims, allow_borrowing)
                     level = self._level()
                     return victims, level
+            if stepped:
+                walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims))
             return [], 0
         finally:
             statement.rollback(start)
@@ -238,6 +263,10 @@ class Walk:
             node = node.parent
         chain = self.chains[queue] = tuple(found)
         return chain
+
+    def _chain_of(self, queue: QuotaNode) -> tuple[QuotaNode, ...]:
+        chain = self.chains.get(queue)
+        return chain if chain is not None else self._chain(queue)
 
     def _headroom(self) -> dict[FR, int]:
         accounting = self.session.accounting
