@@ -190,7 +190,12 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     session (``min-runtime`` with no window anywhere) calls
     ``session.never_vetoes(its_name)``: it is then not asked at all, and when no plugin
     may refuse a candidate or a scenario, a search the quota bound proves hopeless is not
-    walked (the walk would only have told the plugins about its candidates).
+    walked (the walk would only have told the plugins about its candidates). A plugin
+    that may refuse only recently admitted candidates (``min-runtime``: those admitted
+    inside its longest window) calls ``session.never_vetoes(its_name,
+    unless_admitted_after=t)``: it is still asked, and when every plugin asked has said so,
+    a hopeless walk without scenario filters ends after the last candidate admitted after
+    the earliest such ``t`` (:attr:`Session.veto_horizon`).
     """
 
 
