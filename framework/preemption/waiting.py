@@ -282,14 +282,7 @@ class Leading:
             summed = by_leaf[leaf] = {fr: sums[taken - 1] for fr, sums in self.leaf_sums[leaf].items()}
             if leaf not in self.patterns:
                 continue
-            amounts = [(fr, summed[fr]) for fr in needed if summed.get(fr)]
-            for node in chain_of(leaf):
-                sums = under.get(node)
-                if sums is None:
-                    under[node] = dict(amounts)
-                else:
-                    for fr, amount in amounts:
-                        sums[fr] = sums.get(fr, 0) + amount
+            remember(chain_of(leaf), summed, [fr for fr in needed if fr in summed], under)
         for leaf, patterns in self.patterns.items():
             for holds, first in patterns.items():
                 if first < stop:
