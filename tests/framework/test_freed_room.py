@@ -88,20 +88,37 @@ def test_freed_room_answers_as_the_placements_given_the_same_room(seed: int) -> 
     given_room = placements.copy()  # the same room, given to the placements
     before = {name: dict(room) for name, room in placements.free.items()}
 
-    # The walk: victims freed in batches, the fit asked after each batch.
+    walk_and_fill_back(rng, freed, given_room, victims, targets, batch=3, stop=0.7, keep=0.8)
+    assert placements.free == before, "the walk's room never reaches the placements"
+
+
+def walk_and_fill_back(
+    rng: random.Random,
+    freed: FreedRoom,
+    given_room: Placements,
+    victims: list[Any],
+    targets: list[tuple[PodSet, int, str]],
+    *,
+    batch: int,
+    stop: float,
+    keep: float,
+) -> None:
+    """A walk's steps on ``freed``, each checked against ``fit_all`` on ``given_room``
+    handed the same room: victims freed in batches of up to ``batch`` until the pods fit
+    (stopping there with probability ``stop``), then taken back one by one in reverse
+    (fill-back), a step undone when the pods no longer fit (or, with probability
+    ``1 - keep``, as a scenario filter would)."""
     taken: list[Any] = []
     while victims:
-        batch = [victims.pop() for _ in range(min(len(victims), rng.randrange(1, 4)))]
-        freed.give(batch)
-        for victim in batch:
+        step = [victims.pop() for _ in range(min(len(victims), rng.randrange(1, batch + 1)))]
+        freed.give(step)
+        for victim in step:
             for node, requests in victim.room:
                 given_room.give_back_tentatively(node, requests)
-        taken.extend(batch)
+        taken.extend(step)
         assert freed.fits() == _fits(given_room, targets)
-        if freed.fits() and rng.random() < 0.7:
+        if freed.fits() and rng.random() < stop:
             break
-    # Fill-back: each victim taken back in reverse, undone when the pods no longer fit
-    # (or, at random, as a scenario filter would).
     for victim in reversed(taken[:-1]):
         saved = freed.saved()
         freed.take_back(victim)
@@ -110,12 +127,11 @@ def test_freed_room_answers_as_the_placements_given_the_same_room(seed: int) -> 
             back.take_tentatively(node, requests)
         fits = freed.fits()
         assert fits == _fits(back, targets)
-        if fits and rng.random() < 0.8:
+        if fits and rng.random() < keep:
             given_room = back
         else:
             freed.undo(victim, saved)
             assert freed.fits() == _fits(given_room, targets)
-    assert placements.free == before, "the walk's room never reaches the placements"
 
 
 def _overcommitted() -> Placements:

@@ -22,6 +22,8 @@ from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements, PodTally
 from preemptd.framework.preemption.room import FreedRoom
 
+from tests.framework.test_freed_room import walk_and_fill_back
+
 FLAVORS = {"a": Flavor("a", {"pool": "a"})}
 GPU = "nvidia.com/gpu"
 OTHER_GPU = "amd.com/gpu"
@@ -98,11 +100,6 @@ def test_a_node_of_another_gpu_kind_reaches_the_pods_gpus_with_both_kinds_summed
     assert freed.fits()
 
 
-def _fits(placements: Placements, targets: list[tuple[PodSet, int, str]]) -> bool:
-    copy = placements.copy()
-    return copy.fit_all(FLAVORS, targets, copy.take_tentatively)
-
-
 @settings(max_examples=200, deadline=None)
 @given(st.integers(min_value=0, max_value=10**9))
 def test_a_walk_mostly_freeing_cpu_answers_as_the_placements_given_the_same_room(seed: int) -> None:
@@ -134,27 +131,4 @@ def test_a_walk_mostly_freeing_cpu_answers_as_the_placements_given_the_same_room
     victims = [_victim(*((rng.choice([*names, "gone"]), room()) for _ in range(rng.randrange(1, 4)))) for _ in range(30)]
     freed = FreedRoom(_session(placements), targets)
     given_room = placements.copy()
-    taken: list[Any] = []
-    while victims:
-        batch = [victims.pop() for _ in range(min(len(victims), rng.randrange(1, 6)))]
-        freed.give(batch)
-        for victim in batch:
-            for node, requests in victim.room:
-                given_room.give_back_tentatively(node, requests)
-        taken.extend(batch)
-        assert freed.fits() == _fits(given_room, targets)
-        if freed.fits():
-            break
-    for victim in reversed(taken[:-1]):
-        saved = freed.saved()
-        freed.take_back(victim)
-        back = given_room.copy()
-        for node, requests in victim.room:
-            back.take_tentatively(node, requests)
-        fits = freed.fits()
-        assert fits == _fits(back, targets)
-        if fits and rng.random() < 0.7:
-            given_room = back
-        else:
-            freed.undo(victim, saved)
-            assert freed.fits() == _fits(given_room, targets)
+    walk_and_fill_back(rng, freed, given_room, victims, targets, batch=5, stop=1.0, keep=0.7)
