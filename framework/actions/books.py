@@ -158,7 +158,8 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
     evicted: set[tuple[object, ...]] = set()
     fits = False
     try:
-        if len(evicted) != _evict_all(statement, books, assignment, evicted):
+        new = _evict_all(statement, books, assignment, evicted)
+        if len(evicted) != new:
             keep = False  # a victim listed twice: the preemption takes it once
         physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
