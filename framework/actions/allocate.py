@@ -77,6 +77,7 @@ class _Entry:
 
 
 _ORDER = attrgetter("order")
+_UNIT = attrgetter("unit")
 
 
 def run_rounds(session: Session) -> None:
@@ -218,9 +219,9 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         return _DONE
     if assignment.needs_preemption and not assignment.victims:
         return _without_victims(session, rounds, entry, assignment.message)
-    units = {v.unit for v in assignment.victims}
-    overlap = sorted({v.name for v in assignment.victims if v.unit in relied_on})
-    if overlap:
+    victims = assignment.victims
+    if relied_on and not relied_on.isdisjoint(map(_UNIT, victims)):
+        overlap = sorted({v.name for v in victims if v.unit in relied_on})  # only when there is one
         _pending(
             rounds,
             key,
@@ -234,7 +235,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     leaf = entry.queue.leaf
     if assignment.victims:
         _preempt(session, rounds, entry)
-        relied_on |= units
+        relied_on.update(map(_UNIT, victims))
         session.statement.add_usage(leaf, assignment.usage)
         books.add_usage(leaf, assignment.usage, preemptor=True)
         if assignment.replicas:

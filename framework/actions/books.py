@@ -158,8 +158,8 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
     evicted: set[tuple[object, ...]] = set()
     fits = False
     try:
-        _evict_all(statement, books, assignment, evicted)
-        if len(evicted) != sum(1 for v in assignment.victims if v.unit not in books.victims):
+        new = _evict_all(statement, books, assignment, evicted)
+        if len(evicted) != new:
             keep = False  # a victim listed twice: the preemption takes it once
         physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
@@ -181,25 +181,29 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
 
 def _evict_all(
     statement: Statement, books: Books, assignment: Assignment, evicted: set[tuple[object, ...]]
-) -> None:
+) -> int:
     """``statement.evict`` of each victim of ``assignment`` not chosen before (adding its
-    unit to ``evicted``), with node room when the nodes lacked it. Without an eviction
+    unit to ``evicted``), with node room when the nodes lacked it; returns how many victims
+    were not chosen before, a unit listed twice counted twice. Without an eviction
     listener, the quota of a leaf's victims is taken off in one step: taking ``a`` then
     ``b`` off a leaf leaves every level of its tree as taking ``a + b`` once does (each
     level passes up ``min(amount, what it stored above its guaranteed quota)``), and a
     rollback gives the sum back as one step."""
     chosen = books.victims
     nodes = assignment.node_short
+    new = 0
     if statement.on_evict is not None:
         for victim in assignment.victims:
             if victim.unit not in chosen:
+                new += 1
                 evicted.add(victim.unit)
                 statement.evict(victim, nodes=nodes)
-        return
+        return new
     by_leaf: dict[int, tuple[QuotaNode, dict[FR, int]]] = {}
     for victim in assignment.victims:
         if victim.unit in chosen:
             continue
+        new += 1
         evicted.add(victim.unit)
         leaf = victim.leaf
         found = by_leaf.get(leaf.index)
@@ -214,3 +218,4 @@ def _evict_all(
                 statement.give_room(node, requests)
     for leaf, usage in by_leaf.values():
         statement.remove_usage(leaf, usage)
+    return new
