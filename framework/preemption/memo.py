@@ -66,6 +66,7 @@ __all__ = [
     "recall",
     "remember",
     "remember_failure",
+    "replay",
     "search_state",
     "tally",
 ]
@@ -139,12 +140,18 @@ def recall(session: Session, key: Key) -> SearchResult | None:
     counts = tally(session)
     if key in counts.keys:
         counts.answered += 1
+    session.counters.memo_hits += 1
+    return replay(session, found)
+
+
+def replay(session: Session, found: tuple[SearchResult, Sequence[tuple[str, int]]]) -> SearchResult:
+    """A kept answer again: its vetoes counted once more, and a fresh copy of it (the
+    rounds may change its lists)."""
     result, vetoes = found
     if vetoes:
         counter = session.registry.vetoes
         for plugin, count in vetoes:
             counter[plugin] += count
-    session.counters.memo_hits += 1
     return SearchResult(
         list(result.victims),
         result.allow_borrowing,

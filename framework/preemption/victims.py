@@ -36,6 +36,7 @@ from .memo import (  # _USAGE: where memo_key puts the usage asked for
     recall,
     remember,
     remember_failure,
+    replay,
     snapshot_counts,
     tally,
 )
@@ -134,21 +135,8 @@ def _same_walk(
             ):
                 continue
             kept = memo.get(base.memo_key)
-            if kept is None:
-                continue
-            result, vetoes = kept
-            counter = session.registry.vetoes
-            for plugin, count in vetoes:
-                counter[plugin] += count
-            return SearchResult(
-                list(result.victims),
-                result.allow_borrowing,
-                result.level,
-                result.vetoed_by,
-                result.message,
-                list(result.lines),
-                silent=result.silent,
-            )
+            if kept is not None:
+                return replay(session, kept)
         return None
 
     return collected
