@@ -70,7 +70,6 @@ def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list
     return True
 
 
-
 # -- the leading run of a lazy walk -------------------------------------------------------
 #
 # The leading candidates a lazy walk (no plugin that may refuse, no scenario filter)
