@@ -250,8 +250,11 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         return _DONE
     session.statement.admit(workload, leaf, assignment.usage)
     books.add_usage(leaf, assignment.usage)
-    place(session, session.statement, assignment)
-    books.place(assignment)
+    if books.placed:  # by still_fits, on both rooms
+        books.placed = False
+    else:
+        place(session, session.statement, assignment)
+        books.place(assignment)
     borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
     totals = assignment.committed_total
     admission = workload.admission

@@ -4,6 +4,12 @@ The rounds (:mod:`.allocate`) keep one :class:`Books` per session. It answers
 SEMANTICS §2.4's re-check ("with all victims chosen so far in the session and its
 own removed": :func:`still_fits`) and holds what a preemptor reserves: its quota while it waits for
 its victims (:func:`reserve`) and the room its victims free (:func:`place`).
+
+An entry without victims is re-checked against node room by placing its pods, best fit,
+where its admission places them: on the session's room and on the view's. Admission
+changes only quota before it places them, so the nodes chosen are the same; when the
+entry fits, the placements are kept (``Books.placed``) instead of counted, rolled back
+and made again; when it does not, they are rolled back.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ class Books:
     round do not, together, take quota only the victims will free.
     """
 
-    __slots__ = ("evicted", "own", "physical", "session", "victims", "with_room")
+    __slots__ = ("evicted", "own", "physical", "placed", "session", "victims", "with_room")
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -45,6 +51,9 @@ class Books:
         # when ``with_room``; the entry's own preemption then does not evict them again.
         self.evicted = False
         self.with_room = False
+        # Set by the re-check of an entry without victims that fits (:func:`still_fits`):
+        # its pods are placed on the session's room and on this view's already.
+        self.placed = False
 
     @property
     def statement(self) -> Statement:
@@ -109,11 +118,20 @@ def reserve(session: Session, books: Books, leaf: QuotaNode, assignment: Assignm
         books.add_usage(leaf, reserve)
 
 
-def place(session: Session, statement: Statement, assignment: Assignment) -> None:
-    """Place the assignment's pods, best fit, on the placements of ``statement``."""
+def place(session: Session, statement: Statement, assignment: Assignment) -> bool:
+    """Place the assignment's pods, best fit, on the placements of ``statement``; whether
+    every pod of each podSet on one flavor's nodes found a node (it stops at the first
+    podSet short of room).
+
+    When every pod found a node, ``Session.pods_fit`` of the node targets is true: the
+    earlier podSets are placed as it places them, and the nodes hold each pod of the last
+    one where it went, counted on the room before (a node's room only shrinks as pods go
+    there). Not the converse in every case: a pod is placed on a node whose room covers
+    each of its requests, zero ones too, while ``pods_fit`` counts a node's pods by their
+    positive requests once; a short placement is asked again by ``pods_fit``."""
     placements = statement.placements
     if placements is None:
-        return
+        return True
     for ps in assignment.pod_sets:
         flavors = set(ps.flavors.values())
         if len(flavors) != 1:
@@ -124,9 +142,12 @@ def place(session: Session, statement: Statement, assignment: Assignment) -> Non
         flavor = session.snapshot.flavors[flavor_name]
         selector, tolerations = pod_terms(flavor, ps.spec)
         # The statement takes the room of several pods of a node as one change.
-        placements.place_pods(
+        placed = placements.place_pods(
             flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room, additive=True
         )
+        if len(placed) < ps.count:
+            return False
+    return True
 
 
 def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> bool:
@@ -145,8 +166,16 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
         free = placements.free[node]
         if any(free.get(r, 0) < amount for r, amount in room.items()):
             return False
-    if not assignment.victims and targets and not session.pods_fit(targets):
-        # Node room is physical: a victim's pods still occupy it until they are gone.
+    # Node room is physical: a victim's pods still occupy it until they are gone. Without
+    # a listener to the admission (which would see the room before its pods took it), the
+    # pods are placed where the admission places them, and kept if the entry fits.
+    session_statement = session.statement
+    placing = not assignment.victims and bool(targets) and session_statement.on_admit is None
+    placed_at = session_statement.checkpoint()
+    if placing and not place(session, session_statement, assignment):
+        session_statement.rollback(placed_at)
+        placing = False
+    if not assignment.victims and targets and not placing and not session.pods_fit(targets):
         return False
     statement = books.statement
     accounting = statement.accounting
@@ -169,14 +198,23 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
                 return False  # only victims of this session would free it
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        fits = not targets or session.pods_fit(targets, statement=statement)
+        if placing and statement is not session_statement and not place(session, statement, assignment):
+            statement.rollback(checkpoint)
+            session_statement.rollback(placed_at)
+            placing = False
+        # On the session's room (no view of its own yet) the pods placed there fit.
+        fits = placing or not targets or session.pods_fit(targets, statement=statement)
         return fits
     finally:
         if fits and keep:
             books.evicted = True
             books.with_room = assignment.node_short
+        elif fits and placing:
+            books.placed = True
         else:
             statement.rollback(checkpoint)
+            if placing:
+                session_statement.rollback(placed_at)
 
 
 def _evict_all(
