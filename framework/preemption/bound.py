@@ -241,7 +241,7 @@ def _arriving(
     together ``min(their sum, what it stored)``, as they would one by one. So the
     queues off the path are summed bottom up without being changed, and each path
     node gets, as one removal of its own, the sum of what reaches it from below."""
-    path = set(leaf.path())
+    path = set(leaf.lineage)
     out: dict[QuotaNode, dict[FR, int]] = {}
     # Per depth, the queues and cohorts off the path and what leaves them from below.
     levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
@@ -257,21 +257,20 @@ def _arriving(
             if parent is None:
                 continue  # another queue tree: nothing reaches the preemptor's
             used = all_usage[node.index]
-            guaranteed = node.guaranteed
+            guaranteed = node.guaranteed  # most nodes keep no local reserve
             passed = {}
             for fr, amount in amounts.items():
-                stored = used.get(fr, 0) - guaranteed.get(fr, 0)
+                stored = used.get(fr, 0) - guaranteed.get(fr, 0) if guaranteed else used.get(fr, 0)
                 if amount > 0 and stored > 0:
-                    passed[fr] = min(amount, stored)
+                    passed[fr] = amount if amount < stored else stored
             if not passed:
                 continue
-            if parent in path:
-                _add_to(out, parent, passed)
-                continue
-            above = levels.setdefault(depth - 1, {})
-            into = above.get(parent)
+            into = out.get(parent) if parent in path else levels.setdefault(depth - 1, {}).get(parent)
             if into is None:
-                above[parent] = passed
+                if parent in path:
+                    out[parent] = passed
+                else:
+                    levels[depth - 1][parent] = passed
             else:
                 for fr, amount in passed.items():
                     into[fr] = into.get(fr, 0) + amount
