@@ -39,17 +39,22 @@ covers a victim's usage, the request still fits with it back, and no test is run
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Mapping
+from itertools import accumulate, filterfalse, groupby
+from operator import attrgetter, itemgetter
 
 from ..model import FR
 from ..quota import Accounting, QuotaNode
-from ..session import Candidate, Runs
+from ..session import Candidate, Runs, Source
 
 __all__ = ["fits_quota", "may_fit", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
 _ALWAYS = 1 << 62
+
+_LEAF = attrgetter("leaf")
+_ONLY_WITHIN_NOMINAL = attrgetter("only_within_nominal")
 
 
 def fits_quota(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], allow_borrowing: bool) -> bool:
@@ -97,61 +102,26 @@ def may_fit(
 
     A candidate counted twice only makes the bound looser (the walk then runs as usual),
     never wrong. Only the preemptor's flavor-resources are summed. Usage is removed
-    where it reaches the preemptor's path (:func:`_arriving`), and added back exactly. The cheaper test (see the module notes) looks only at the flavor-resources
-    that do not fit now: the others fit already, and taking victims only adds to what is
-    free. ``runs``: where ``candidates`` come from (``collect_runs``); each run is one
-    queue's units of one class, and its sums are read from the running totals its
-    source keeps, not candidate by candidate."""
+    where it reaches the preemptor's path (:func:`_arriving`), and added back exactly.
+    The cheaper test (see the module notes) looks only at the flavor-resources that do
+    not fit now: the others fit already, and taking victims only adds to what is free.
+    ``runs``: where ``candidates`` come from (``collect_runs``); each run is one queue's
+    units of one class, and its sums are read from the running totals its source keeps,
+    not candidate by candidate. Each flavor-resource's usage is read once, for both
+    tests (:class:`_Freed`)."""
     short: list[FR] = []
+    freed = _Freed(candidates, allow_borrowing, runs)
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
         within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
         if room >= amount and within:
             continue
         short.append(fr)
-        if room >= amount:
-            continue
-        if runs is not None:
-            room += sum(freed for _, freed in _by_run(runs, fr, allow_borrowing))
-        elif allow_borrowing:
-            room += sum([c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal])
-        else:
-            room += sum([c.usage.get(fr, 0) for c in candidates])
-        if room < amount:
+        if room < amount and room + freed.total(fr) < amount:
             return False
     if not short:
         return True
-    # Per queue, what its candidates free of each short flavor-resource.
-    freed: dict[QuotaNode, dict[FR, int]] = {}
-    if runs is not None:
-        for fr in short:
-            for queue, amount in _by_run(runs, fr, allow_borrowing):
-                sums = freed.get(queue)
-                if sums is None:
-                    freed[queue] = sums = dict.fromkeys(short, 0)
-                sums[fr] += amount
-    elif len(short) == 1:
-        fr = short[0]
-        for candidate in candidates:
-            if candidate.only_within_nominal and allow_borrowing:
-                continue
-            sums = freed.get(candidate.leaf)
-            if sums is None:
-                freed[candidate.leaf] = {fr: candidate.usage.get(fr, 0)}
-            else:
-                sums[fr] += candidate.usage.get(fr, 0)
-    else:
-        for candidate in candidates:
-            if candidate.only_within_nominal and allow_borrowing:
-                continue
-            held = candidate.usage
-            sums = freed.get(candidate.leaf)
-            if sums is None:
-                freed[candidate.leaf] = {fr: held.get(fr, 0) for fr in short}
-            else:
-                for fr in short:
-                    sums[fr] += held.get(fr, 0)
-    arriving = _arriving(accounting, leaf, freed)
+    arriving = _arriving(accounting, leaf, freed.by_queue(short))
     for node, amounts in arriving:
         accounting.remove_all(node, amounts)
     try:
@@ -161,24 +131,104 @@ def may_fit(
             accounting.add_all(node, amounts)
 
 
-def _by_run(runs: Runs, fr: FR, allow_borrowing: bool) -> Iterator[tuple[QuotaNode, int]]:
-    """Per run of ``runs`` the attempt may take (an attempt that may borrow takes no
-    unit usable only within nominal; a run's units share their class), in order: its
-    queue and the usage of ``fr`` of its units, from its source's running totals (or,
-    where it keeps none, summed)."""
+class _Freed:
+    """What the candidates an attempt may take (one that may borrow takes none usable
+    only within nominal) hold of each flavor-resource: in all (:meth:`total`), and per
+    queue (:meth:`by_queue`). Each flavor-resource's usage is read once per candidate,
+    or per run from its source's running totals (:func:`_takeable_runs`). Candidates and
+    runs come grouped by queue, each queue's together (a run is one queue's units of one
+    class), so a queue's sum is a difference of running totals; a queue that comes back
+    later adds to its first sums."""
+
+    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs")
+
+    def __init__(self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None) -> None:
+        self.candidates = candidates
+        self.allow_borrowing = allow_borrowing
+        self.runs = runs
+        # The takeable runs, when read from runs (made when first needed).
+        self.items: list[_Run] | None = None
+        # Per flavor-resource: each item's usage of it.
+        self.per_fr: dict[FR, list[int]] = {}
+
+    def _values(self, fr: FR) -> list[int]:
+        found = self.per_fr.get(fr)
+        if found is None:
+            runs = self.runs
+            if runs is not None:
+                if self.items is None:
+                    self.items = _takeable_runs(runs, self.allow_borrowing)
+                found = _run_sums(runs, self.items, fr)
+            elif self.allow_borrowing:
+                found = [c.usage.get(fr, 0) for c in self.candidates if not c.only_within_nominal]
+            else:
+                found = [c.usage.get(fr, 0) for c in self.candidates]
+            self.per_fr[fr] = found
+        return found
+
+    def total(self, fr: FR) -> int:
+        return sum(self._values(fr))
+
+    def by_queue(self, short: list[FR]) -> dict[QuotaNode, dict[FR, int]]:
+        """Per queue, in the order queues first come, what its candidates free of each
+        flavor-resource of ``short``."""
+        if self.runs is not None:
+            if self.items is None:
+                self.items = _takeable_runs(self.runs, self.allow_borrowing)
+            queues: Iterable[QuotaNode] = map(_QUEUE, self.items)
+        elif self.allow_borrowing:
+            queues = map(_LEAF, filterfalse(_ONLY_WITHIN_NOMINAL, self.candidates))
+        else:
+            queues = map(_LEAF, self.candidates)
+        groups = []
+        freed: dict[QuotaNode, dict[FR, int]] = {}
+        start = 0
+        for queue, stretch in groupby(queues):
+            end = start + len(list(stretch))
+            sums = freed.get(queue)
+            if sums is None:
+                sums = freed[queue] = dict.fromkeys(short, 0)
+            groups.append((sums, start, end))
+            start = end
+        for fr in short:
+            totals = list(accumulate(self._values(fr), initial=0))
+            for sums, start, end in groups:
+                sums[fr] += totals[end] - totals[start]
+        return freed
+
+
+# A run an attempt may take: its queue, its source, its place in the source's kept units
+# (``first``, ``last``), or its candidates where the source keeps none.
+_Run = tuple[QuotaNode, Source, int, int, "list[Candidate] | None"]
+_QUEUE = itemgetter(0)
+
+
+def _takeable_runs(runs: Runs, allow_borrowing: bool) -> list[_Run]:
+    """The runs of ``runs`` an attempt may take (one that may borrow takes no unit usable
+    only within nominal; a run's units share their class), in order, with their queue."""
     needed = runs.needed
     with_room = runs.with_room
+    out: list[_Run] = []
     for source, first, last, items in runs.parts:
+        head = items[0] if items is not None else source.using(needed, with_room)[0][first]
+        if not (allow_borrowing and head.only_within_nominal):
+            out.append((head.leaf, source, first, last, items))
+    return out
+
+
+def _run_sums(runs: Runs, parts: list[_Run], fr: FR) -> list[int]:
+    """Per run of ``parts``, the usage of ``fr`` of its units, from its source's running
+    totals (or, where it keeps none, summed)."""
+    needed = runs.needed
+    with_room = runs.with_room
+    out = []
+    for _, source, first, last, items in parts:
         if items is not None:
-            head = items[0]
-            if not (allow_borrowing and head.only_within_nominal):
-                yield head.leaf, sum([c.usage.get(fr, 0) for c in items])
-            continue
-        head = source.using(needed, with_room)[0][first]
-        if allow_borrowing and head.only_within_nominal:
-            continue
-        totals = source.totals(needed, with_room, fr)
-        yield head.leaf, totals[last] - totals[first]
+            out.append(sum([c.usage.get(fr, 0) for c in items]))
+        else:
+            totals = source.totals(needed, with_room, fr)
+            out.append(totals[last] - totals[first])
+    return out
 
 
 def _arriving(
@@ -191,7 +241,7 @@ def _arriving(
     together ``min(their sum, what it stored)``, as they would one by one. So the
     queues off the path are summed bottom up without being changed, and each path
     node gets, as one removal of its own, the sum of what reaches it from below."""
-    path = set(leaf.path())
+    path = set(leaf.lineage)
     out: dict[QuotaNode, dict[FR, int]] = {}
     # Per depth, the queues and cohorts off the path and what leaves them from below.
     levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
@@ -207,21 +257,20 @@ def _arriving(
             if parent is None:
                 continue  # another queue tree: nothing reaches the preemptor's
             used = all_usage[node.index]
-            guaranteed = node.guaranteed
+            guaranteed = node.guaranteed  # most nodes keep no local reserve
             passed = {}
             for fr, amount in amounts.items():
-                stored = used.get(fr, 0) - guaranteed.get(fr, 0)
+                stored = used.get(fr, 0) - guaranteed.get(fr, 0) if guaranteed else used.get(fr, 0)
                 if amount > 0 and stored > 0:
-                    passed[fr] = min(amount, stored)
+                    passed[fr] = amount if amount < stored else stored
             if not passed:
                 continue
-            if parent in path:
-                _add_to(out, parent, passed)
-                continue
-            above = levels.setdefault(depth - 1, {})
-            into = above.get(parent)
+            into = out.get(parent) if parent in path else levels.setdefault(depth - 1, {}).get(parent)
             if into is None:
-                above[parent] = passed
+                if parent in path:
+                    out[parent] = passed
+                else:
+                    levels[depth - 1][parent] = passed
             else:
                 for fr, amount in passed.items():
                     into[fr] = into.get(fr, 0) + amount

@@ -77,15 +77,10 @@ def find_minimal(
         attempts = [False, True]
     else:
         attempts = [True, False]
+    # The bound is handed the candidates as collected, with their runs.
     offered = candidates
-    if False not in attempts:
-        # Every attempt may borrow, and such an attempt passes over each candidate usable
-        # only within nominal before anything else: they are never looked at (nor by the
-        # bound, which is handed the candidates as collected, with their runs).
-        candidates = list(filterfalse(_ONLY_WITHIN_NOMINAL, candidates))
     search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
-    wanted = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
-    lines = [f"{found} candidate(s) use the needed {wanted}"]
+    lines = [f"{found} candidate(s) use the needed {_wanted(session, needed)}"]
     silent = False
     accounting = session.accounting
     if search.may_skip_walk() and not any(
@@ -96,6 +91,7 @@ def find_minimal(
         # them may refuse a candidate or a scenario in this session, it tells nobody.
         silent = not (session.may_veto or search.filters)
         if not silent:
+            candidates = _walked(candidates, attempts)
             sort_candidates(candidates, order_for(session, preemptor))
             horizon = session.veto_horizon
             if horizon is not None and not search.filters:
@@ -103,6 +99,7 @@ def find_minimal(
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
+        candidates = _walked(candidates, attempts)
         sort_candidates(candidates, order_for(session, preemptor))
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)
@@ -115,6 +112,31 @@ def find_minimal(
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+
+
+def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate]:
+    """The candidates the walks go over. When every attempt may borrow, such an attempt
+    passes over each candidate usable only within nominal before anything else: they are
+    never looked at. Made only for a search that walks (a search the bound proves hopeless
+    walks only when a plugin may refuse a candidate or a scenario)."""
+    if False not in attempts:
+        return list(filterfalse(_ONLY_WITHIN_NOMINAL, candidates))
+    return candidates
+
+
+_WANTED = "_wanted_words"  # in ``session.state``: needed flavor-resources -> their words
+
+
+def _wanted(session: Session, needed: frozenset[FR]) -> str:
+    """The needed flavor-resources in words, as every search's first line names them;
+    made once per set in a session."""
+    words: dict[frozenset[FR], str] | None = session.state.get(_WANTED)
+    if words is None:
+        words = session.state[_WANTED] = {}
+    found = words.get(needed)
+    if found is None:
+        found = words[needed] = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
+    return found
 
 
 def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:
