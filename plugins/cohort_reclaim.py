@@ -27,7 +27,6 @@ from preemptd.framework import (
     Accounting,
     Candidate,
     Offer,
-    QueueUnits,
     QuotaNode,
     Session,
     Source,
@@ -211,23 +210,18 @@ def _offer(
         hierarchical = queue_units(session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
         hierarchical.offer_between(out, None, high)
         return
+    if cut is not None:
+        borrowing = queue_units(session, leaf, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
+        borrowing.offer_between(out, None, cut)
+    # Units usable only within nominal: offered, or only counted when every attempt of
+    # the search borrows (``VictimSearch.borrowing_only``: the search never takes them),
+    # then from any list of the queue the candidate index holds (``any_class``).
+    borrowing_only = assignment.borrowing_only
     within = queue_units(
-        session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
+        session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True,
+        any_class=borrowing_only,
     )
-    if cut is None:
-        _within(assignment, within, None, high, out)
-        return
-    borrowing = queue_units(session, leaf, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
-    borrowing.offer_between(out, None, cut)
-    _within(assignment, within, cut, high, out)
-
-
-def _within(
-    assignment: VictimSearch, units: QueueUnits, low: int | None, high: int | None, out: Offer
-) -> None:
-    """Units usable only within nominal: offered, or only counted when every attempt of
-    the search borrows (``VictimSearch.borrowing_only``: the search never takes them)."""
-    if assignment.borrowing_only:
-        assignment.left_out += units.count_between(low, high, assignment.needed, assignment.with_room)
+    if borrowing_only:
+        assignment.left_out += within.count_between(cut, high, assignment.needed, assignment.with_room)
     else:
-        units.offer_between(out, low, high)
+        within.offer_between(out, cut, high)

@@ -167,9 +167,13 @@ def queue_units(
     reason: str,
     group: int,
     only_within_nominal: bool = False,
+    any_class: bool = False,
 ) -> QueueUnits:
     """The units of every admitted workload of ``leaf``, of the class given as for
-    :func:`.units.candidate_units`, for ranges of their workloads' priorities."""
+    :func:`.units.candidate_units`, for ranges of their workloads' priorities.
+
+    ``any_class``: the caller only counts (``count_between``), and a queue's lists of one take
+    state count alike (one class's units are another's copied, ``units_like``): any will do."""
     deferred = session.defer_pods
     index: UnitIndex | None = session.state.get(_STATE)
     if index is None:
@@ -192,12 +196,17 @@ def queue_units(
     by_class = lists.get(leaf.name)
     if by_class is not None:
         found: QueueUnits | None = by_class.get(key)
+        if found is None and any_class and not deferred:
+            found = next(iter(by_class.values()))  # held lists are never deferred ones
         if found is not None:
             return found
     if not deferred:
         stale_lists = index.stale.get(leaf.name)
         if stale_lists is not None:
             old = stale_lists.get(key)
+            if old is None and any_class:
+                key, old = next(iter(stale_lists.items()))
+                reason, group, only_within_nominal, _ = key
             if old is not None:
                 # The list before the take, with the segments of the workloads taken
                 # from built again: what a build would give, at the cost of those only.
@@ -307,19 +316,14 @@ def _patch(
 ) -> QueueUnits:
     """``old`` with the units of the workloads named in ``changes`` since it was made built
     again (``candidate_units``: the session dropped their cache entries when it took)."""
-    units = old.units
-    bounds = old.bounds
-    made = old.made
-    running = old.running
-    positions = old.positions
-    copied = False
-    for name in dict.fromkeys(changes[old.patched :]):
-        if positions is None:
-            positions = {w.key: i for i, w in enumerate(running)}
-        if not copied:
-            made = list(made)
-            copied = True
-        i = positions.get(name)
+    units, bounds, made, running, positions = old.units, old.bounds, old.made, old.running, old.positions
+    names = dict.fromkeys(changes[old.patched :])
+    if names and positions is None:
+        positions = {w.key: i for i, w in enumerate(running)}
+    made = list(made) if names else made
+    places = positions or {}
+    for name in names:
+        i = places.get(name)
         if i is None:
             continue
         workload = running[i]
@@ -359,9 +363,7 @@ def _inputs(session: Session, listing: Sequence[Workload]) -> tuple[list[tuple[A
     has taken from one of its workloads."""
     taken = session.taken
     snapshot = session.snapshot
-    pods = snapshot.pods_by_workload
-    usage = snapshot.usage
-    reserved = snapshot.reserved_by_workload
+    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
     inputs = []
     when = None
     for workload in listing:
@@ -388,9 +390,7 @@ def _current(session: Session, kept: KeptUnits, found: _KeptQueue) -> bool:
         found.taken = len(taken)
         return True
     snapshot = session.snapshot
-    pods = snapshot.pods_by_workload
-    usage = snapshot.usage
-    reserved = snapshot.reserved_by_workload
+    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
     when = None
     for workload, (had_pods, had_usage, had_reserved) in zip(found.listing, found.inputs, strict=True):
         name = workload.key
