@@ -89,11 +89,11 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     frs = tuple(walk.usage)
     zeros = (0,) * len(frs)
     entries = Entries(walk.path, leaf, frs)
-    entry_of = entries.known
     # Per entry and flavor-resource of the request (in its order), the least usage whose
-    # putting back failed that flavor-resource's test: see the module notes.
+    # putting back failed that flavor-resource's test: see the module notes. Per victim
+    # queue, the list of its entry (the same object).
     failed: dict[QuotaNode, list[int]] = {}
-    none_failed = [_NEVER] * len(frs)
+    least_of: dict[QuotaNode, list[int]] = {}
     slack, nominal = walk._slack()
     saved: tuple[int, ...] = ()
     for i in range(len(victims) - 2, -1, -1):
@@ -104,15 +104,16 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             if remainders.get(id(victim.workload)):
                 continue  # its remainder is gone: the pod cannot stay on its own
         usage = victim.usage
-        entry = entry_of.get(victim.leaf)
-        if entry is None:
-            entry = entries.of(victim.leaf)
-        shape = tuple(map(usage.get, frs, zeros))
-        least = failed.get(entry)
+        least = least_of.get(victim.leaf)
         if least is None:
-            least = failed[entry] = list(none_failed)
-        elif any(map(ge, shape, least)):
+            entry = entries.of(victim.leaf)
+            least = failed.get(entry)
+            if least is None:
+                least = failed[entry] = [_NEVER] * len(frs)
+            least_of[victim.leaf] = least
+        if any(map(ge, map(usage.get, frs, zeros), least)):
             continue  # it fails the test of a flavor-resource (no less than a failed one)
+        shape = tuple(map(usage.get, frs, zeros))
         own = victim.leaf is leaf
         if own and not allow_borrowing and not covers(nominal, shape):
             # The test within nominal fails: its slack is exact (``bound.py``).
