@@ -145,15 +145,15 @@ class FreedRoom:
                     # (it has no count yet: a count comes with the node's ``extra``).
                     held = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
                     room = free.get("cpu", 0)
-                    before = 0 if held < gpus or room < cpu else takes(node, free, None)
+                    took = 0 if held < gpus or room < cpu else takes(node, free, None)
                     extra = all_extra[node] = dict(requests)
                     held += extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0)
                     if held < gpus or room + extra.get("cpu", 0) < cpu:
                         known[node] = 0
-                        total -= before
+                        total -= took
                     else:
                         after = known[node] = takes(node, free, extra)
-                        total += after - before
+                        total += after - took
                     continue
                 before = known.get(node)
                 if before is None:

@@ -157,9 +157,8 @@ class Walk:
                         kinds = refused.get(queue)
                         if kinds is not None and tuple(usage) in kinds:
                             continue
-                    chain = chains.get(queue)
-                    if chain is None:
-                        chain = self._chain(queue)
+                    found = chains.get(queue)
+                    chain = found if found is not None else self._chain(queue)
                     top = chain[-1] if chain else queue
                     gives = False
                     if others:
@@ -204,9 +203,8 @@ class Walk:
                         own.append(candidate)
                     else:
                         if top is None:
-                            chain = chains.get(queue)
-                            if chain is None:
-                                chain = self._chain(queue)
+                            found = chains.get(queue)
+                            chain = found if found is not None else self._chain(queue)
                             top = chain[-1] if chain else queue
                         waiting = others.get(top)
                         if waiting is None:
