@@ -70,9 +70,6 @@ class FillingWalk(Protocol):
 
     def _scenario_ok(self, victims: list[Candidate], *, veto: bool = True) -> bool: ...
 
-# No usage reaches it: a flavor-resource whose putting back never failed.
-_NEVER = 1 << 62
-
 
 def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool, freed: FreedRoom | None = None) -> None:
     """Put back, in place, every victim of ``victims`` the preemptor does not need (see the
@@ -89,11 +86,12 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     frs = tuple(walk.usage)
     zeros = (0,) * len(frs)
     entries = Entries(walk.path, leaf, frs)
-    entry_of = entries.known
-    # Per entry and flavor-resource of the request (in its order), the least usage whose
-    # putting back failed that flavor-resource's test: see the module notes.
-    failed: dict[QuotaNode, list[int]] = {}
-    none_failed = [_NEVER] * len(frs)
+    # Per entry, each flavor-resource of the request (its place in the request) whose
+    # putting back failed the test, with the least usage that failed it: see the module
+    # notes. Per victim queue, the list of its entry (the same object). Only the failed
+    # flavor-resources are listed: a victim is checked against those alone.
+    failed: dict[QuotaNode, list[tuple[int, int]]] = {}
+    least_of: dict[QuotaNode, list[tuple[int, int]]] = {}
     slack, nominal = walk._slack()
     saved: tuple[int, ...] = ()
     for i in range(len(victims) - 2, -1, -1):
@@ -104,15 +102,21 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             if remainders.get(id(victim.workload)):
                 continue  # its remainder is gone: the pod cannot stay on its own
         usage = victim.usage
-        entry = entry_of.get(victim.leaf)
-        if entry is None:
-            entry = entries.of(victim.leaf)
-        shape = tuple(map(usage.get, frs, zeros))
-        least = failed.get(entry)
+        least = least_of.get(victim.leaf)
         if least is None:
-            least = failed[entry] = list(none_failed)
-        elif any(map(ge, shape, least)):
-            continue  # it fails the test of a flavor-resource (no less than a failed one)
+            entry = entries.of(victim.leaf)
+            least = failed.get(entry)
+            if least is None:
+                least = failed[entry] = []
+            least_of[victim.leaf] = least
+        known = False
+        for place, amount in least:
+            if usage.get(frs[place], 0) >= amount:
+                known = True  # it fails that flavor-resource's test (no less than a failure)
+                break
+        if known:
+            continue
+        shape = tuple(map(usage.get, frs, zeros))
         own = victim.leaf is leaf
         if own and not allow_borrowing and not covers(nominal, shape):
             # The test within nominal fails: its slack is exact (``bound.py``).
@@ -204,10 +208,17 @@ def _remainders(victims: list[Candidate]) -> dict[int, int]:
     return counts
 
 
-def _remember(least: list[int], shape: tuple[int, ...], short: int) -> None:
-    """Putting back ``shape`` failed the test of flavor-resource ``short``. A usage of 0
-    cannot fail a test the state passed before: it is not kept (nothing would be known
-    from it that the state does not tell)."""
+def _remember(least: list[tuple[int, int]], shape: tuple[int, ...], short: int) -> None:
+    """Putting back ``shape`` failed the test of flavor-resource ``short`` (its place in the
+    request): keep the least usage that failed it in ``least``, the entry's failures. A
+    usage of 0 cannot fail a test the state passed before: it is not kept (nothing would
+    be known from it that the state does not tell)."""
     put = shape[short]
-    if 0 < put < least[short]:
-        least[short] = put
+    if put <= 0:
+        return
+    for i, (place, amount) in enumerate(least):
+        if place == short:
+            if put < amount:
+                least[i] = (short, put)
+            return
+    least.append((short, put))

@@ -141,7 +141,20 @@ class FreedRoom:
                 free = all_free[node]
                 extra = all_extra.get(node)
                 if extra is None:
-                    extra = all_extra[node] = {}
+                    # The first room freed there: the node took what its own room takes
+                    # (it has no count yet: a count comes with the node's ``extra``).
+                    held = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
+                    room = free.get("cpu", 0)
+                    took = 0 if held < gpus or room < cpu else takes(node, free, None)
+                    extra = all_extra[node] = dict(requests)
+                    held += extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0)
+                    if held < gpus or room + extra.get("cpu", 0) < cpu:
+                        known[node] = 0
+                        total -= took
+                    else:
+                        after = known[node] = takes(node, free, extra)
+                        total += after - took
+                    continue
                 before = known.get(node)
                 if before is None:
                     held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)

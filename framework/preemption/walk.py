@@ -117,8 +117,8 @@ class Walk:
         # Per queue or cohort off the preemptor's path: the needed usage of the waiting
         # victims under it (see ``waiting.py``).
         pending: dict[QuotaNode, dict[FR, int]] = {}
-        # Queues (with the flavor-resources their candidates hold) the lender test refused.
-        refused: set[tuple[QuotaNode, tuple[FR, ...]]] = set()
+        # Per queue, the flavor-resources of its candidates the lender test refused.
+        refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
         ask = session.may_veto  # without a plugin that may refuse, every candidate passes
         filters = self.filters
         needed = self.needed
@@ -151,18 +151,20 @@ class Walk:
                 queue = candidate.leaf
                 usage = candidate.usage
                 held: list[FR] | None = None
+                top: QuotaNode | None = None  # with its chain, once known
                 if candidate.group != CLASS_SAME_QUEUE:
-                    if refused and (queue, tuple(usage)) in refused:
-                        continue
-                    chain = chains.get(queue)
-                    if chain is None:
-                        chain = self._chain(queue)
-                    held = [fr for fr in needed if fr in usage]
+                    if refused:
+                        kinds = refused.get(queue)
+                        if kinds is not None and tuple(usage) in kinds:
+                            continue
+                    found = chains.get(queue)
+                    chain = found if found is not None else self._chain(queue)
+                    top = chain[-1] if chain else queue
                     gives = False
                     if others:
-                        top = chain[-1] if chain else queue
                         waiting = others.get(top)
                         if waiting:
+                            held = [fr for fr in needed if fr in usage]
                             if lender_gives_anyway(all_usage, chain, held, pending):
                                 gives = True
                             else:
@@ -170,7 +172,11 @@ class Walk:
                                 forget(waiting, chains, pending)
                                 self._take(waiting)
                     if not gives and not self._lender_may_give(candidate):
-                        refused.add((queue, tuple(usage)))
+                        kinds = refused.get(queue)
+                        if kinds is None:
+                            refused[queue] = {tuple(usage)}
+                        else:
+                            kinds.add(tuple(usage))
                         continue
                 if (
                     not candidate.single_pod
@@ -196,10 +202,10 @@ class Walk:
                     if queue is preemptor_leaf:
                         own.append(candidate)
                     else:
-                        chain = chains.get(queue)
-                        if chain is None:
-                            chain = self._chain(queue)
-                        top = chain[-1] if chain else queue
+                        if top is None:
+                            found = chains.get(queue)
+                            chain = found if found is not None else self._chain(queue)
+                            top = chain[-1] if chain else queue
                         waiting = others.get(top)
                         if waiting is None:
                             others[top] = [candidate]
