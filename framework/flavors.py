@@ -7,13 +7,14 @@ borrowing level), or needing victims (``Preempt`` / ``Reclaim`` /
 ``flavor-fungibility`` plugin builds its scan on it; without that plugin the
 framework takes the first flavor that fits, else the best that can preempt.
 
-Heads of a saturated queue ask the same of the same flavor round after round:
-what :func:`evaluate_flavor` finds before its victim search (the usage, the quota
-checks, whether the pods fit the nodes) is kept per podSet shape and named by the
-epochs of the leaf's queue tree and of node room (:class:`_Checks`), so only the
-search is asked for each head; whether pods of a shape fit the nodes is kept across
-queues while node room stands (:func:`_pods_fit_now`). :func:`finish_assignment` takes over what the
-option whose search it reuses measured, instead of measuring it again.
+What :func:`evaluate_flavor` finds before its victim search (the usage, the quota
+checks, whether the pods fit the nodes: :class:`_Checks`) is measured on the state as
+it stands at each call: a head asking the same of a queue tree that did not move is
+judged by a kept head of its queue without a scan (``preemption/heads.py``), so a
+later call on the same flavor and shape finds the tree moved. Whether pods of a shape
+fit the nodes is kept across queues while node room stands (:func:`_pods_fit_now`).
+:func:`finish_assignment` takes over what the option whose search it reuses measured,
+instead of measuring it again.
 """
 
 from __future__ import annotations
@@ -51,16 +52,10 @@ def _selector_conflict(pod_set: PodSet, node_labels: Mapping[str, str]) -> str |
     return None
 
 
-_CHECKS = "_flavor_checks"
-"""Where a session keeps :class:`_Checks` (``session.state``, as ``_unit_index``)."""
-
-
 @dataclass(slots=True)
 class _Checks:
-    """What :func:`evaluate_flavor` found before its victim search, for one podSet shape
-    on one flavor of one leaf, on the committed state named by ``epoch`` (of the leaf's
-    queue tree) and ``node_epoch``. Heads of a queue whose tree did not move ask the same
-    of the same flavor, and only their searches differ.
+    """What :func:`evaluate_flavor` found before its victim search, for one podSet on one
+    flavor of one leaf, on the state as it stood.
 
     ``mode``: ``NoFit`` or ``Fit`` when that is the whole answer (with ``message`` and
     ``level``), else ``-1``: a search is needed. Then the usage asked for, the
@@ -68,8 +63,6 @@ class _Checks:
     of what fits, and (once a search found no victims) the borrowing level on current
     usage."""
 
-    epoch: int
-    node_epoch: int
     mode: int
     usage: dict[FR, int]
     message: str = ""
@@ -93,45 +86,11 @@ def evaluate_flavor(
 ) -> FlavorOption:
     """Try ``flavor_name`` for ``count`` pods of ``pod_set`` on top of ``prior`` usage.
 
-    On committed state, what is found before the victim search is kept per podSet shape
-    (:class:`_Checks`) while the leaf's tree and node room do not move. Only with the
-    search memo on: it is the memo's promise (``session/hooks.py``) that nothing but
-    commits changes the state epochs name; and not when a plugin answers
-    ``may_search_victims``, whose answers are asked every time.
-
     ``defer``: a flavor that needs victims gets no search but ``unsearched`` set, with the
     best mode and level a search could give it; :func:`search_flavor` runs it later."""
     session.counters.flavors += 1
-    statement = session.statement
-    policy = session.policy
-    kept: _Checks | None = None
-    if (
-        not prior
-        and not statement.ops
-        and session.memo is not None
-        and (policy is None or not policy.allowed)
-    ):
-        checks: dict[tuple[object, ...], _Checks] | None = session.state.get(_CHECKS)
-        if checks is None:
-            checks = session.state[_CHECKS] = {}
-        key = (
-            leaf.index,
-            flavor_name,
-            group.covered,
-            count,
-            # As items: hashed in C (equal requests listed in another order only miss).
-            tuple(pod_set.requests.items()),
-            pod_set.node_selector or None,  # the usual empty one: nothing to hash
-            pod_set.tolerations,
-        )
-        epoch = statement.epoch(leaf)
-        kept = checks.get(key)
-        if kept is None or kept.epoch != epoch or kept.node_epoch != statement.node_epoch:
-            kept = checks[key] = _check(session, leaf, pod_set, count, group, flavor_name, prior)
-            kept.epoch = epoch
-    else:
-        kept = _check(session, leaf, pod_set, count, group, flavor_name, prior)
-    usage = dict(kept.usage)  # the option's own: what is kept stays as it is
+    kept = _check(session, leaf, pod_set, count, group, flavor_name, prior)
+    usage = kept.usage
     if kept.mode >= 0:
         return FlavorOption(flavor_name, kept.mode, level=kept.level, usage=usage, message=kept.message)
     if defer:
@@ -211,17 +170,15 @@ def _check(
     prior: Mapping[FR, int],
 ) -> _Checks:
     """Everything :func:`evaluate_flavor` decides before its search, on the state as it is."""
-    statement = session.statement
-    node_epoch = statement.node_epoch
     flavor = session.snapshot.flavors.get(flavor_name)
     if flavor is None:
-        return _Checks(0, node_epoch, NOFIT, {}, "flavor is not defined")
+        return _Checks(NOFIT, {}, "flavor is not defined")
     if pod_set.node_selector:
         conflict = _selector_conflict(pod_set, flavor.node_labels)
         if conflict is not None:
-            return _Checks(0, node_epoch, NOFIT, {}, conflict)
+            return _Checks(NOFIT, {}, conflict)
     if flavor.node_taints and not flavor_taints_tolerated(flavor, pod_set.tolerations):
-        return _Checks(0, node_epoch, NOFIT, {}, "a NoSchedule/NoExecute taint of the flavor is not tolerated")
+        return _Checks(NOFIT, {}, "a NoSchedule/NoExecute taint of the flavor is not tolerated")
     accounting = session.accounting
     usage: dict[FR, int] = {}
     requests = pod_set.requests
@@ -240,7 +197,7 @@ def _check(
                 f"{resource} request {format_quantity(request, resource)} exceeds max quota "
                 f"{format_quantity(potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
             )
-            return _Checks(0, node_epoch, NOFIT, usage, message)
+            return _Checks(NOFIT, usage, message)
         available = accounting.available(leaf, fr)
         if request <= available:
             found = accounting.borrowing_level(leaf, fr, request)
@@ -258,7 +215,7 @@ def _check(
                 f"insufficient unused quota for {resource} in flavor {flavor_name}: "
                 f"{format_quantity(request - available, resource)} more needed"
             )
-            return _Checks(0, node_epoch, NOFIT, usage, message)
+            return _Checks(NOFIT, usage, message)
         needed.append(fr)
     node_short = False
     placements = session.placements
@@ -267,8 +224,8 @@ def _check(
         if node_short:
             needed.extend(fr for fr in usage if fr not in needed)
     if not needed:
-        return _Checks(0, node_epoch, FIT, usage, level=level)
-    return _Checks(0, node_epoch, -1, usage, "", frozenset(needed), node_short, level)
+        return _Checks(FIT, usage, level=level)
+    return _Checks(-1, usage, "", frozenset(needed), node_short, level)
 
 
 _FITS = "_pods_fit_by_shape"

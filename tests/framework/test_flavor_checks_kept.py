@@ -1,12 +1,14 @@
-"""``evaluate_flavor`` checks a podSet shape once per state of the leaf's tree and node room.
+"""``evaluate_flavor`` answers on the state as it stands; whether pods fit the nodes is
+kept per pod shape while node room stands.
 
-Heads of one queue with the same shape ask the same of a flavor as long as nothing was
-committed to their queue tree or to node room: the usage, the quota checks and whether
-the pods fit the nodes are made for the first and kept for the others; only the victim
-search is asked for each. A commit that moves the tree or the nodes makes the next head
-checked afresh (whether its pods fit the nodes is asked again only when node room moved), a question asked while the statement holds uncommitted changes is never
-answered from what was kept, and the plain path (``memo=False``) keeps nothing. Every
-answer equals the one the same question gets on the plain path in the same state.
+Each question measures the usage and the quota checks afresh (a head asking the same of
+a tree that did not move is judged by a kept head of its queue without a scan:
+``preemption/heads.py``). Whether the pods of a shape fit the nodes is asked once per
+committed node room, across heads and queues; a commit to node room makes it asked
+again, a commit to the tree does not. A question asked while the statement holds
+uncommitted changes is never answered from what was kept, and the plain path
+(``memo=False``) keeps nothing. Every answer equals the one the same question gets on
+the plain path in the same state.
 """
 
 from __future__ import annotations
@@ -80,17 +82,17 @@ def _sessions() -> tuple[Session, Session, Workload, Workload]:
     return fast, plain, first, second
 
 
-def test_heads_of_one_shape_on_an_unchanged_tree_are_checked_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_heads_of_one_shape_ask_the_nodes_once_while_node_room_stands(monkeypatch: pytest.MonkeyPatch) -> None:
     fast, plain, first, second = _sessions()
     expected = [_answer(_evaluate(plain, w)) for w in (first, second, first)]
     placed = _counting(monkeypatch)
     got = [_answer(_evaluate(fast, w)) for w in (first, second, first)]
     assert got == expected
     assert len(placed) == 1
-    assert fast.counters.flavors == 3  # every question is counted, kept or not
+    assert fast.counters.flavors == 3  # every question is counted
 
 
-def test_a_commit_to_the_tree_or_the_nodes_makes_the_next_head_checked_afresh(
+def test_a_commit_to_the_tree_is_seen_by_the_next_head_and_one_to_the_nodes_asks_them_again(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fast, plain, first, second = _sessions()
