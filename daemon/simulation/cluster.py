@@ -24,13 +24,18 @@ Pod objects (SEMANTICS §6) — and then kept, as the kubelet would keep them.
 A Deployment's pods that leave get a ``deletionTimestamp`` and keep their room
 until :meth:`ClusterModel.remove_pod`; a committed replica whose pod went is
 replaced at the next snapshot, as its ReplicaSet would replace it.
+
+The pods a node takes in a row are bound with their room taken in one step: the index
+orders nodes by their room alone and room is additive, so it ends as binding them one by
+one would leave it, with one move instead of one per pod. A workload whose pods already
+cover its admission is not placed (nothing is missing).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from preemptd.framework.model import FR, Admission, FrozenDict, Pod, PodSetAdmission, Workload
@@ -433,7 +438,12 @@ class ClusterModel:
     def _place_missing(self, workload: Workload, placements: Placements, now: int) -> bool:
         """Bind every pod the admission has and no Pod holds; False if some did not fit."""
         assert workload.admission is not None
-        bound = list(self.pods_by_workload.get(workload.key, ()))
+        held = self.pods_by_workload.get(workload.key, ())
+        if len(held) >= sum(psa.count for psa in workload.admission.pod_sets):
+            # Every pod set is covered whichever pods are whose (as Snapshot.build judges
+            # it): nothing to bind, and complete.
+            return True
+        bound = list(held)
         existing = len(bound)
         specs = {ps.name: ps for ps in workload.pod_sets}
         complete = True
@@ -443,6 +453,9 @@ class ClusterModel:
                 continue
             covered = min(existing, psa.count)
             existing -= covered
+            wanted = psa.count - covered
+            if wanted <= 0:
+                continue
             flavor_names = {psa.flavors[r] for r in spec.requests if r in psa.flavors}
             if len(flavor_names) != 1:
                 continue
@@ -451,32 +464,37 @@ class ClusterModel:
             if flavor is None or not placements.has_nodes(flavor_name):
                 continue
             selector, tolerations = pod_terms(flavor, spec)
-            wanted = psa.count - covered
-            bind = self._binder(workload, spec.name, now, bound)
-            if len(placements.place_pods(flavor_name, spec.requests, wanted, selector, tolerations, bind)) < wanted:
+            # The pods a node takes in a row are placed with their room taken in one step
+            # (room is additive, and a node's place in the index depends on its room
+            # only), then bound in the order placed.
+            nodes = placements.place_pods(
+                flavor_name, spec.requests, wanted, selector, tolerations, self._take, additive=True
+            )
+            self._bind(workload, spec.name, now, bound, nodes)
+            if len(nodes) < wanted:
                 complete = False
-        if len(bound) != len(self.pods_by_workload.get(workload.key, ())):
+        if len(bound) != len(held):
             # Replaced only when pods were bound: an unchanged list stays the same object
             # (what kept units are checked against).
             self.pods_by_workload[workload.key] = tuple(bound)
         return complete
 
-    def _binder(
-        self, workload: Workload, pod_set: str, now: int, bound: list[Pod]
-    ) -> Callable[[str, Mapping[str, int]], None]:
-        """Binds a new pod of ``pod_set`` to the node the placement chose: named after how
-        many pods the workload holds unless that name is taken."""
+    def _take(self, node: str, requests: Mapping[str, int]) -> None:
+        """Take room on ``node`` for pods about to be bound there."""
+        assert self.placements is not None
+        self.placements.take(node, requests)
+        self.pool.consume(node, requests)
+
+    def _bind(self, workload: Workload, pod_set: str, now: int, bound: list[Pod], nodes: Iterable[str]) -> None:
+        """Bind a new pod of ``pod_set`` to each of ``nodes`` (their room already taken),
+        each named after how many pods the workload holds unless that name is taken."""
         requests = next(ps.requests for ps in workload.pod_sets if ps.name == pod_set)
         namespace = workload.namespace
         prefix = f"{workload.name}-{pod_set}-"
         owner = workload.key
         pods = self.pods
         pod_sets = self._pod_sets
-        placements = self.placements
-        consume = self.pool.consume
-        assert placements is not None
-
-        def bind(node: str, _requests: Mapping[str, int]) -> None:
+        for node in nodes:
             index = len(bound)
             name = f"{prefix}{index}"
             key = f"{namespace}/{name}"
@@ -488,10 +506,6 @@ class ClusterModel:
             pod_sets[key] = pod_set
             bound.append(pod)
             pods[key] = pod
-            placements.take(node, pod.requests)
-            consume(node, pod.requests)
-
-        return bind
 
     def _unbind(self, pod: Pod) -> None:
         self.pods.pop(pod.key, None)
