@@ -11,9 +11,11 @@ runs the search a plugin's ``victim_strategy`` drives.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import filterfalse
-from operator import attrgetter
+from itertools import filterfalse, islice
+from operator import attrgetter, is_, lt
+from typing import Any
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
@@ -29,6 +31,7 @@ from ..session import (
     sort_candidates,
     with_vetoes,
 )
+from ..session.candidates import base_order
 from .bound import may_fit
 from .strategy import by_strategy
 from .walk import Walk
@@ -37,6 +40,7 @@ __all__ = ["find_minimal"]
 
 _GROUP = attrgetter("group")
 _ONLY_WITHIN_NOMINAL = attrgetter("only_within_nominal")
+_SORT_KEY = attrgetter("sort_key")
 
 
 def find_minimal(
@@ -91,16 +95,14 @@ def find_minimal(
         # them may refuse a candidate or a scenario in this session, it tells nobody.
         silent = not (session.may_veto or search.filters)
         if not silent:
-            candidates = _walked(candidates, attempts)
-            sort_candidates(candidates, order_for(session, preemptor))
+            candidates = _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
             horizon = session.veto_horizon
             if horizon is not None and not search.filters:
                 candidates = candidates[: _asked_up_to(candidates, horizon)]
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
-        candidates = _walked(candidates, attempts)
-        sort_candidates(candidates, order_for(session, preemptor))
+        candidates = _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:
@@ -122,6 +124,115 @@ def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate
     if False not in attempts:
         return list(filterfalse(_ONLY_WITHIN_NOMINAL, candidates))
     return candidates
+
+
+_ORDERED = "_ordered_candidates"  # in ``session.state``: see :func:`_ordered`
+_HINTED = 32  # fewer candidates than this are sorted as they come
+
+
+def _ordered(
+    session: Session, preemptor: Workload, leaf: QuotaNode, candidates: list[Candidate], request: VictimSearch
+) -> list[Candidate]:
+    """``candidates`` in victim order, as ``sort_candidates`` orders them; with the base
+    order, merged into the order of the last search of the same leaf, needed
+    flavor-resources and node room (:func:`in_order`)."""
+    order = order_for(session, preemptor)
+    if order is not base_order or len(candidates) < _HINTED:
+        sort_candidates(candidates, order)
+        return candidates
+    kept: dict[tuple[int, frozenset[FR], bool], Ordered] | None = session.state.get(_ORDERED)
+    if kept is None:
+        kept = session.state[_ORDERED] = {}
+    place = (leaf.index, request.needed, request.with_room)
+    found = in_order(kept.get(place), candidates)
+    if found is None:
+        kept.pop(place, None)
+        return candidates
+    kept[place] = found
+    return found.units
+
+
+class Ordered:
+    """Units in the base order with their keys, strictly increasing (no two equal), and
+    the set of the units."""
+
+    __slots__ = ("keys", "members", "units")
+
+    def __init__(self, units: list[Candidate], keys: list[tuple[Any, ...]], members: set[Candidate]) -> None:
+        self.units = units
+        self.keys = keys
+        self.members = members
+
+
+def in_order(last: Ordered | None, candidates: list[Candidate]) -> Ordered | None:
+    """``candidates`` sorted by their ``sort_key``s, exactly as ``sort_candidates`` sorts
+    them with the base order, kept for the next search when the keys are all different
+    (else ``None``, ``candidates`` then sorted in place).
+
+    The searches of one queue mostly sort the candidates the last one sorted (the same
+    preemptor sent back by its round, or the next head): a few units are new (the
+    victims taken since come back as units already evicted), a few gone. The units of
+    ``last`` still among the candidates keep their order, the gone ones are found by
+    bisection and dropped, the new ones are sorted among themselves and placed by
+    bisection: only their keys are compared. That is the sort's answer: every unit of
+    ``last`` still has the key it was ordered by (the same object), the keys of ``last``
+    increase strictly, so do the new ones' and none equals a key of ``last``, and the
+    candidates hold each unit once (as many different units as candidates). A list of
+    distinct keys has one sorted order, the one the stable sort gives (base keys are
+    tuples of numbers and strings, totally ordered). Anything else, and the candidates
+    are sorted as they came."""
+    if last is not None:
+        units = last.units
+        keys = last.keys
+        if all(map(is_, map(_SORT_KEY, units), keys)):
+            here = set(candidates)
+            had = last.members
+            new = here.difference(had)
+            gone = had.difference(here)
+            if len(units) - len(gone) + len(new) == len(candidates):
+                merged = _merged(units, keys, gone, new)
+                if merged is not None:
+                    return Ordered(*merged, here)
+    sort_candidates(candidates, base_order)
+    keys = list(map(_SORT_KEY, candidates))
+    if all(map(lt, keys, islice(keys, 1, None))):
+        return Ordered(candidates, keys, set(candidates))
+    return None
+
+
+def _merged(
+    units: list[Candidate], keys: list[tuple[Any, ...]], gone: set[Candidate], new: set[Candidate]
+) -> tuple[list[Candidate], list[tuple[Any, ...]]] | None:
+    """``units`` (keys strictly increasing) without ``gone``, with ``new`` sorted in;
+    ``None`` when a new key equals another key."""
+    units = list(units)  # the kept lists stay as they are
+    keys = list(keys)
+    for at in sorted((bisect_left(keys, unit.sort_key) for unit in gone), reverse=True):
+        del units[at]
+        del keys[at]
+    if not new:
+        return units, keys
+    added = sorted(new, key=_SORT_KEY)
+    out: list[Candidate] = []
+    out_keys: list[tuple[Any, ...]] = []
+    start = 0
+    before = None
+    for unit in added:
+        key = unit.sort_key
+        if before is not None and not before < key:
+            return None
+        at = bisect_left(keys, key, start)
+        if at < len(keys) and keys[at] == key:
+            return None
+        out.extend(units[start:at])
+        out_keys.extend(keys[start:at])
+        out.append(unit)
+        out_keys.append(key)
+        start = at
+        before = key
+    out.extend(units[start:])
+    out_keys.extend(keys[start:])
+    return out, out_keys
 
 
 _WANTED = "_wanted_words"  # in ``session.state``: needed flavor-resources -> their words
