@@ -127,7 +127,7 @@ def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate
 
 
 _ORDERED = "_ordered_candidates"  # in ``session.state``: see :func:`_ordered`
-_HINTED = 32  # fewer candidates than this are sorted as they come
+_HINTED = 512  # fewer candidates than this are sorted as they come
 
 
 def _ordered(
