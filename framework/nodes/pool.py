@@ -27,6 +27,7 @@ __all__ = [
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 GPU_KINDS = tuple(sorted(GPU_RESOURCES))  # summed in a fixed order (sums of ints)
+_GPU_ONE, _GPU_TWO = GPU_KINDS
 
 
 def gpu_amount(amounts: Mapping[str, int]) -> int:
@@ -184,16 +185,26 @@ class PodTally:
             return 0
         return self.takes(name, free, extra)
 
-    def takes(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
-        """:meth:`on` for a node known to serve the tally's flavor."""
+    def short(self, free: Mapping[str, int], extra: Mapping[str, int] | None) -> bool:
+        """Whether a node with room ``free`` plus ``extra`` lacks the GPUs (of both kinds
+        together) or the cpu of one pod: it takes none (the first filter of :meth:`takes`,
+        asked on its own where most nodes fail it)."""
         get = free.get
         if extra:
             more = extra.get
-            gpus = 0
-            for resource in GPU_KINDS:
-                gpus += get(resource, 0) + more(resource, 0)
-            if gpus < self.gpus or get("cpu", 0) + more("cpu", 0) < self.cpu:
-                return 0
+            gpus = get(_GPU_ONE, 0) + more(_GPU_ONE, 0) + get(_GPU_TWO, 0) + more(_GPU_TWO, 0)
+            return gpus < self.gpus or get("cpu", 0) + more("cpu", 0) < self.cpu
+        return get(_GPU_ONE, 0) + get(_GPU_TWO, 0) < self.gpus or get("cpu", 0) < self.cpu
+
+    def takes(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
+        """:meth:`on` for a node known to serve the tally's flavor."""
+        return 0 if self.short(free, extra) else self.takes_past_short(name, free, extra)
+
+    def takes_past_short(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
+        """:meth:`takes` for a node :meth:`short` has passed."""
+        get = free.get
+        if extra:
+            more = extra.get
             fits = self.count
             for resource, amount in self.wanted:
                 room = (get(resource, 0) + more(resource, 0)) // amount
@@ -202,11 +213,6 @@ class PodTally:
                 if fits <= 0:
                     return 0
         else:
-            gpus = 0
-            for resource in GPU_KINDS:
-                gpus += get(resource, 0)
-            if gpus < self.gpus or get("cpu", 0) < self.cpu:
-                return 0
             fits = pods_held(free, self.wanted, self.count)
             if fits <= 0:
                 return 0

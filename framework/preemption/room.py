@@ -34,13 +34,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..model import PodSet, Toleration
-from ..nodes import GPU_KINDS, PodTally, pod_terms
+from ..nodes import PodTally, pod_terms
 from ..session import Candidate, Session
 
 __all__ = ["FreedRoom"]
-
-# The two GPU kinds a node's GPUs sum (``PodTally``; ``model.GPU_RESOURCES``).
-_GPU_ONE, _GPU_TWO = GPU_KINDS
 
 
 class FreedRoom:
@@ -126,9 +123,8 @@ class FreedRoom:
         tally = self.live[0]
         member = tally.index
         node_flavors = tally.node_flavors
-        takes = tally.takes
-        gpus = tally.gpus
-        cpu = tally.cpu
+        short = tally.short
+        takes = tally.takes_past_short
         all_free = self.free
         all_extra = self.extra
         total = self.totals[0]
@@ -143,12 +139,9 @@ class FreedRoom:
                 if extra is None:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
-                    held = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
-                    room = free.get("cpu", 0)
-                    took = 0 if held < gpus or room < cpu else takes(node, free, None)
+                    took = 0 if short(free, None) else takes(node, free, None)
                     extra = all_extra[node] = dict(requests)
-                    held += extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0)
-                    if held < gpus or room + extra.get("cpu", 0) < cpu:
+                    if short(free, extra):
                         known[node] = 0
                         total -= took
                     else:
@@ -157,17 +150,10 @@ class FreedRoom:
                     continue
                 before = known.get(node)
                 if before is None:
-                    held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
-                    held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
-                    if held < gpus or free.get("cpu", 0) + extra.get("cpu", 0) < cpu:
-                        before = 0
-                    else:
-                        before = takes(node, free, extra)
+                    before = 0 if short(free, extra) else takes(node, free, extra)
                 for resource, amount in requests.items():
                     extra[resource] = extra.get(resource, 0) + amount
-                held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
-                held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
-                if held < gpus or free.get("cpu", 0) + extra.get("cpu", 0) < cpu:
+                if short(free, extra):
                     known[node] = 0
                     total -= before
                 else:
@@ -231,9 +217,9 @@ class FreedRoom:
         tally = self.live[0]
         member = tally.index
         node_flavors = tally.node_flavors
+        short = tally.short
+        takes_past_short = tally.takes_past_short
         takes = tally.takes
-        gpus = tally.gpus
-        cpu = tally.cpu
         all_free = self.free
         all_extra = self.extra
         seen = self.counted[0]
@@ -248,11 +234,8 @@ class FreedRoom:
             was = seen.get(node)
             if was is None:
                 was = 0
-                if member in node_flavors.get(node, ()):
-                    held = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
-                    held += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
-                    if held >= gpus and free.get("cpu", 0) + extra.get("cpu", 0) >= cpu:
-                        was = takes(node, free, extra)
+                if member in node_flavors.get(node, ()) and not short(free, extra):
+                    was = takes_past_short(node, free, extra)
             for resource, amount in requests.items():
                 extra[resource] = extra.get(resource, 0) - amount
             if not was:

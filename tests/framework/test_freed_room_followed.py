@@ -47,15 +47,16 @@ def _session(placements: Placements) -> Any:
 
 
 def _judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The nodes every tally judges from now on, in order."""
+    """The nodes every tally judges from now on, in order: those it counts pods on, past
+    its first filter (``PodTally.short``)."""
     judged: list[str] = []
-    takes = PodTally.takes
+    takes = PodTally.takes_past_short
 
     def counting(self: PodTally, name: str, free: Any, extra: Any) -> int:
         judged.append(name)
         return takes(self, name, free, extra)
 
-    monkeypatch.setattr(PodTally, "takes", counting)
+    monkeypatch.setattr(PodTally, "takes_past_short", counting)
     return judged
 
 
