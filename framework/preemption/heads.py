@@ -49,11 +49,15 @@ class Kept:
     sets are compared whole. Read-only once kept: the rounds may hand its assignment
     over as it is (see :func:`judge`)."""
 
-    __slots__ = ("answers", "assignment", "count", "created", "head", "pod_sets", "priority", "requests", "tried")
+    __slots__ = (
+        "answers", "assignment", "count", "created", "head", "level", "pod_sets", "priority", "requests", "tried"
+    )
 
     def __init__(self, head: Workload, assignment: Assignment) -> None:
         self.head = head
         self.assignment = assignment
+        # Its borrowing level as the rounds order their entries (none without a fit).
+        self.level = assignment.level if assignment.mode != NOFIT else 0
         self.priority = head.priority
         self.created = head.created
         self.pod_sets = head.pod_sets
