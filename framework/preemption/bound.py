@@ -307,7 +307,7 @@ def _arriving(
             into = by_fr.setdefault(fr, {})
             into[node] = into.get(node, 0) + amount
     out: dict[QuotaNode, dict[FR, int]] = {}
-    for fr, amounts in by_fr.items():
-        for node, amount in _reaching(accounting, path, fr, amounts).items():
+    for fr, per_queue in by_fr.items():
+        for node, amount in _reaching(accounting, path, fr, per_queue).items():
             out.setdefault(node, {})[fr] = amount
     return list(out.items())

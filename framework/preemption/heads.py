@@ -175,7 +175,9 @@ def judge(
         if answers is not None:
             # The answer its own search would get: the same request, a weaker preemptor
             # (memo.dominated, its failures filtered once for this request).
-            found = answers_now(session, leaf, answers, state)
+            found = answers.current(state)
+            if found is None:
+                found = answers_now(session, leaf, answers, state)
             if found is None:
                 return None
             for p, c, said in found:

@@ -17,14 +17,23 @@ from typing import Any
 
 import pytest
 from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.preemption.memo import (
+    Answers,
+    answers_now,
+    remember_failure,
+    search_state,
+    snapshot_counts,
+)
 from preemptd.framework.run import run_session
-from preemptd.framework.session import Registry
-from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
+from preemptd.framework.session import Registry, SearchResult
+from preemptd.framework.testing import cohort, inventory, open_session, queue, snapshot, workload
 from preemptd.plugins import cohort_reclaim, flavor_fungibility, min_runtime, priority
 
-from tests.framework.test_judged_heads import _through_nominate, _written_out
-
-NO_FLAVOR = "no flavor fits"
+from tests.framework.test_judged_heads import (
+    _first_failure_cluster,
+    _through_nominate,
+    _written_out,
+)
 
 
 def _registry() -> Registry:
@@ -99,3 +108,42 @@ def test_a_judged_heads_pending_entry_is_the_one_the_general_path_makes(
     assert fast[0]["admitted"] == [] and fast[0]["preempted"] == []
     _through_nominate(monkeypatch, _written_out)
     assert _decide(reclaim) == fast
+
+
+def test_the_failures_read_for_a_request_are_taken_as_they_are_only_while_nothing_was_kept_since() -> None:
+    """``Answers.current``: the failures read for a request in one state answer again as they
+    are while the state stands and no failure was kept since; after a failure is kept, or
+    once the state moves, they are read again (``answers_now``)."""
+    session = open_session(
+        _first_failure_cluster(), [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)], 100_000
+    )
+    leaf = session.snapshot.tree.leaves["a"]
+    cpu = ("default", "cpu")
+    needed = frozenset({cpu})
+
+    def fail(name: str, prio: int) -> None:
+        preemptor = workload(name, "a", 3, priority=prio, created=5)
+        before = snapshot_counts(session, preemptor)
+        result = SearchResult(message=f"no room for {name}", silent=True)
+        remember_failure(session, preemptor, leaf, {cpu: 3000}, needed, [], result, before)
+
+    answers = Answers({cpu: 3000}, needed, False)
+    state = search_state(session, leaf)
+    assert answers.current(state) is None  # never read
+    fail("f3", 3)
+    assert answers.current(state) is None
+    found = answers_now(session, leaf, answers, state)
+    assert found is not None and [p for p, _, _ in found] == [3]
+    assert answers.current(state) is found
+    fail("f7", 7)  # kept since: read again, the new one added
+    assert answers.current(state) is None
+    assert [p for p, _, _ in answers_now(session, leaf, answers, state) or ()] == [3, 7]
+    assert [p for p, _, _ in answers.current(state) or ()] == [3, 7]
+    session.statement.add_usage(leaf, {cpu: 1000})
+    session.statement.commit()
+    moved = search_state(session, leaf)
+    assert answers.current(moved) is None
+    assert answers_now(session, leaf, answers, moved) is None  # nothing kept in the new state
+    fail("f4", 4)
+    assert [p for p, _, _ in answers_now(session, leaf, answers, moved) or ()] == [4]
+    assert answers.current(state) is None  # the old state's reading is gone
