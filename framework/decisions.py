@@ -195,18 +195,20 @@ def number_pending(
     """
     waiting = {entry.workload for entry in decisions.pending}
     positions = decisions.positions
+    make = tuple.__new__  # a QueuePosition from its fields in order, as its own __new__ makes it
     for queue, workloads in sorted(pending_by_queue.items()):
         listed = ordered.get(queue) if ordered is not None else None
         in_order = listed if listed is not None else sorted(workloads, key=key)
         in_local: dict[tuple[str, str], int] = {}
         position = 0
         for workload in in_order:
-            if workload.key not in waiting:
+            name = workload.key
+            if name not in waiting:
                 continue
             position += 1
             local = workload.local_queue
             if local is None:
-                positions[workload.key] = QueuePosition(queue, position, None, None, workload.priority)
+                positions[name] = make(QueuePosition, (queue, position, None, None, workload.priority))
             else:
                 at = in_local[workload.namespace, local] = in_local.get((workload.namespace, local), 0) + 1
-                positions[workload.key] = QueuePosition(queue, position, local, at, workload.priority)
+                positions[name] = make(QueuePosition, (queue, position, local, at, workload.priority))
