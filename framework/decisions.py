@@ -30,6 +30,7 @@ __all__ = [
     "QueuePosition",
     "QueueShare",
     "number_pending",
+    "pending",
 ]
 
 
@@ -114,6 +115,27 @@ class Pending:
         if position is not None and position.local_position is not None:
             out["positionInLocalQueue"] = position.local_position
         return out
+
+
+# Each field of Pending set through its own slot (see :func:`pending`).
+_NEW = object.__new__
+_SET_WORKLOAD: Callable[[Pending, str], None] = Pending.__dict__["workload"].__set__
+_SET_REASON: Callable[[Pending, str], None] = Pending.__dict__["reason"].__set__
+_SET_MESSAGE: Callable[[Pending, str], None] = Pending.__dict__["message"].__set__
+_SET_WAITING_FOR: Callable[[Pending, tuple[str, ...]], None] = Pending.__dict__["waiting_for"].__set__
+
+
+def pending(workload: str, reason: str, message: str = "", waiting_for: tuple[str, ...] = ()) -> Pending:
+    """``Pending(workload, reason, message, waiting_for)``, the same frozen object, made
+    without the dataclass's generated ``__init__`` (a call of ``object.__setattr__`` by
+    name per field): each field is set through its slot. The rounds make one per workload
+    they leave pending, thousands in a saturated session."""
+    made: Pending = _NEW(Pending)
+    _SET_WORKLOAD(made, workload)
+    _SET_REASON(made, reason)
+    _SET_MESSAGE(made, message)
+    _SET_WAITING_FOR(made, waiting_for)
+    return made
 
 
 class QueuePosition(NamedTuple):

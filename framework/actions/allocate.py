@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
-from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
+from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted, pending
 from ..model import Workload
 from ..pods import NORMAL, TERMINATING
 from ..preemption.heads import Kept, State, judge
@@ -308,7 +308,7 @@ def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> None:
             lines.append(judged.tried)
     assignment = judged.assignment
     if assignment.mode == NOFIT:
-        rounds.pending[key] = Pending(key, "NoFit", entry.message or "no flavor fits")
+        rounds.pending[key] = pending(key, "NoFit", entry.message or "no flavor fits")
     else:
         queue = entry.queue
         if queue.reserves:
@@ -318,7 +318,7 @@ def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> None:
             notes = session.notes(key)
             if notes:
                 message = "; ".join([message, *notes])
-        rounds.pending[key] = Pending(key, "PreemptionNoCandidates", message)
+        rounds.pending[key] = pending(key, "PreemptionNoCandidates", message)
     if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
         session.decisions.flavor_scans[key] = dict(assignment.flavor_scan)
 
@@ -348,13 +348,13 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
         notes = session.notes(key)
         if notes:
             message = "; ".join([message, *notes])
-    rounds.pending[key] = Pending(key, reason, message)
+    rounds.pending[key] = pending(key, reason, message)
     _record_scan(session, workload, assignment)
     return _DONE
 
 
 def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
-    rounds.pending[key] = Pending(key, reason, message, waiting_for)
+    rounds.pending[key] = pending(key, reason, message, waiting_for)
 
 
 def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:
