@@ -30,6 +30,7 @@ __all__ = [
     "QueuePosition",
     "QueueShare",
     "number_pending",
+    "pending",
 ]
 
 
@@ -116,6 +117,27 @@ class Pending:
         return out
 
 
+# Each field of Pending set through its own slot (see :func:`pending`).
+_NEW = object.__new__
+_SET_WORKLOAD: Callable[[Pending, str], None] = Pending.__dict__["workload"].__set__
+_SET_REASON: Callable[[Pending, str], None] = Pending.__dict__["reason"].__set__
+_SET_MESSAGE: Callable[[Pending, str], None] = Pending.__dict__["message"].__set__
+_SET_WAITING_FOR: Callable[[Pending, tuple[str, ...]], None] = Pending.__dict__["waiting_for"].__set__
+
+
+def pending(workload: str, reason: str, message: str = "", waiting_for: tuple[str, ...] = ()) -> Pending:
+    """``Pending(workload, reason, message, waiting_for)``, the same frozen object, made
+    without the dataclass's generated ``__init__`` (a call of ``object.__setattr__`` by
+    name per field): each field is set through its slot. The rounds make one per workload
+    they leave pending, thousands in a saturated session."""
+    made: Pending = _NEW(Pending)
+    _SET_WORKLOAD(made, workload)
+    _SET_REASON(made, reason)
+    _SET_MESSAGE(made, message)
+    _SET_WAITING_FOR(made, waiting_for)
+    return made
+
+
 class QueuePosition(NamedTuple):
     """Where a pending workload waits (:func:`number_pending`)."""
 
@@ -195,18 +217,20 @@ def number_pending(
     """
     waiting = {entry.workload for entry in decisions.pending}
     positions = decisions.positions
+    make = tuple.__new__  # a QueuePosition from its fields in order, as its own __new__ makes it
     for queue, workloads in sorted(pending_by_queue.items()):
         listed = ordered.get(queue) if ordered is not None else None
         in_order = listed if listed is not None else sorted(workloads, key=key)
         in_local: dict[tuple[str, str], int] = {}
         position = 0
         for workload in in_order:
-            if workload.key not in waiting:
+            name = workload.key
+            if name not in waiting:
                 continue
             position += 1
             local = workload.local_queue
             if local is None:
-                positions[workload.key] = QueuePosition(queue, position, None, None, workload.priority)
+                positions[name] = make(QueuePosition, (queue, position, None, None, workload.priority))
             else:
                 at = in_local[workload.namespace, local] = in_local.get((workload.namespace, local), 0) + 1
-                positions[workload.key] = QueuePosition(queue, position, local, at, workload.priority)
+                positions[name] = make(QueuePosition, (queue, position, local, at, workload.priority))

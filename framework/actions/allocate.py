@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
 
-from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted
+from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted, pending
 from ..model import Workload
 from ..pods import NORMAL, TERMINATING
 from ..preemption.heads import Kept, State, judge
@@ -123,9 +123,7 @@ def run_rounds(session: Session) -> None:
             if judged is not None:
                 counters.nominations += 1
                 kept, message = judged
-                assignment = kept.assignment
-                level = assignment.level if assignment.mode != NOFIT else 0
-                entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos]), kept, message))
+                entries.append(_Entry(queue, workload, kept.assignment, (kept.level, queue.keys[pos]), kept, message))
                 continue
             assignment = nominate(session, queue.leaf, workload, judged=picker)
             level = assignment.level if assignment.mode != NOFIT else 0
@@ -138,12 +136,24 @@ def run_rounds(session: Session) -> None:
         entries.sort(key=_ORDER)
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries) if picker else entries):
-            outcome = _process(session, rounds, entry, relied_on) if entry.judged is None else _judged(session, rounds, entry)
+            queue = entry.queue
+            workload = entry.workload
+            if entry.judged is not None:
+                # Pending for the session (a judged head is not growing, not a Deployment).
+                _judged(session, rounds, entry)
+                if statement.ops:  # what it reserved
+                    statement.commit()
+                if books.own is not None and books.own.ops:
+                    books.own.commit()
+                queue.pos += 1
+                if queue.strict:
+                    _block(session, rounds, queue, workload)
+                continue
+            outcome = _process(session, rounds, entry, relied_on)
             if statement.ops:  # Statement.commit of nothing changes nothing
                 statement.commit()
             if books.own is not None and books.own.ops:
                 books.own.commit()
-            workload = entry.workload
             growing = workload.admission is not None and not workload.is_deployment  # _grows
             if growing:
                 rounds.pending.pop(workload.key, None)  # running: never listed pending
@@ -151,28 +161,32 @@ def run_rounds(session: Session) -> None:
                 continue
             # The first entry of a round is never offered again, so every round
             # finishes at least one workload and the session ends.
-            queue = entry.queue
             queue.pos += 1
             if queue.strict and outcome != _ADMITTED and not growing:
-                queue.blocked = True
-                for behind in queue.items[queue.pos :]:
-                    if _grows(behind):
-                        session.explain(
-                            behind.key,
-                            f"does not grow: behind {workload.key}, the head of StrictFIFO queue "
-                            f"{queue.leaf.name}, which was not admitted",
-                        )
-                        continue
-                    _pending(
-                        rounds,
-                        behind.key,
-                        "WaitingForQuota",
-                        f"behind {workload.key}, the head of StrictFIFO queue {queue.leaf.name}, "
-                        "which was not admitted",
-                    )
+                _block(session, rounds, queue, workload)
     session.decisions.pending.extend(rounds.pending.values())
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
+
+
+def _block(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload) -> None:
+    """A StrictFIFO queue whose head ``workload`` was not admitted: blocked for the session,
+    every workload behind it pending (an elastic one growing back is not pending)."""
+    queue.blocked = True
+    for behind in queue.items[queue.pos :]:
+        if _grows(behind):
+            session.explain(
+                behind.key,
+                f"does not grow: behind {workload.key}, the head of StrictFIFO queue "
+                f"{queue.leaf.name}, which was not admitted",
+            )
+            continue
+        _pending(
+            rounds,
+            behind.key,
+            "WaitingForQuota",
+            f"behind {workload.key}, the head of StrictFIFO queue {queue.leaf.name}, which was not admitted",
+        )
 
 
 def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
@@ -275,21 +289,38 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     return _ADMITTED
 
 
-def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> int:
-    """:func:`_process` of a judged head (``entry.judged``): pending as the kept head's
-    assignment with the judged message; nothing else of :func:`_process` applies to it
-    (not growing, not a Deployment, no victims)."""
+def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> None:
+    """:func:`_process` of a judged head (``entry.judged``), made directly: pending as the
+    kept head's assignment with the judged message, as :func:`_without_victims` makes it.
+    Nothing else of :func:`_process` applies to it (not growing, not a Deployment, no
+    flavor scan of its own to resume, no victims) and its kept head's assignment names no
+    plugin that vetoed (``heads.keep_head``): ``NoFit``, or ``PreemptionNoCandidates``
+    with its quota reserved unless its queue reclaims ``Any``."""
     judged = entry.judged
     assert judged is not None
+    key = entry.workload.key
     if session.explaining:
         explanations = session.decisions.explanations
-        key = entry.workload.key
         lines = explanations.get(key)
         if lines is None:
             explanations[key] = [judged.tried]
         else:
             lines.append(judged.tried)
-    return _without_victims(session, rounds, entry, entry.message)
+    assignment = judged.assignment
+    if assignment.mode == NOFIT:
+        rounds.pending[key] = pending(key, "NoFit", entry.message or "no flavor fits")
+    else:
+        queue = entry.queue
+        if queue.reserves:
+            reserve(session, rounds.books, queue.leaf, assignment)
+        message = entry.message or "no victims found"
+        if session.notes_added:  # else no plugin added a note to anyone
+            notes = session.notes(key)
+            if notes:
+                message = "; ".join([message, *notes])
+        rounds.pending[key] = pending(key, "PreemptionNoCandidates", message)
+    if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
+        session.decisions.flavor_scans[key] = dict(assignment.flavor_scan)
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
@@ -317,13 +348,13 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
         notes = session.notes(key)
         if notes:
             message = "; ".join([message, *notes])
-    rounds.pending[key] = Pending(key, reason, message)
+    rounds.pending[key] = pending(key, reason, message)
     _record_scan(session, workload, assignment)
     return _DONE
 
 
 def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
-    rounds.pending[key] = Pending(key, reason, message, waiting_for)
+    rounds.pending[key] = pending(key, reason, message, waiting_for)
 
 
 def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:

@@ -39,7 +39,7 @@ covers a victim's usage, the request still fits with it back, and no test is run
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from itertools import accumulate, filterfalse, groupby
 from operator import attrgetter, itemgetter
 
@@ -102,7 +102,7 @@ def may_fit(
 
     A candidate counted twice only makes the bound looser (the walk then runs as usual),
     never wrong. Only the preemptor's flavor-resources are summed. Usage is removed
-    where it reaches the preemptor's path (:func:`_arriving`), and added back exactly.
+    where it reaches the preemptor's path (:func:`_reaching`), and added back exactly.
     The cheaper test (see the module notes) looks only at the flavor-resources that do
     not fit now: the others fit already, and taking victims only adds to what is free.
     ``runs``: where ``candidates`` come from (``collect_runs``); each run is one queue's
@@ -121,13 +121,21 @@ def may_fit(
             return False
     if not short:
         return True
-    arriving = _arriving(accounting, leaf, freed.by_queue(short))
-    for node, amounts in arriving:
+    path = set(leaf.lineage)
+    arriving: dict[QuotaNode, dict[FR, int]] = {}
+    for fr in short:
+        for node, amount in _reaching(accounting, path, fr, freed.by_queue(fr)).items():
+            into = arriving.get(node)
+            if into is None:
+                arriving[node] = {fr: amount}
+            else:
+                into[fr] = amount
+    for node, amounts in arriving.items():
         accounting.remove_all(node, amounts)
     try:
         return fits_quota(accounting, leaf, usage, allow_borrowing)
     finally:
-        for node, amounts in arriving:
+        for node, amounts in arriving.items():
             accounting.add_all(node, amounts)
 
 
@@ -137,10 +145,11 @@ class _Freed:
     queue (:meth:`by_queue`). Each flavor-resource's usage is read once per candidate,
     or per run from its source's running totals (:func:`_takeable_runs`). Candidates and
     runs come grouped by queue, each queue's together (a run is one queue's units of one
-    class), so a queue's sum is a difference of running totals; a queue that comes back
+    class): a run's sum is its queue's part, and the candidates' stretches of one queue
+    are found once and summed as differences of running totals; a queue that comes back
     later adds to its first sums."""
 
-    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs")
+    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs", "stretches")
 
     def __init__(self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None) -> None:
         self.candidates = candidates
@@ -150,6 +159,9 @@ class _Freed:
         self.items: list[_Run] | None = None
         # Per flavor-resource: each item's usage of it.
         self.per_fr: dict[FR, list[int]] = {}
+        # Without runs: each stretch of takeable candidates of one queue, as (queue, its
+        # length), in order (made when first needed).
+        self.stretches: list[tuple[QuotaNode, int]] | None = None
 
     def _values(self, fr: FR) -> list[int]:
         found = self.per_fr.get(fr)
@@ -169,31 +181,33 @@ class _Freed:
     def total(self, fr: FR) -> int:
         return sum(self._values(fr))
 
-    def by_queue(self, short: list[FR]) -> dict[QuotaNode, dict[FR, int]]:
-        """Per queue, in the order queues first come, what its candidates free of each
-        flavor-resource of ``short``."""
+    def by_queue(self, fr: FR) -> dict[QuotaNode, int]:
+        """Per queue that frees some of ``fr``, in the order queues first come, how much
+        its candidates free."""
+        values = self._values(fr)
+        freed: dict[QuotaNode, int] = {}
         if self.runs is not None:
             if self.items is None:
                 self.items = _takeable_runs(self.runs, self.allow_borrowing)
-            queues: Iterable[QuotaNode] = map(_QUEUE, self.items)
-        elif self.allow_borrowing:
-            queues = map(_LEAF, filterfalse(_ONLY_WITHIN_NOMINAL, self.candidates))
-        else:
-            queues = map(_LEAF, self.candidates)
-        groups = []
-        freed: dict[QuotaNode, dict[FR, int]] = {}
+            for queue, value in zip(map(_QUEUE, self.items), values, strict=True):
+                if value:
+                    freed[queue] = freed.get(queue, 0) + value
+            return freed
+        stretches = self.stretches
+        if stretches is None:
+            candidates = self.candidates
+            taken = filterfalse(_ONLY_WITHIN_NOMINAL, candidates) if self.allow_borrowing else candidates
+            stretches = self.stretches = [
+                (queue, len(list(stretch))) for queue, stretch in groupby(map(_LEAF, taken))
+            ]
+        totals = list(accumulate(values, initial=0))
         start = 0
-        for queue, stretch in groupby(queues):
-            end = start + len(list(stretch))
-            sums = freed.get(queue)
-            if sums is None:
-                sums = freed[queue] = dict.fromkeys(short, 0)
-            groups.append((sums, start, end))
+        for queue, length in stretches:
+            end = start + length
+            value = totals[end] - totals[start]
+            if value:
+                freed[queue] = freed.get(queue, 0) + value
             start = end
-        for fr in short:
-            totals = list(accumulate(self._values(fr), initial=0))
-            for sums, start, end in groups:
-                sums[fr] += totals[end] - totals[start]
         return freed
 
 
@@ -231,56 +245,69 @@ def _run_sums(runs: Runs, parts: list[_Run], fr: FR) -> list[int]:
     return out
 
 
+def _reaching(
+    accounting: Accounting, path: set[QuotaNode], fr: FR, freed: dict[QuotaNode, int]
+) -> dict[QuotaNode, int]:
+    """Where removing ``freed`` (usage of ``fr`` per queue) reaches the preemptor's
+    ``path`` (its lineage), and how much: only the path's usage is read by the fit test.
+    Removing usage from a queue passes up to its parent what it had stored there (its
+    usage beyond its local reserve); removals are additive, and several removals below
+    one node pass up together ``min(their sum, what it stored)``, as they would one by
+    one. So the queues off the path are summed bottom up without being changed, and
+    each path node gets, as one removal of its own, the sum of what reaches it from
+    below. One flavor-resource's removal never changes another's."""
+    out: dict[QuotaNode, int] = {}
+    # Per depth, the queues and cohorts off the path and what leaves them from below.
+    levels: dict[int, dict[QuotaNode, int]] = {}
+    for node, amount in freed.items():
+        if node in path:
+            out[node] = out.get(node, 0) + amount
+        else:
+            level = levels.get(node.depth)
+            if level is None:
+                levels[node.depth] = {node: amount}
+            else:
+                level[node] = level.get(node, 0) + amount
+    all_usage = accounting.usage
+    for depth in range(max(levels, default=0), 0, -1):
+        level = levels.get(depth)
+        if level is None:
+            continue
+        for node, amount in level.items():
+            parent = node.parent
+            if parent is None or amount <= 0:
+                continue  # another queue tree: nothing reaches the preemptor's
+            guaranteed = node.guaranteed  # most nodes keep no local reserve
+            stored = all_usage[node.index].get(fr, 0)
+            if guaranteed:
+                stored -= guaranteed.get(fr, 0)
+            if stored <= 0:
+                continue
+            passed = amount if amount < stored else stored
+            if parent in path:
+                out[parent] = out.get(parent, 0) + passed
+            else:
+                above = levels.get(depth - 1)
+                if above is None:
+                    levels[depth - 1] = {parent: passed}
+                else:
+                    above[parent] = above.get(parent, 0) + passed
+    return out
+
+
 def _arriving(
     accounting: Accounting, leaf: QuotaNode, freed: dict[QuotaNode, dict[FR, int]]
 ) -> list[tuple[QuotaNode, dict[FR, int]]]:
-    """Where removing ``freed`` (usage per queue) reaches the preemptor's path, and how
-    much: only the path's usage is read by the fit test. Removing usage from a queue
-    passes up to its parent what it had stored there (its usage beyond its local
-    reserve); removals are additive, and several removals below one node pass up
-    together ``min(their sum, what it stored)``, as they would one by one. So the
-    queues off the path are summed bottom up without being changed, and each path
-    node gets, as one removal of its own, the sum of what reaches it from below."""
+    """:func:`_reaching` of every flavor-resource of ``freed`` (usage per queue): per path
+    node, what reaches it, as one removal of its own; what :func:`may_fit` removes."""
     path = set(leaf.lineage)
-    out: dict[QuotaNode, dict[FR, int]] = {}
-    # Per depth, the queues and cohorts off the path and what leaves them from below.
-    levels: dict[int, dict[QuotaNode, dict[FR, int]]] = {}
+    by_fr: dict[FR, dict[QuotaNode, int]] = {}
     for node, amounts in freed.items():
-        if node in path:
-            _add_to(out, node, amounts)
-        else:
-            levels.setdefault(node.depth, {})[node] = dict(amounts)
-    all_usage = accounting.usage
-    for depth in range(max(levels, default=0), 0, -1):
-        for node, amounts in levels.get(depth, {}).items():
-            parent = node.parent
-            if parent is None:
-                continue  # another queue tree: nothing reaches the preemptor's
-            used = all_usage[node.index]
-            guaranteed = node.guaranteed  # most nodes keep no local reserve
-            passed = {}
-            for fr, amount in amounts.items():
-                stored = used.get(fr, 0) - guaranteed.get(fr, 0) if guaranteed else used.get(fr, 0)
-                if amount > 0 and stored > 0:
-                    passed[fr] = amount if amount < stored else stored
-            if not passed:
-                continue
-            into = out.get(parent) if parent in path else levels.setdefault(depth - 1, {}).get(parent)
-            if into is None:
-                if parent in path:
-                    out[parent] = passed
-                else:
-                    levels[depth - 1][parent] = passed
-            else:
-                for fr, amount in passed.items():
-                    into[fr] = into.get(fr, 0) + amount
+        for fr, amount in amounts.items():
+            into = by_fr.setdefault(fr, {})
+            into[node] = into.get(node, 0) + amount
+    out: dict[QuotaNode, dict[FR, int]] = {}
+    for fr, per_queue in by_fr.items():
+        for node, amount in _reaching(accounting, path, fr, per_queue).items():
+            out.setdefault(node, {})[fr] = amount
     return list(out.items())
-
-
-def _add_to(out: dict[QuotaNode, dict[FR, int]], node: QuotaNode, amounts: dict[FR, int]) -> None:
-    into = out.get(node)
-    if into is None:
-        out[node] = dict(amounts)
-        return
-    for fr, amount in amounts.items():
-        into[fr] = into.get(fr, 0) + amount

@@ -49,11 +49,15 @@ class Kept:
     sets are compared whole. Read-only once kept: the rounds may hand its assignment
     over as it is (see :func:`judge`)."""
 
-    __slots__ = ("answers", "assignment", "count", "created", "head", "pod_sets", "priority", "requests", "tried")
+    __slots__ = (
+        "answers", "assignment", "count", "created", "head", "level", "pod_sets", "priority", "requests", "tried"
+    )
 
     def __init__(self, head: Workload, assignment: Assignment) -> None:
         self.head = head
         self.assignment = assignment
+        # Its borrowing level as the rounds order their entries (none without a fit).
+        self.level = assignment.level if assignment.mode != NOFIT else 0
         self.priority = head.priority
         self.created = head.created
         self.pod_sets = head.pod_sets
@@ -171,7 +175,9 @@ def judge(
         if answers is not None:
             # The answer its own search would get: the same request, a weaker preemptor
             # (memo.dominated, its failures filtered once for this request).
-            found = answers_now(session, leaf, answers, state)
+            found = answers.current(state)
+            if found is None:
+                found = answers_now(session, leaf, answers, state)
             if found is None:
                 return None
             for p, c, said in found:

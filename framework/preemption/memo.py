@@ -336,9 +336,15 @@ class Answers:
     tries them, as (priority, creation time, message naming the judge): what is left of
     :func:`dominated` for a preemptor asking exactly that is the priority test. Kept by
     whoever asks the same request again and again (``heads.py``); :func:`answers_now`
-    brings it up to date."""
+    brings it up to date.
 
-    __slots__ = ("failures", "found", "needed", "seen", "usage", "with_room")
+    ``state``: the search state ``failures`` was last read in. A leaf has one list of
+    failures per state, made when its first failure is kept and dropped only once its
+    state has moved on, and a state never comes back (every part of it only grows): so
+    while the state is ``state`` and the list holds ``seen`` failures, ``found`` is
+    :func:`answers_now`'s answer as it is (:meth:`current`)."""
+
+    __slots__ = ("failures", "found", "needed", "seen", "state", "usage", "with_room")
 
     def __init__(self, usage: dict[FR, int], needed: frozenset[FR], with_room: bool) -> None:
         self.usage = usage
@@ -347,6 +353,15 @@ class Answers:
         self.failures: list[_Failure] | None = None  # the leaf's list these were read from
         self.seen = 0  # how many of its failures were read
         self.found: list[tuple[int, int, str]] = []
+        self.state: tuple[int, int, int] | None = None
+
+    def current(self, state: tuple[int, int, int]) -> list[tuple[int, int, str]] | None:
+        """``found`` when nothing was kept since it was read in ``state`` (the current
+        search state), else ``None`` (then ask :func:`answers_now`)."""
+        failures = self.failures
+        if self.state == state and failures is not None and self.seen == len(failures):
+            return self.found
+        return None
 
 
 def answers_now(
@@ -375,6 +390,7 @@ def answers_now(
             if wanted == needed and room == with_room and _asks_no_less(usage, asked):
                 found.append((p, c, _judged_text(failure)))
         answers.seen = len(failures)
+    answers.state = state
     return answers.found
 
 

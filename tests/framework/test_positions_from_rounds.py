@@ -131,6 +131,10 @@ def test_positions_by_hand_with_local_queues_a_blocked_queue_and_a_growing_workl
         assert decisions.positions[w.key] == QueuePosition(
             "a", in_a.index(w) + 1, "train", same_local.index(w) + 1, w.priority
         )
+        # Made without QueuePosition's own __new__: still one, its fields by name.
+        assert type(decisions.positions[w.key]) is QueuePosition
+        assert decisions.positions[w.key].local_queue == "train"
+        assert decisions.positions[w.key].priority == w.priority
     # StrictFIFO ``s``: ``big`` does not fit and blocks ``small``; both wait, in that order.
     assert [decisions.positions[k].position for k in ("ns/big", "ns/small")] == [1, 2]
     # The growing workload is in ``e``'s rounds but never pending, so it has no position.
