@@ -45,6 +45,8 @@ searched as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter
 
 from ..model import PodSet
 from ..nodes import gpu_amount, pod_terms
@@ -63,7 +65,9 @@ _BOUNDED = "_bounded_with_targets"
 """Where a session keeps (``session.state``) the memo keys of the searches with node
 targets of workloads with several podSets that the quota bound proved hopeless."""
 
-_NOWHERE: Mapping[str, int] = {}
+_ROOM = attrgetter("room")
+_NOTHING: Mapping[str, int] = {}  # what ``best_fit_unchanged`` is told of a node it skips
+_NODE = itemgetter(0)
 
 
 def count_bounded(session: Session, key: Key) -> None:
@@ -133,12 +137,10 @@ def _parked(session: Session, spec: PodSet, flavor: str, gpus: int, candidates: 
     ``candidates``, fits a pod of ``spec`` now (the node *m* of the module notes)."""
     placements = session.placements
     assert placements is not None
-    hosts: dict[str, Mapping[str, int]] = {}
-    for candidate in candidates:
-        if isinstance(candidate, DeferredPods):
-            return False  # its pods are not listed yet
-        for node, _ in candidate.room:
-            hosts[node] = _NOWHERE
+    if any(map(isinstance, candidates, repeat(DeferredPods))):
+        return False  # their pods are not listed yet
+    # The nodes the candidates' pods are on, gathered in C: a search offers hundreds.
+    hosts = dict.fromkeys(map(_NODE, chain.from_iterable(map(_ROOM, candidates))), _NOTHING)
     selector, tolerations = pod_terms(session.snapshot.flavors[flavor], spec)
     found = placements.best_fit_unchanged(flavor, spec.requests, selector, tolerations, hosts)
     return found is not None and found[0] < gpus
