@@ -22,8 +22,9 @@ every step when:
     the launcher on its room now and has fewer free GPUs than one pod of the podSet
     asks (``G``).
 
-Every state a walk or its fill-back tests is the room now plus the room of some of
-the candidates: no candidate is on *m*, so its room is the same in all of them and it
+Every state a walk or its fill-back tests is the room now (the memo keys name the node
+epoch, and the statement holds nothing) plus the room of some of the candidates, given
+to the placements or kept beside them (``room.py``): no candidate is on *m*, so its room is the same in all of them and it
 fits the launcher there. The best fit is no worse than *m*: it has at most as many free
 GPUs, fewer than ``G``, so that node takes none of the podSet's pods (a pod asking
 ``G`` GPUs in all does not fit fewer), neither before nor after the launcher takes
