@@ -3,7 +3,7 @@ its GPU podSet when the launcher parks on a node no GPU pod can use
 (framework/preemption/parked.py).
 
 Flavor ``gpu`` (nodes labelled ``pool=gpu``), queue ``q`` (withinQueue LowerPriority,
-quota far above what anyone asks: only node room is short). ``high`` (priority 5) asks
+quota far above what anyone asks but in the last case: node room is short). ``high`` asks
 for a launcher of 2 cores and one pod of 8 GPUs and ``main_cpu`` cores. Running
 workloads of priority 0 and 1 are its candidates (lowest priority first), one of
 priority 9 is not. The scan searches ``main`` on top of the launcher's cores with target
@@ -36,6 +36,11 @@ priority 9 is not. The scan searches ``main`` on top of the launcher's cores wit
   9 cores). The whole request's launcher then prefers n1 ((8, 9) before n2's (8, 12)),
   leaving 7 cores: no set of victims holds both, ``high`` stays pending. A node with as
   many GPUs as the pods ask does not keep the launcher apart: the whole request is walked.
+* ``parked, quota short``: ``parked`` with 12 GPUs of quota (16 in use): even without
+  ``low`` the 8 GPUs asked do not fit, which the quota bound proves. A plugin that may
+  refuse candidates (``guard``) is then still asked about each one by a hopeless walk, so
+  the podSet's failure answers no other search; the whole request takes it without its
+  own walk, counted as bounded as that walk is.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ from typing import Any
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from preemptd.framework import hookimpl
 from preemptd.framework.preemption import parked
 from preemptd.framework.preemption.walk import Walk
 from preemptd.framework.run import run_session
@@ -141,7 +147,22 @@ _CASES = {
     "launcher's node has the pods' GPUs": (
         [("n1", 9), ("n2", 12, "amd.com/gpu")], [("low", 0, 8, 8, "n1")], 8, [], (2, 2),
     ),
+    "parked, quota short": (
+        [("n1", 16), ("n2", 16)], [("low", 0, 8, 8, "n1"), ("keep", 9, 12, 8, "n2")], 8, [], (2, 1), 12,
+    ),
 }
+
+
+class _Guard:
+    """Refuses the running workload named ``guarded`` (none below): a plugin that may
+    refuse makes a walk the quota bound proves hopeless still ask it about every candidate."""
+
+    MEMO_SAFE = True
+
+    @staticmethod
+    @hookimpl
+    def is_preemptible(session: Any, action: str, preemptor: Any, preemptee: Any) -> bool | None:
+        return False if preemptee.workload.name == "guarded" else None
 
 
 def _decide(monkeypatch: pytest.MonkeyPatch, objects: list[Any], enabled: bool) -> tuple[Any, int, dict[str, int | str]]:
@@ -155,7 +176,9 @@ def _decide(monkeypatch: pytest.MonkeyPatch, objects: list[Any], enabled: bool) 
 
     monkeypatch.setattr(Walk, "attempt", counting)
     monkeypatch.setattr(parked, "ENABLED", enabled)
-    registry = Registry([("priority", priority, None), ("flavor-fungibility", flavor_fungibility, None)])
+    registry = Registry(
+        [("priority", priority, None), ("flavor-fungibility", flavor_fungibility, None), ("guard", _Guard(), None)]
+    )
     counters: dict[str, int | str] = {}
     decisions = run_session(snapshot(objects, _NOW), registry, counters=counters)
     monkeypatch.undo()
@@ -166,8 +189,8 @@ def _decide(monkeypatch: pytest.MonkeyPatch, objects: list[Any], enabled: bool) 
 def test_the_whole_request_takes_its_gpu_podsets_walk_only_when_the_launcher_parks_apart(
     monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
-    nodes, running, main_cpu, victims, walks = _CASES[case]
-    objects = _cluster(nodes, running, main_cpu)
+    nodes, running, main_cpu, victims, walks, *quota = _CASES[case]
+    objects = _cluster(nodes, running, main_cpu, gpu_quota=quota[0] if quota else 64)
     fast, fast_walks, fast_counts = _decide(monkeypatch, objects, True)
     plain, plain_walks, plain_counts = _decide(monkeypatch, objects, False)
     assert fast == plain
@@ -187,7 +210,7 @@ def test_without_the_launchers_node_the_podsets_answer_would_be_wrong(monkeypatc
     pod together: the head is sent back and nothing is preempted, where the walk of the
     whole request preempts ``low`` and ``low2``."""
     monkeypatch.setattr(parked, "_parked", lambda *args: True)
-    nodes, running, main_cpu, _, _ = _CASES["parking node hosts a candidate"]
+    nodes, running, main_cpu, *_ = _CASES["parking node hosts a candidate"]
     forced, _, _ = _decide(monkeypatch, _cluster(nodes, running, main_cpu), True)
     assert forced[1]["ml/high"][-1] == "minimal set of victims: ml/low (InQueue)"
     decisions = json.loads(forced[0])
