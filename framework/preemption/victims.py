@@ -16,7 +16,11 @@ when the plugins offer it the very candidates they offered the podSet's search (
 same objects in the same order, as many left out), in the same state, every step of
 its walk is the same: the quota bound, the fit tests, the questions to the plugins,
 fill-back and the level. Its answer is then the podSet's search's, its vetoes counted
-again as the memo counts them (:func:`_same_walk`).
+again as the memo counts them (:func:`_same_walk`). That is for searches without node
+targets. With node targets, a launcher and GPU pods on one flavor ask the same usage
+and needed flavor-resources as the GPU podSet's search and differ only in the
+launcher's target: when a node hosting no candidate keeps the launcher apart from the
+GPU pods at every step, the podSet's answer is the whole request's (:mod:`.parked`).
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from .memo import (  # _USAGE: where memo_key puts the usage asked for
     snapshot_counts,
     tally,
 )
+from .parked import count_bounded, same_walk_on_nodes
 from .replicas import replica_victims
 from .search import find_minimal
 
@@ -84,6 +89,13 @@ def find_victims(
         elif key is not None and not targets and len(preemptor.pod_sets) > 1:
             walks = _same_walk(session, key, bases)
             result = find_minimal(session, preemptor, leaf, usage, needed, targets, walks)
+        elif key is not None and len(preemptor.pod_sets) > 1:
+            # With node targets: the whole request may take its last podSet's walk (parked.py).
+            bounded = session.counters.bounded
+            on_nodes = same_walk_on_nodes(session, key, bases, targets)
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets, on_nodes)
+            if session.counters.bounded != bounded:
+                count_bounded(session, key)
         else:
             result = find_minimal(session, preemptor, leaf, usage, needed, targets)
         if key is not None:
