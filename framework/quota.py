@@ -33,6 +33,7 @@ class QuotaNode:
         "index",
         "is_leaf",
         "lending_limit",
+        "levels",
         "lineage",
         "name",
         "nominal",
@@ -62,6 +63,9 @@ class QuotaNode:
         self.root: QuotaNode = self
         # The root, then each node down to this one (``Accounting._available`` reads it).
         self.lineage: tuple[QuotaNode, ...] = (self,)
+        # Per flavor-resource, once asked: the static figures ``Accounting._available``
+        # reads below the root (see ``_levels``).
+        self.levels: dict[FR, tuple[tuple[int, int, int | None, int], ...]] = {}
         for group in spec.resource_groups:
             for flavor in group.flavors:
                 for resource, quota in flavor.resources.items():
@@ -242,20 +246,15 @@ class Accounting:
         the local reserve left plus what the level above offers, capped by the
         borrowing limit (SEMANTICS §1)."""
         all_usage = self.usage
-        lineage = node.lineage
-        root = lineage[0]
+        root = node.lineage[0]
         available = root.subtree.get(fr, 0) - all_usage[root.index].get(fr, 0)
-        for i in range(1, len(lineage)):
-            at = lineage[i]
-            used = all_usage[at.index].get(fr, 0)
-            reserve = at.guaranteed
-            guaranteed = reserve.get(fr, 0) if reserve else 0
-            limits = at.borrowing_limit
-            limit = limits.get(fr) if limits else None
+        levels = node.levels.get(fr)
+        if levels is None:
+            levels = _levels(node, fr)
+        for index, guaranteed, limit, stored in levels:
+            used = all_usage[index].get(fr, 0)
             if limit is not None:
-                stored = at.subtree.get(fr, 0) - guaranteed
-                used_in_parent = used - guaranteed if used > guaranteed else 0
-                cap = stored - used_in_parent + limit
+                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
                 if cap < available:
                     available = cap
             if guaranteed > used:
@@ -313,6 +312,18 @@ class Accounting:
             amount -= max(0, node.guaranteed.get(fr, 0) - used)
             node = node.parent
         return None
+
+
+def _levels(node: QuotaNode, fr: FR) -> tuple[tuple[int, int, int | None, int], ...]:
+    """Per level of ``node``'s lineage below the root, what ``Accounting._available``
+    reads of it besides usage: its index, local reserve, borrowing limit (or ``None``)
+    and the quota it stores in its parent. Static: kept on the node."""
+    found = []
+    for at in node.lineage[1:]:
+        guaranteed = at.guaranteed.get(fr, 0)
+        found.append((at.index, guaranteed, at.borrowing_limit.get(fr), at.subtree.get(fr, 0) - guaranteed))
+    levels = node.levels[fr] = tuple(found)
+    return levels
 
 
 def lender_may_give(

@@ -312,9 +312,12 @@ class FreedRoom:
 
     def fits(self) -> bool:
         """Whether every pod of the targets fits the nodes of the walk's state."""
+        if self.exact:  # :meth:`may_fit` of at most one pod set, which is the test
+            live = self.live
+            return not live or self.totals[0] >= live[0].count
         if not self.may_fit():
             return False
-        return self.exact or self._fit_all()
+        return self._fit_all()
 
     def _fit_all(self) -> bool:
         """``Placements.fit_all`` on the walk's room: the earlier pod sets' pods placed

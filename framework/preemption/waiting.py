@@ -93,7 +93,9 @@ def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list
 # per flavor-resource and per queue. A later walk keeps the part its candidates share
 # with the kept ones and extends it only as far as it stops; its stop is found by
 # bisection, its run's usage read from the sums, and the lender test asked once per
-# queue and set of flavor-resources held.
+# queue and set of flavor-resources held. A run the lender test is not known to pass for
+# over its first ``WORTH`` candidates is known for no longer one (less is taken under each
+# node of a shorter run): a walk reads that far first, and no further when it is not.
 
 
 class Leading:
@@ -176,9 +178,11 @@ class Leading:
                 stop = found
         return stop
 
-    def _read(self, candidates: list[Candidate], allow_borrowing: bool, need: list[tuple[FR, int]]) -> None:
+    def _read(
+        self, candidates: list[Candidate], allow_borrowing: bool, need: list[tuple[FR, int]], most: int = 0
+    ) -> None:
         """Read further candidates until one leaves no flavor-resource short, an elastic
-        remainder, or the end."""
+        remainder, or the end; with ``most``, also once that many are accepted."""
         cands = self.cands
         accepted = self.accepted
         sums = self.sums
@@ -220,6 +224,8 @@ class Leading:
                     patterns[held] = j
             if all(running[-1] >= amount for running, amount in last):
                 return
+            if most and j + 1 >= most:
+                return
 
     def run(
         self,
@@ -236,8 +242,17 @@ class Leading:
         self._keep_shared(candidates)
         stop = self._stop(need)
         if stop == len(self.accepted) and self.end < 0 and len(self.cands) < len(candidates):
-            self._read(candidates, allow_borrowing, need)
-            stop = self._stop(need)
+            if stop < WORTH:
+                # First only as far as a run worth taking: when the lender test is not
+                # known to pass for its first ``WORTH`` candidates, it is known for no
+                # longer run (see the bisection below), and the rest is not read.
+                self._read(candidates, allow_borrowing, need, WORTH)
+                stop = self._stop(need)
+                if stop == WORTH and self._taken(WORTH, chain_of, all_usage) is None:
+                    return self._missed()
+            if stop == len(self.accepted) and self.end < 0 and len(self.cands) < len(candidates):
+                self._read(candidates, allow_borrowing, need)
+                stop = self._stop(need)
         ended = stop == len(self.accepted)  # no candidate read leaves the request short
         found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
         if found is None and stop > WORTH:
@@ -255,16 +270,19 @@ class Leading:
             stop = low
             found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
         if stop < WORTH or found is None:
-            # A short run saves less than it costs (the walk's later lender tests are
-            # then exact ones): the walk goes step by step.
-            self.misses += 1
-            self.wait = 1 << min(self.misses, 5)
-            return 0, [], {}
+            return self._missed()
         self.misses = 0
         if not ended:
             return self.at[stop], self.accepted[:stop], found
         # The run ends at an elastic remainder, or with the candidates.
         return (self.end if self.end >= 0 else len(candidates)), self.accepted[:stop], found
+
+    def _missed(self) -> tuple[int, list[Candidate], dict[QuotaNode, dict[FR, int]]]:
+        """No run: a short run saves less than it costs (the walk's later lender tests are
+        then exact ones), and the walk goes step by step."""
+        self.misses += 1
+        self.wait = 1 << min(self.misses, 5)
+        return 0, [], {}
 
     def _taken(
         self, stop: int, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]

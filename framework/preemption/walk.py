@@ -104,7 +104,7 @@ class Walk:
         test needs."""
         session = self.session
         statement = session.statement
-        start = statement.checkpoint()
+        start = statement.hold()  # everything is undone at the end: quota from copies
         victims: list[Candidate] = []
         nodes = bool(self.targets) and not hopeless
         room = self._headroom() if self.may_skip_walk() and not hopeless else None
@@ -256,7 +256,7 @@ class Walk:
                 walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims))
             return [], 0
         finally:
-            statement.rollback(start)
+            statement.release(start)
 
     def _chain(self, queue: QuotaNode) -> tuple[QuotaNode, ...]:
         """``queue`` and its ancestors off the preemptor's path, up to the highest of them

@@ -14,6 +14,15 @@ later rolled back may still bump an epoch: a spurious bump only costs a memo mis
 Node room changes tentatively (``Placements.take_tentatively``): the sorted node
 index is brought up to date on commit, and when a rollback returns to the last
 commit, not after every operation a search undoes.
+
+A victim walk changes the quota of many queues and always returns to where it started:
+undoing its steps one by one costs as much as making them. :meth:`hold` marks such a
+start: before the first change of each queue tree's lineage after it, the usage of the
+lineage's nodes is copied, and :meth:`release` puts the copies back instead of undoing
+each quota operation (node operations are still undone one by one). Adding and removing
+usage are exact inverses, so a rollback leaves every value as it was before the hold,
+and a flavor-resource first met during the hold stays at 0: the release leaves the
+same maps, keys in the same order.
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ Listener = Callable[[Workload, int | None], None]
 
 class Statement:
     __slots__ = (
+        "_held",
+        "_held_at",
+        "_held_nodes",
         "_nodes_touched",
         "_touched",
         "accounting",
@@ -68,11 +80,18 @@ class Statement:
         self.last_fit: tuple[list[object], bool, object] | None = None
         self._touched: set[int] = set()
         self._nodes_touched = False
+        # During a hold: per node index, its usage when first changed (see the notes), and
+        # whether a node operation was made.
+        self._held: dict[int, dict[FR, int]] | None = None
+        self._held_at = 0  # the checkpoint of the hold
+        self._held_nodes = False
 
     def checkpoint(self) -> int:
         return len(self.ops)
 
     def rollback(self, checkpoint: int = 0) -> None:
+        if self._held is not None and checkpoint < self._held_at:
+            self._held = None  # back past a hold: its copies are of a later state
         ops = self.ops
         accounting = self.accounting
         placements = self.placements
@@ -95,8 +114,63 @@ class Statement:
             if placements is not None:
                 placements.sync()
 
+    def hold(self) -> int:
+        """A checkpoint :meth:`release` returns to (see the notes). A hold inside a hold
+        is a plain checkpoint (the outer copies are of an earlier state) and its release
+        a plain rollback; a rollback or commit past a hold ends it."""
+        if self._held is None:
+            self._held = {}
+            self._held_at = len(self.ops)
+            self._held_nodes = False
+        return len(self.ops)
+
+    def release(self, checkpoint: int) -> None:
+        """:meth:`rollback` to ``checkpoint``, a :meth:`hold`: the quota from the copies."""
+        held = self._held
+        ops = self.ops
+        if held is None or checkpoint != self._held_at or len(ops) < checkpoint:
+            self.rollback(checkpoint)
+            return
+        self._held = None
+        placements = self.placements
+        if self._held_nodes:
+            # Node operations undone in reverse; quota operations only dropped.
+            assert placements is not None
+            for i in range(len(ops) - 1, checkpoint - 1, -1):
+                kind, target, amounts = ops[i]
+                if kind == _TAKE:
+                    placements.give_back_tentatively(target, amounts)  # type: ignore[arg-type]
+                elif kind == _GIVE:
+                    placements.take_tentatively(target, amounts)  # type: ignore[arg-type]
+        del ops[checkpoint:]
+        all_usage = self.accounting.usage
+        for index, saved in held.items():
+            usage = all_usage[index]
+            if len(usage) == len(saved):
+                usage.update(saved)
+                continue
+            for fr in usage:  # one first met during the hold: 0, as a rollback leaves it
+                usage[fr] = saved.get(fr, 0)
+        if not ops:
+            self._touched.clear()
+            self._nodes_touched = False
+            if placements is not None:
+                placements.sync()
+
+    def _save(self, held: dict[int, dict[FR, int]], leaf: QuotaNode) -> None:
+        """Copy the usage of ``leaf`` and its ancestors not copied yet (an ancestor of a
+        copied node is copied)."""
+        all_usage = self.accounting.usage
+        for node in reversed(leaf.lineage):
+            index = node.index
+            if index in held:
+                return
+            held[index] = dict(all_usage[index])
+
     def commit(self) -> None:
-        """Keep everything done so far; later rollbacks cannot undo it."""
+        """Keep everything done so far; later rollbacks cannot undo it (nor a release:
+        a hold ends here)."""
+        self._held = None
         if self.ops:
             epochs = self.epochs
             for root in self._touched:
@@ -116,11 +190,17 @@ class Statement:
     # -- quota -------------------------------------------------------------
 
     def add_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
+        held = self._held
+        if held is not None and leaf.index not in held:
+            self._save(held, leaf)
         self.accounting.add_all(leaf, usage)
         self.ops.append((_ADD, leaf, usage))
         self._touched.add(leaf.root.index)
 
     def remove_usage(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> None:
+        held = self._held
+        if held is not None and leaf.index not in held:
+            self._save(held, leaf)
         self.accounting.remove_all(leaf, usage)
         self.ops.append((_REMOVE, leaf, usage))
         self._touched.add(leaf.root.index)
@@ -132,12 +212,14 @@ class Statement:
         self.placements.take_tentatively(node, requests)
         self.ops.append((_TAKE, node, requests))
         self._nodes_touched = True
+        self._held_nodes = True
 
     def give_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
         self.placements.give_back_tentatively(node, requests)
         self.ops.append((_GIVE, node, requests))
         self._nodes_touched = True
+        self._held_nodes = True
 
     # -- workloads ---------------------------------------------------------
 
@@ -150,6 +232,9 @@ class Statement:
         """Virtually take one candidate unit: its quota and (with ``nodes``) its pods'
         room come free. A search that does not place pods leaves node room alone."""
         leaf = candidate.leaf
+        held = self._held
+        if held is not None and leaf.index not in held:
+            self._save(held, leaf)
         self.accounting.remove_all(leaf, candidate.usage)
         ops = self.ops
         ops.append((_REMOVE, leaf, candidate.usage))
@@ -162,5 +247,6 @@ class Statement:
                 give(node, requests)
                 ops.append((_GIVE, node, requests))
             self._nodes_touched = True
+            self._held_nodes = True
         if self.on_evict is not None:
             self.on_evict(candidate.workload, candidate.count)

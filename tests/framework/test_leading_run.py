@@ -221,3 +221,22 @@ def test_a_run_shorter_than_worth_taking_is_left_to_the_step_by_step_walk() -> N
     assert leading.wait == 2
     count, victims, _ = leading.run(units, True, [(CPU, 36_000)], _chains(tree), usage)
     assert (count, victims) == (35, units[:35]) and leading.wait == 2 and leading.misses == 0
+
+
+def test_a_run_the_lender_test_refuses_within_its_first_worth_candidates_reads_no_further(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``b`` uses 3 cores of its nominal 1: it stays above its nominal with at most 1 core
+    taken, so no run of two or more of its 1-core candidates is known to pass the lender
+    test. With WORTH at 4, the first four candidates read tell there is no run worth
+    taking: a request of 41 cores does not read the 37 candidates after them (before, all
+    41 up to the first fit test were read, and the run cut by bisection to nothing)."""
+    monkeypatch.setattr(waiting, "WORTH", 4)
+    tree, _, usage = _lenders()
+    usage[tree.nodes["b"].index] = {CPU: 3_000}
+    units = _Counted(_units(tree, [f"b{i:02d}" for i in range(45)]))
+    leading = Leading(frozenset({CPU}))
+    _Counted.reads = 0
+    assert leading.run(units, True, [(CPU, 41_000)], _chains(tree), usage) == (0, [], {})
+    assert _Counted.reads == 4
+    assert (leading.misses, leading.wait) == (1, 2)
