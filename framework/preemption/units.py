@@ -142,7 +142,7 @@ def queue_units_of(
     snapshot = session.snapshot
     all_usage, all_pods, all_reserved = snapshot.usage, snapshot.pods_by_workload, snapshot.reserved_by_workload
     placed = session.placements is not None
-    plain = kept_units(session) is None  # else a new cache entry is the kept one (_session_units)
+    plain: bool | None = None  # no kept units: read where ``_session_units`` would read it
     now = session.now
     out: list[list[Candidate]] = []
     for workload in workloads:
@@ -154,10 +154,10 @@ def queue_units_of(
                 out.append(made)
                 continue
         elif (
-            plain
-            and not workload.is_deployment
+            not workload.is_deployment
             and key not in taken
             and (workload.evicted or workload.admission is None or _elastic_pod_set(workload) is None)
+            and (plain if plain is not None else (plain := kept_units(session) is None))
         ):
             evicted = workload.evicted
             room: tuple[tuple[str, Any], ...] = ()

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from preemptd.framework import queue_units
 from preemptd.framework.preemption import unitindex, units
+from preemptd.framework.preemption.kept import KeptUnits
 from preemptd.framework.session import Candidate, Session
+from preemptd.framework.session.registry import Registry
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
 
 from tests.framework.test_unit_classes import CASES, CLASSES, PLUGINS, _fields, _running, _session
@@ -114,3 +116,26 @@ def test_a_plain_workloads_unit_is_made_without_a_call_of_candidate_units(monkey
     session.state.clear()  # a fresh index: the queue's list is built again
     queue_units(session, leaf, **CLASSES[1])
     assert called == [session.snapshot.workloads[taken].name]
+
+
+def test_with_units_kept_across_sessions_every_workload_goes_through_the_kept_store() -> None:
+    """A snapshot that keeps units across sessions (the simulator's): the pass makes none
+    itself, so each workload's units are the kept store's entry, as ``candidate_units``
+    leaves them; a second session is handed the same units."""
+    queues = [cohort("all"), queue("q", "all", cpu=4), queue("r", "all", cpu=4)]
+    running = [workload(f"w{i}", "q", 1, priority=i % 3, created=i, admitted=True) for i in range(4)]
+    cluster = inventory(queues, running)
+    first = open_session(cluster, PLUGINS, 1_000_000)
+    kept = KeptUnits()
+    first.snapshot.kept_units = kept
+    leaf = first.snapshot.tree.leaves["q"]
+    listed = sorted(first.snapshot.admitted_by_queue["q"], key=lambda w: (w.priority, w.created))
+    made = units.queue_units_of(first, listed, leaf, "InQueue", 2, False, False)
+    assert [_fields(m) for m in made] == [_fields(units._units(first, w, leaf, "InQueue", 2, False)) for w in listed]
+    for one, units_of in zip(listed, made, strict=True):
+        assert first.unit_cache[one.key] is kept.workloads[one.key].units
+        assert kept.workloads[one.key].units[(leaf.index, "InQueue", 2, False, False)] is units_of
+    second = Session(first.snapshot, Registry(PLUGINS), actions=("allocate", "preempt"))
+    second.open()
+    again = units.queue_units_of(second, listed, leaf, "InQueue", 2, False, False)
+    assert all(a is m for a, m in zip(again, made, strict=True))
