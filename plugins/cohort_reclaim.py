@@ -40,6 +40,7 @@ MEMO_SAFE = True  # answers depend only on session state and the preemptor (fram
 NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
 SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
 ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_above)
+ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
@@ -167,28 +168,41 @@ def _above(session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int 
     """The children of ``node`` above nominal on a needed flavor-resource, in order. They
     read the committed usage of the tree while nothing is uncommitted (``epoch``, the
     tree's, is then given): kept per cohort and needed flavor-resources for the searches
-    of every queue of the tree until the next commit to it."""
-    kept: dict[tuple[int, frozenset[FR]], tuple[int, list[QuotaNode]]] | None = None
-    if epoch is not None:
-        kept = session.state.get(ABOVE)
-        if kept is None:
-            kept = session.state[ABOVE] = {}
-        found = kept.get((node.index, needed))
-        if found is not None and found[0] == epoch:
-            return found[1]
-    all_usage = session.accounting.usage
-    above = []
-    for child in node.children:
-        used = all_usage[child.index]
-        subtree = child.subtree
-        for fr in needed:
-            if used.get(fr, 0) > subtree.get(fr, 0):
-                above.append(child)
-                break
-    if kept is not None:
-        assert epoch is not None
-        kept[(node.index, needed)] = (epoch, above)
+    of every queue of the tree until the next commit to it, and made from the
+    flavor-resources each child is above nominal on, read once per cohort and commit
+    (:func:`_above_on`) for every needed set asked."""
+    if epoch is None:
+        return [child for child, over in _above_on(session, node) if over and not needed.isdisjoint(over)]
+    kept: dict[tuple[int, frozenset[FR]], tuple[int, list[QuotaNode]]] | None = session.state.get(ABOVE)
+    if kept is None:
+        kept = session.state[ABOVE] = {}
+    found = kept.get((node.index, needed))
+    if found is not None and found[0] == epoch:
+        return found[1]
+    children: dict[int, tuple[int, list[tuple[QuotaNode, frozenset[FR]]]]] | None = session.state.get(ABOVE_ON)
+    if children is None:
+        children = session.state[ABOVE_ON] = {}
+    read = children.get(node.index)
+    if read is None or read[0] != epoch:
+        read = children[node.index] = (epoch, _above_on(session, node))
+    above = [child for child, over in read[1] if over and not needed.isdisjoint(over)]
+    kept[(node.index, needed)] = (epoch, above)
     return above
+
+
+def _above_on(session: Session, node: QuotaNode) -> list[tuple[QuotaNode, frozenset[FR]]]:
+    """Each child of ``node``, in order, with the flavor-resources it uses more of than its
+    nominal (subtree) quota."""
+    all_usage = session.accounting.usage
+    out = []
+    for child in node.children:
+        subtree = child.subtree
+        usage = all_usage[child.index]
+        over = [fr for fr, used in usage.items() if used > subtree.get(fr, 0)]
+        # A flavor-resource it does not use is above a quota only below zero.
+        over.extend(fr for fr, quota in subtree.items() if quota < 0 and fr not in usage)
+        out.append((child, frozenset(over)))
+    return out
 
 
 def _offer(

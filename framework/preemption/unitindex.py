@@ -43,7 +43,7 @@ from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, Offer, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
-from .units import candidate_units, units_like
+from .units import candidate_units, queue_units_of, units_like
 
 __all__ = ["QueueUnits", "queue_units"]
 
@@ -256,24 +256,14 @@ def _build(
     running = sorted(listing, key=_BY_PRIORITY)
     units: list[Candidate] = []
     bounds: list[tuple[int, int]] = []
-    made_all: list[list[Candidate]] = []
-    unit_cache = session.unit_cache
-    # The session's cache entry of ``candidate_units`` (``units._cached_units``), read here
-    # first: most workloads of a queue have their units already.
-    cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    for workload in running:
-        made = None
-        if not (deferred and workload.is_deployment):
-            cache = unit_cache.get(workload.key)
-            if cache is not None:
-                made = cache.get(cache_key)
-        if made is None:
-            made = candidate_units(
-                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-            )
-        made_all.append(made)
-        units.extend(made)
-        bounds.extend([(workload.priority, workload.created)] * len(made))
+    made_all = queue_units_of(session, running, leaf, reason, group, only_within_nominal, deferred)
+    for workload, made in zip(running, made_all, strict=True):
+        if len(made) == 1:
+            units.append(made[0])
+            bounds.append((workload.priority, workload.created))
+        else:
+            units.extend(made)
+            bounds.extend([(workload.priority, workload.created)] * len(made))
     changes = None if deferred else session.state[_STATE].changed.get(leaf.name)
     return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
 

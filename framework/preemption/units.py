@@ -24,7 +24,7 @@ from ..session import Candidate, DeferredPods, Session
 from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
-__all__ = ["candidate_units", "pod_unit", "units_like"]
+__all__ = ["candidate_units", "pod_unit", "queue_units_of", "units_like"]
 
 
 def _session_units(session: Session, workload: Workload) -> UnitsByClass:
@@ -121,6 +121,68 @@ def _cached_units(
         else:
             found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
     return found
+
+
+def queue_units_of(
+    session: Session,
+    workloads: list[Workload],
+    leaf: QuotaNode,
+    reason: str,
+    group: int,
+    only_within_nominal: bool,
+    deferred: bool,
+) -> list[list[Candidate]]:
+    """:func:`candidate_units` of each of ``workloads`` (a queue's, for the candidate index),
+    read from the session's cache where it has them. The units of a plain workload — one
+    whole unit: not a Deployment, not elastic, not taken from, no kept units — are made
+    here as ``_units`` makes them, without its calls: most units of a session are these."""
+    unit_cache = session.unit_cache
+    cache_key = (leaf.index, reason, group, only_within_nominal, False)
+    taken = session.taken
+    snapshot = session.snapshot
+    all_usage, all_pods, all_reserved = snapshot.usage, snapshot.pods_by_workload, snapshot.reserved_by_workload
+    placed = session.placements is not None
+    plain: bool | None = None  # no kept units: read where ``_session_units`` would read it
+    now = session.now
+    out: list[list[Candidate]] = []
+    for workload in workloads:
+        key = workload.key
+        cache = None if deferred and workload.is_deployment else unit_cache.get(key)
+        if cache is not None:
+            made = cache.get(cache_key)
+            if made is not None:
+                out.append(made)
+                continue
+        elif (
+            not workload.is_deployment
+            and key not in taken
+            and (workload.evicted or workload.admission is None or _elastic_pod_set(workload) is None)
+            and (plain if plain is not None else (plain := kept_units(session) is None))
+        ):
+            evicted = workload.evicted
+            room: tuple[tuple[str, Any], ...] = ()
+            if placed:
+                room = tuple([(p.node_name, p.requests) for p in all_pods.get(key, ()) if p.node_name])
+                if all_reserved.get(key):
+                    room += _reserved_room(session, workload)
+            priority = workload.priority
+            unit = Candidate(
+                workload, leaf, all_usage.get(key, {}), reason, group, None, None, (), room, only_within_nominal,
+                evicted, False, priority, (key,),
+            )
+            admitted_at = workload.admitted_at
+            admitted = admitted_at if admitted_at is not None else now
+            unit.sort_key = (0 if evicted else 1, group, priority, 1, -admitted, workload.tiebreak, 0)
+            made = [unit]
+            unit_cache[key] = {cache_key: made}
+            out.append(made)
+            continue
+        out.append(
+            candidate_units(
+                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
+            )
+        )
+    return out
 
 
 def units_like(units: list[Candidate], reason: str, group: int, only_within_nominal: bool) -> list[Candidate]:
