@@ -6,18 +6,22 @@ later. Over random trees with cpu and memory quotas (nominal, lending and borrow
 limits) and random stretches of candidates (a queue may come back; some candidates only
 usable within nominal), handed as a plain list and as runs of their own candidates, it
 answers as removing every candidate the attempt may take, one by one, and then testing
-the fit; and it leaves the usage as it found it.
+the fit; and it leaves the usage as it found it. Over random forests of two queue trees
+with nested cohorts, it also follows each flavor-resource's freed usage to the preemptor's
+path on its own (``_reaching``): what it removes reaches only nodes of the path, each once,
+as much as removing the candidates one by one takes from that node.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FlavorQuotas, QueueSpec, ResourceGroup, ResourceQuota
-from preemptd.framework.preemption.bound import fits_quota, may_fit
+from preemptd.framework.preemption.bound import _arriving, fits_quota, may_fit
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree
 from preemptd.framework.session import Candidate, Runs
 from preemptd.framework.testing import cohort
@@ -54,11 +58,46 @@ def _tree(rng: random.Random) -> QuotaTree:
     return QuotaTree({spec.name: spec for spec in specs})
 
 
-def _case(seed: int) -> tuple[Accounting, QuotaNode, dict[Any, int], list[list[Candidate]]]:
+def _forest(rng: random.Random) -> QuotaTree:
+    """Two roots; under them cohorts (nested with probability 0.5) and fewer than 10
+    queues, each under a random cohort or, with probability 0.2, under an earlier queue."""
+    specs = [cohort("root-a"), cohort("root-b")]
+    cohorts = ["root-a", "root-b"]
+    for i in range(rng.randrange(0, 4)):
+        name = f"c{i}"
+        specs.append(cohort(name, rng.choice(cohorts)))
+        if rng.random() < 0.5:
+            cohorts.append(name)
+    queues: list[str] = []
+    for i in range(rng.randrange(2, 10)):
+        name = f"q{i}"
+        parent = rng.choice(queues) if queues and rng.random() < 0.2 else rng.choice(cohorts)
+        quotas = {
+            resource: ResourceQuota(
+                rng.randrange(0, 9) * 1000,
+                _limit(rng, [None, 0, 2, 5]),
+                _limit(rng, [None, 0, 1, 3]),
+            )
+            for resource in ("cpu", "memory")
+        }
+        specs.append(
+            QueueSpec(
+                name,
+                parent,
+                (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),),
+            )
+        )
+        queues.append(name)
+    return QuotaTree({spec.name: spec for spec in specs})
+
+
+def _case(
+    seed: int, make_tree: Callable[[random.Random], QuotaTree] = _tree
+) -> tuple[Accounting, QuotaNode, dict[Any, int], list[list[Candidate]]]:
     """A random state, preemptor's queue, request, and stretches of one queue's
     candidates each (a queue's usage is never given out twice)."""
     rng = random.Random(seed)
-    tree = _tree(rng)
+    tree = make_tree(rng)
     leaves: list[QuotaNode] = list(tree.leaves.values())
     accounting = Accounting(tree)
     for _ in range(rng.randrange(0, 14)):
@@ -80,7 +119,9 @@ def _case(seed: int) -> tuple[Accounting, QuotaNode, dict[Any, int], list[list[C
             stretch.append(Candidate(workload, lender, usage, "r", 1, only_within_nominal=within))
         stretches.append(stretch)
     # A request never holds a flavor-resource at 0 (flavors.py leaves it out).
-    request = {fr: rng.randrange(500, 9000, 500) for fr in rng.sample([CPU, MEM], rng.randrange(1, 3))}
+    request = {
+        fr: rng.randrange(500, 9000, 500) for fr in rng.sample([CPU, MEM], rng.randrange(1, 3))
+    }
     return accounting, rng.choice(leaves), request, stretches
 
 
@@ -128,3 +169,37 @@ def test_a_queue_that_comes_back_adds_its_later_stretch_to_its_first() -> None:
     assert may_fit(accounting, q1, request, [first, other, later], False)
     assert not may_fit(accounting, q1, request, [first, other], False)
     assert not may_fit(accounting, q1, request, [other, later], False)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(min_value=0, max_value=10**9), st.booleans())
+def test_the_bound_over_a_forest_answers_as_removing_every_usable_candidate_one_by_one(
+    seed: int, allow_borrowing: bool
+) -> None:
+    accounting, leaf, request, stretches = _case(seed, _forest)
+    candidates = [c for stretch in stretches for c in stretch]
+    taken = [c for c in candidates if not (allow_borrowing and c.only_within_nominal)]
+    one_by_one = accounting.copy()
+    for candidate in taken:
+        one_by_one.remove_all(candidate.leaf, candidate.usage)
+    before = [dict(u) for u in accounting.usage]
+    assert may_fit(accounting, leaf, request, candidates, allow_borrowing) == fits_quota(
+        one_by_one, leaf, request, allow_borrowing
+    )
+    assert accounting.usage == before
+    # What reaches the path: only path nodes, each once, and the path's usage after
+    # removing it there is the usage after removing the candidates one by one.
+    freed: dict[QuotaNode, dict[Any, int]] = {}
+    for candidate in taken:
+        into = freed.setdefault(candidate.leaf, {})
+        for fr, amount in candidate.usage.items():
+            into[fr] = into.get(fr, 0) + amount
+    reached = _arriving(accounting, leaf, freed)
+    nodes = [node for node, _ in reached]
+    assert len(nodes) == len(set(nodes)) and set(nodes) <= set(leaf.lineage)
+    at_path = accounting.copy()
+    for node, amounts in reached:
+        at_path.remove_all(node, amounts)
+    for node in leaf.lineage:
+        for fr in (CPU, MEM):
+            assert at_path.used(node, fr) == one_by_one.used(node, fr)
