@@ -81,9 +81,7 @@ class Placements(SharedIndexes):
         tolerations: Sequence[Toleration],
     ) -> str | None:
         """The best-fit node of ``flavor`` for one pod, or ``None``."""
-        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, _NO_CHANGES)
-        if self._stale:
-            best = self._best_stale(flavor, requests, selector, tolerations, best, _NO_CHANGES)
+        best = self._best(flavor, requests, selector, tolerations, _NO_CHANGES)
         return best[2] if best is not None else None
 
     def best_fit_unchanged(
@@ -96,24 +94,7 @@ class Placements(SharedIndexes):
     ) -> tuple[int, int, str] | None:
         """The best fit for one pod among the nodes of ``flavor`` neither stale nor in
         ``changed``, as its index orders them: (free GPUs, free cpu, name), or ``None``."""
-        index = self._index.get(flavor)
-        if index is None:
-            return None
-        gpus = gpu_amount(requests)
-        cpu = requests.get("cpu", 0)
-        nodes = self.pool.nodes
-        free = self.free
-        keys = index.keys
-        stale = self._stale
-        for k in keys[bisect_left(keys, gpus) :]:
-            bucket = index.buckets[k]
-            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                node_cpu, name = bucket[j]
-                if name in changed or (stale and name in stale):
-                    continue
-                if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                    return (k, node_cpu, name)
-        return None
+        return self._best(flavor, requests, selector, tolerations, changed, with_stale=False)
 
     def best_fit_beside(
         self,
@@ -134,8 +115,7 @@ class Placements(SharedIndexes):
         nodes = self.pool.nodes
         free = self.free
         node_flavors = self._node_flavors
-        best = self.best_fit_unchanged(flavor, requests, selector, tolerations, changed)
-        best = self._best_stale(flavor, requests, selector, tolerations, best, changed)
+        best = self._best(flavor, requests, selector, tolerations, changed)
         for name, extra in changed.items():
             if index not in node_flavors.get(name, ()):
                 continue
@@ -157,25 +137,45 @@ class Placements(SharedIndexes):
                     best = key
         return best[2] if best is not None else None
 
-    def _best_stale(
+    def _best(
         self,
         flavor: str,
         requests: Mapping[str, int],
         selector: Mapping[str, str],
         tolerations: Sequence[Toleration],
-        best: tuple[int, int, str] | None,
         skip: Mapping[str, object],
+        *,
+        with_stale: bool = True,
     ) -> tuple[int, int, str] | None:
-        """The best fit among ``best`` (the index's, from its fresh nodes) and the stale
-        nodes of ``flavor`` not in ``skip``, judged as the index would judge them if it
-        were fresh: (free GPUs, free cpu, name), or ``None``."""
+        """The best fit for one pod among the nodes of ``flavor`` not in ``skip``: the least
+        (free GPUs, free cpu, name) of a node where it fits, or ``None``. The index's nodes
+        walked from the request upwards (the first that fits is theirs), then, with
+        ``with_stale``, the stale ones on their actual room, as a fresh index would judge them."""
         index = self._index.get(flavor)
         if index is None:
-            return best
-        gpus = gpu_amount(requests)
+            return None
+        gpus = 0
+        for resource in GPU_RESOURCES:
+            gpus += requests.get(resource, 0)
         cpu = requests.get("cpu", 0)
         nodes = self.pool.nodes
         free = self.free
+        stale = self._stale
+        keys = index.keys
+        best: tuple[int, int, str] | None = None
+        for k in keys[bisect_left(keys, gpus) :]:
+            bucket = index.buckets[k]
+            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
+                node_cpu, name = bucket[j]
+                if (stale and name in stale) or name in skip:
+                    continue
+                if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
+                    best = (k, node_cpu, name)
+                    break
+            if best is not None:
+                break
+        if not (with_stale and stale):
+            return best
         node_flavors = self._node_flavors
         for name, (node_gpus, node_cpu) in self._moved.items():
             if node_gpus < gpus or node_cpu < cpu or name in skip or index not in node_flavors[name]:
@@ -217,7 +217,7 @@ class Placements(SharedIndexes):
             fits = max(pods_held(room, requested, most), 1)
             chosen.extend([node] * fits)
             if additive:
-                take_room(node, {resource: amount * fits for resource, amount in requests.items()})
+                take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
                 continue
             for _ in range(fits):
                 take_room(node, requests)
@@ -394,9 +394,12 @@ class Placements(SharedIndexes):
         moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self._owned(node_name)
+        free = self.free.get(node_name)  # self._owned(node_name), inlined: once per pod group
         if free is None:
             return
+        if node_name not in self._own:
+            free = self.free[node_name] = dict(free)
+            self._own.add(node_name)
         moved = self._moved
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
