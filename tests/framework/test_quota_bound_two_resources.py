@@ -35,6 +35,19 @@ def _limit(rng: random.Random, choices: list[int | None]) -> int | None:
     return None if found is None else found * 1000
 
 
+def _groups(rng: random.Random) -> tuple[ResourceGroup, ...]:
+    """One flavor with random cpu and memory quotas: nominal, lending and borrowing limits."""
+    quotas = {
+        resource: ResourceQuota(
+            rng.randrange(0, 9) * 1000,
+            _limit(rng, [None, 0, 2, 5]),
+            _limit(rng, [None, 0, 1, 3]),
+        )
+        for resource in ("cpu", "memory")
+    }
+    return (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),)
+
+
 def _tree(rng: random.Random) -> QuotaTree:
     """Fewer than 8 queues under ``root``, each with random cpu and memory quotas; a
     queue is the parent of later ones with probability 0.4."""
@@ -43,16 +56,7 @@ def _tree(rng: random.Random) -> QuotaTree:
     for i in range(rng.randrange(2, 8)):
         parent = rng.choice(parents)
         name = f"q{i}"
-        quotas = {
-            resource: ResourceQuota(
-                rng.randrange(0, 9) * 1000,
-                _limit(rng, [None, 0, 2, 5]),
-                _limit(rng, [None, 0, 1, 3]),
-            )
-            for resource in ("cpu", "memory")
-        }
-        groups = (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),)
-        specs.append(QueueSpec(name, parent, groups))
+        specs.append(QueueSpec(name, parent, _groups(rng)))
         if rng.random() < 0.4:
             parents.append(name)
     return QuotaTree({spec.name: spec for spec in specs})
@@ -72,21 +76,7 @@ def _forest(rng: random.Random) -> QuotaTree:
     for i in range(rng.randrange(2, 10)):
         name = f"q{i}"
         parent = rng.choice(queues) if queues and rng.random() < 0.2 else rng.choice(cohorts)
-        quotas = {
-            resource: ResourceQuota(
-                rng.randrange(0, 9) * 1000,
-                _limit(rng, [None, 0, 2, 5]),
-                _limit(rng, [None, 0, 1, 3]),
-            )
-            for resource in ("cpu", "memory")
-        }
-        specs.append(
-            QueueSpec(
-                name,
-                parent,
-                (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),),
-            )
-        )
+        specs.append(QueueSpec(name, parent, _groups(rng)))
         queues.append(name)
     return QuotaTree({spec.name: spec for spec in specs})
 
