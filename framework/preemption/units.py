@@ -135,12 +135,13 @@ def queue_units_of(
     """:func:`candidate_units` of each of ``workloads`` (a queue's, for the candidate index),
     read from the session's cache where it has them. The units of a plain workload — one
     whole unit: not a Deployment, not elastic, not taken from, no kept units — are made
-    here as ``_units`` makes them, without its calls: most units of a session are these."""
+    here by ``_units``' own constructor (:func:`_whole`), without the calls around it: most
+    units of a session are these."""
     unit_cache = session.unit_cache
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     taken = session.taken
     snapshot = session.snapshot
-    all_usage, all_pods, all_reserved = snapshot.usage, snapshot.pods_by_workload, snapshot.reserved_by_workload
+    all_usage = snapshot.usage
     placed = session.placements is not None
     plain: bool | None = None  # no kept units: read where ``_session_units`` would read it
     now = session.now
@@ -159,21 +160,9 @@ def queue_units_of(
             and (workload.evicted or workload.admission is None or _elastic_pod_set(workload) is None)
             and (plain if plain is not None else (plain := kept_units(session) is None))
         ):
-            evicted = workload.evicted
-            room: tuple[tuple[str, Any], ...] = ()
-            if placed:
-                room = tuple([(p.node_name, p.requests) for p in all_pods.get(key, ()) if p.node_name])
-                if all_reserved.get(key):
-                    room += _reserved_room(session, workload)
-            priority = workload.priority
-            unit = Candidate(
-                workload, leaf, all_usage.get(key, {}), reason, group, None, None, (), room, only_within_nominal,
-                evicted, False, priority, (key,),
-            )
-            admitted_at = workload.admitted_at
-            admitted = admitted_at if admitted_at is not None else now
-            unit.sort_key = (0 if evicted else 1, group, priority, 1, -admitted, workload.tiebreak, 0)
-            made = [unit]
+            room = _room(session, workload) if placed else ()
+            usage = all_usage.get(key, {})
+            made = [_whole(workload, leaf, usage, reason, group, room, (key,), only_within_nominal, workload.evicted, now)]
             unit_cache[key] = {cache_key: made}
             out.append(made)
             continue
@@ -239,22 +228,7 @@ def _units(
         else:
             room = _room(session, workload) if session.placements is not None else ()
             name = (key,)
-        unit = Candidate(
-            workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
-            priority, name,
-        )
-        # _base_key, written out: this is the path of almost every candidate.
-        admitted_at = workload.admitted_at
-        unit.sort_key = (
-            0 if evicted else 1,
-            group,
-            priority,
-            1,
-            -(admitted_at if admitted_at is not None else session.now),
-            workload.tiebreak,
-            0,
-        )
-        return [unit]
+        return [_whole(workload, leaf, usage, reason, group, room, name, only_within_nominal, evicted, session.now)]
     spec, admitted = elastic
     assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
@@ -308,6 +282,24 @@ def _units(
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
     return units
+
+
+def _whole(
+    workload: Workload, leaf: QuotaNode, usage: Mapping[FR, int], reason: str, group: int,
+    room: tuple[tuple[str, Any], ...], name: tuple[object, ...], only_within_nominal: bool, evicted: bool, now: int,
+) -> Candidate:
+    """The whole workload as one unit, with its sort key (``_base_key`` written out: this is
+    the path of almost every candidate)."""
+    unit = Candidate(
+        workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
+        workload.priority, name,
+    )
+    admitted_at = workload.admitted_at
+    unit.sort_key = (
+        0 if evicted else 1, group, workload.priority, 1, -(admitted_at if admitted_at is not None else now),
+        workload.tiebreak, 0,
+    )
+    return unit
 
 
 def _whole_unit(cache: UnitsByClass) -> Candidate | None:
