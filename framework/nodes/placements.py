@@ -154,9 +154,7 @@ class Placements(SharedIndexes):
         index = self._index.get(flavor)
         if index is None:
             return None
-        gpus = 0
-        for resource in GPU_RESOURCES:
-            gpus += requests.get(resource, 0)
+        gpus = gpu_amount(requests)
         cpu = requests.get("cpu", 0)
         nodes = self.pool.nodes
         free = self.free
@@ -394,12 +392,9 @@ class Placements(SharedIndexes):
         moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self.free.get(node_name)  # self._owned(node_name), inlined: once per pod group
+        free = self._owned(node_name)
         if free is None:
             return
-        if node_name not in self._own:
-            free = self.free[node_name] = dict(free)
-            self._own.add(node_name)
         moved = self._moved
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).

@@ -139,20 +139,16 @@ class FreedRoom:
                 if extra is None:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
-                    took = 0 if short(free, None) else takes(node, free, None)
+                    before = 0 if short(free, None) else takes(node, free, None)
                     extra = all_extra[node] = dict(requests)
-                    if short(free, extra):
-                        known[node] = 0
-                        total -= took
+                else:
+                    counted = known.get(node)
+                    if counted is not None:
+                        before = counted
                     else:
-                        after = known[node] = takes(node, free, extra)
-                        total += after - took
-                    continue
-                before = known.get(node)
-                if before is None:
-                    before = 0 if short(free, extra) else takes(node, free, extra)
-                for resource, amount in requests.items():
-                    extra[resource] = extra.get(resource, 0) + amount
+                        before = 0 if short(free, extra) else takes(node, free, extra)
+                    for resource, amount in requests.items():
+                        extra[resource] = extra.get(resource, 0) + amount
                 if short(free, extra):
                     known[node] = 0
                     total -= before
