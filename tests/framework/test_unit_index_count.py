@@ -25,9 +25,11 @@ from preemptd.framework import (
     queue_units,
 )
 from preemptd.framework.preemption import unitindex
-from preemptd.framework.session import Candidate, Session, Taken
+from preemptd.framework.session import Session
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
+
+from tests.framework.test_unit_index_patch import _take
 
 PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
 NOW = 1_000_000
@@ -54,18 +56,6 @@ def _session(seed: int) -> Session:
             )
         )
     return open_session(inventory(queues, running, flavors=("default", "spare")), PLUGINS, NOW)
-
-
-def _take(session: Session, unit: Candidate) -> None:
-    """What the rounds record when a preemptor takes ``unit`` (actions/allocate.py)."""
-    session.relied[unit.unit] = unit
-    taken = session.taken.setdefault(unit.key, Taken(preemptor="ns/p", reason=unit.reason))
-    if unit.count is None:
-        taken.whole = True
-    else:
-        taken.pods += unit.count
-        taken.pod_names.extend(pod.key for pod in unit.pods)
-    session.unit_cache.pop(unit.key, None)
 
 
 def _expected(session: Session, name: str, low: Any, high: Any, needed: frozenset[Any], with_room: bool) -> int:
