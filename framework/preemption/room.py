@@ -34,10 +34,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..model import PodSet, Toleration
-from ..nodes import PodTally, pod_terms
+from ..nodes import GPU_KINDS, PodTally, pod_terms
 from ..session import Candidate, Session
 
 __all__ = ["FreedRoom"]
+
+_GPU_ONE, _GPU_TWO = GPU_KINDS
 
 
 class FreedRoom:
@@ -119,12 +121,20 @@ class FreedRoom:
         Most of the room a walk frees does not make a node take a pod (a GPU pod's node
         stays short of GPUs while cpu-only victims leave it): a node short of the pods'
         GPUs or cpu takes none (the tally's first filters), which is asked here on its
-        room before the tally is."""
+        room before the tally is.
+
+        So each room freed is first judged on the GPUs alone: requests are never
+        negative, so a node's GPUs before are at most its GPUs with the room added, and
+        when those stay short of the pods' GPUs the node took none before and takes none
+        after. The count does not move and only the room is kept; no count is written
+        for a node that has none (it is judged from its room when next asked, as
+        before), and one it has is 0 and stays right."""
         tally = self.live[0]
         member = tally.index
         node_flavors = tally.node_flavors
         short = tally.short
         takes = tally.takes_past_short
+        gpus = tally.gpus
         all_free = self.free
         all_extra = self.extra
         total = self.totals[0]
@@ -135,12 +145,22 @@ class FreedRoom:
                         self._keep_one(node, requests)
                     continue  # the pods never go there
                 free = all_free[node]
+                get = free.get
+                more = requests.get
+                gpus_after = get(_GPU_ONE, 0) + get(_GPU_TWO, 0) + more(_GPU_ONE, 0) + more(_GPU_TWO, 0)
                 extra = all_extra.get(node)
                 if extra is None:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
-                    before = 0 if short(free, None) else takes(node, free, None)
                     extra = all_extra[node] = dict(requests)
+                    if gpus_after < gpus:
+                        continue  # short of the GPUs before and after (see above)
+                    before = 0 if short(free, None) else takes(node, free, None)
+                elif gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
+                    # Short of the GPUs before and after (see above): a count it has is 0.
+                    for resource, amount in requests.items():
+                        extra[resource] = extra.get(resource, 0) + amount
+                    continue
                 else:
                     counted = known.get(node)
                     if counted is not None:
