@@ -348,7 +348,8 @@ def finish_assignment(
     the whole assignment, measured against the session's accounting as it stands.
 
     ``only``: the single flavor option the assignment consists of (one podSet, one
-    resource group); its victim search already covered the whole request and is reused.
+    resource group); its victim search already covered the whole request and is reused,
+    and one that fits is the assignment's answer as it is (mode and level).
     ``again``: the search is counted as asked once more, as the search memo answers an
     identical search (its vetoes counted again; ``memo_hits``), or run again when the
     memo does not keep it. ``flavor-fungibility`` hands its option over this way, so its
@@ -381,15 +382,19 @@ def finish_assignment(
         search = reused
         needed = only.needed
         assignment.node_short = only.node_short
+    elif only is not None and only.mode == FIT and only.usage == usage:
+        # The option was judged on the state as it is (a search leaves it as it was): every
+        # flavor-resource within the leaf's Available, the pods placed on the nodes, its
+        # level the highest borrowing level of its flavor-resources, as ``level_of`` says.
+        assignment.node_short = False
+        assignment.mode = FIT
+        assignment.level = only.level
+        return assignment
     else:
         short = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
         targets = assignment.node_targets()
         placements = session.placements
-        if only is not None and only.mode == FIT and only.usage == usage:
-            # The option was judged on the nodes as they are: no need to place it twice.
-            assignment.node_short = False
-        else:
-            assignment.node_short = bool(targets) and not _targets_fit_now(session, targets)
+        assignment.node_short = bool(targets) and not _targets_fit_now(session, targets)
         if assignment.node_short:
             assert placements is not None
             short.extend(fr for fr in usage if fr not in short and placements.has_nodes(fr[0]))
