@@ -139,19 +139,19 @@ def run_rounds(session: Session) -> None:
             if judged is not None:
                 counters.nominations += 1
                 kept, message = judged
-                order = (kept.level, queue.keys[pos])
+                at = (kept.level, queue.keys[pos])  # its order among the round's entries
                 if quiet and (kept.assignment.mode == NOFIT or not queue.reserves):
                     # Pending with a message of its own and nothing reserved: it changes
                     # nothing another entry of the round reads, so it is processed now
                     # (only the first entry of the round is told apart, by ``least``).
-                    if least is None or order < least:
-                        least = order
+                    if least is None or at < least:
+                        least = at
                     _judged(session, rounds, queue, workload, kept, message)
                     queue.pos += 1
                     if queue.strict:
                         _block(session, rounds, queue, workload)
                     continue
-                entries.append(_Entry(queue, workload, kept.assignment, order, kept, message))
+                entries.append(_Entry(queue, workload, kept.assignment, at, kept, message))
                 continue
             assignment = nominate(session, queue.leaf, workload, judged=picker)
             level = assignment.level if assignment.mode != NOFIT else 0
