@@ -12,7 +12,8 @@ checks, whether the pods fit the nodes: :class:`_Checks`) is measured on the sta
 it stands at each call: a head asking the same of a queue tree that did not move is
 judged by a kept head of its queue without a scan (``preemption/heads.py``), so a
 later call on the same flavor and shape finds the tree moved. Whether pods of a shape
-fit the nodes is kept across queues while node room stands (:func:`_pods_fit_now`).
+fit the nodes is kept across queues while node room stands (:func:`_pods_fit_now`; several
+podSets placed together by :func:`finish_assignment`, :func:`_targets_fit_now`).
 :func:`finish_assignment` takes over what the option whose search it reuses measured,
 instead of measuring it again.
 """
@@ -246,11 +247,40 @@ def _pods_fit_now(session: Session, pod_set: PodSet, count: int, flavor_name: st
     kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
     if kept is None or kept[0] != statement.node_epoch:
         kept = session.state[_FITS] = (statement.node_epoch, {})
-    # The requests as items: hashed in C; the same requests listed otherwise only miss.
-    key = (flavor_name, count, tuple(pod_set.requests.items()), pod_set.node_selector or None, pod_set.tolerations)
+    key = _shape(pod_set, count, flavor_name)
     found = kept[1].get(key)
     if found is None:
         found = kept[1][key] = session.pods_fit([(pod_set, count, flavor_name)])
+    return found
+
+
+def _shape(pod_set: PodSet, count: int, flavor_name: str) -> tuple[object, ...]:
+    """What ``session.pods_fit`` reads of one target: the flavor, the count and the pods'
+    requests, node selector and tolerations. The requests as items: hashed in C; the same
+    requests listed otherwise only miss."""
+    return (flavor_name, count, tuple(pod_set.requests.items()), pod_set.node_selector or None, pod_set.tolerations)
+
+
+def _targets_fit_now(session: Session, targets: list[tuple[PodSet, int, str]]) -> bool:
+    """``session.pods_fit`` of ``targets`` (several podSets placed together, each seeing the
+    room the earlier ones took), kept as :func:`_pods_fit_now` keeps one podSet's answer:
+    per node epoch, by the shapes of the targets in order. The heads of every queue asking
+    for pod sets of the same shapes on committed room are answered by one placement; one
+    target is the question the flavor scan asked of its podSet. Several shapes are never
+    equal to one shape: the two kinds of key share the table."""
+    statement = session.statement
+    if session.memo is None or statement.ops:
+        return session.pods_fit(targets)
+    kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
+    if kept is None or kept[0] != statement.node_epoch:
+        kept = session.state[_FITS] = (statement.node_epoch, {})
+    if len(targets) == 1:
+        key = _shape(*targets[0])  # what the flavor scan asked of the podSet alone
+    else:
+        key = tuple([_shape(spec, count, flavor) for spec, count, flavor in targets])
+    found = kept[1].get(key)
+    if found is None:
+        found = kept[1][key] = session.pods_fit(targets)
     return found
 
 
@@ -318,7 +348,8 @@ def finish_assignment(
     the whole assignment, measured against the session's accounting as it stands.
 
     ``only``: the single flavor option the assignment consists of (one podSet, one
-    resource group); its victim search already covered the whole request and is reused.
+    resource group); its victim search already covered the whole request and is reused,
+    and one that fits is the assignment's answer as it is (mode and level).
     ``again``: the search is counted as asked once more, as the search memo answers an
     identical search (its vetoes counted again; ``memo_hits``), or run again when the
     memo does not keep it. ``flavor-fungibility`` hands its option over this way, so its
@@ -351,15 +382,19 @@ def finish_assignment(
         search = reused
         needed = only.needed
         assignment.node_short = only.node_short
+    elif only is not None and only.mode == FIT and only.usage == usage:
+        # The option was judged on the state as it is (a search leaves it as it was): every
+        # flavor-resource within the leaf's Available, the pods placed on the nodes, its
+        # level the highest borrowing level of its flavor-resources, as ``level_of`` says.
+        assignment.node_short = False
+        assignment.mode = FIT
+        assignment.level = only.level
+        return assignment
     else:
         short = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
         targets = assignment.node_targets()
         placements = session.placements
-        if only is not None and only.mode == FIT and only.usage == usage:
-            # The option was judged on the nodes as they are: no need to place it twice.
-            assignment.node_short = False
-        else:
-            assignment.node_short = bool(targets) and not session.pods_fit(targets)
+        assignment.node_short = bool(targets) and not _targets_fit_now(session, targets)
         if assignment.node_short:
             assert placements is not None
             short.extend(fr for fr in usage if fr not in short and placements.has_nodes(fr[0]))

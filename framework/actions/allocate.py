@@ -8,6 +8,12 @@ same round is offered again in the next round; every other outcome finishes
 it for the session. Every round finishes at least its first entry, so a
 session ends.
 
+A head a kept head of its queue judges (``preemption/heads.py``) is pending with a
+message of its own. When it reserves nothing and no plugin listens to admissions and
+evictions, processing it reads and changes nothing the round's other entries read, so
+it is processed where it is judged instead of being ordered among them; the round
+remembers only whether it was the least entry, the one never offered again.
+
 An admitted elastic workload below its count is in its queue's order too, as a
 pending workload of its priority and creation time (§4 Growth, docs/elastic.md):
 it grows by what fits, never preempts, and when it does not grow it gets no
@@ -18,24 +24,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..decisions import Admitted, AdmittedPodSet, Pending, PodAction, Preempted, pending
+from ..decisions import Admitted, AdmittedPodSet, Pending, pending
 from ..model import Workload
-from ..pods import NORMAL, TERMINATING
 from ..preemption.heads import Kept, State, judge
 from ..quota import QuotaNode
-from ..session import NOFIT, Assignment, Candidate, Session, Taken
+from ..session import NOFIT, Assignment, Session
 from .books import Books, place, reserve, still_fits
 from .deployments import growth_of
 from .nominate import nominate
+from .preempting import preempt
 
 __all__ = ["QUEUE_ORDER", "nominate", "run_rounds"]
 
 QUEUE_ORDER = "_queue_order"
 """In ``session.state`` after the rounds: each queue's pending workloads in the session's
 order (``workload_key``), for :func:`~preemptd.framework.decisions.number_pending`."""
+
+AT_ONCE = True
+"""Whether a judged head that reserves nothing is processed where it is judged (tests turn
+it off to compare with the same head ordered among the round's entries)."""
 
 _DONE = 0  # finished for the session, not admitted
 _AGAIN = 1  # lost to an earlier entry of this round: offered again next round
@@ -107,8 +117,13 @@ def run_rounds(session: Session) -> None:
     statement = session.statement
     picker = session.policy is not None and session.policy.picker is not None
     counters = session.counters
+    # Without a listener to admissions and evictions, processing an entry asks no plugin
+    # anything: a judged head that reserves nothing is processed where it is judged.
+    quiet = AT_ONCE and statement.on_admit is None and statement.on_evict is None
     while True:
         entries = []
+        offering = []  # the queues offering a head this round, in order
+        least: tuple[object, ...] | None = None  # the least order of a head processed at once
         states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
         for queue in queues:
             if queue.blocked:
@@ -116,6 +131,7 @@ def run_rounds(session: Session) -> None:
             pos = queue.pos
             if pos >= len(queue.items):
                 continue
+            offering.append(queue)
             workload = queue.items[pos]
             # A head a kept head judges takes that head's assignment as it is; a plugin
             # ordering the round reads assignments, and gets one of its own (nominate).
@@ -123,24 +139,39 @@ def run_rounds(session: Session) -> None:
             if judged is not None:
                 counters.nominations += 1
                 kept, message = judged
-                entries.append(_Entry(queue, workload, kept.assignment, (kept.level, queue.keys[pos]), kept, message))
+                at = (kept.level, queue.keys[pos])  # its order among the round's entries
+                if quiet and (kept.assignment.mode == NOFIT or not queue.reserves):
+                    # Pending with a message of its own and nothing reserved: it changes
+                    # nothing another entry of the round reads, so it is processed now
+                    # (only the first entry of the round is told apart, by ``least``).
+                    if least is None or at < least:
+                        least = at
+                    _judged(session, rounds, queue, workload, kept, message)
+                    queue.pos += 1
+                    if queue.strict:
+                        _block(session, rounds, queue, workload)
+                    continue
+                entries.append(_Entry(queue, workload, kept.assignment, at, kept, message))
                 continue
             assignment = nominate(session, queue.leaf, workload, judged=picker)
             level = assignment.level if assignment.mode != NOFIT else 0
             entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos])))
-        if not entries:
+        if not offering:
             break
-        if len(entries) < len(queues):
+        if len(offering) < len(queues):
             # A queue blocked or emptied stays so: the later rounds go over the others only.
-            queues = [entry.queue for entry in entries]
+            queues = offering
         entries.sort(key=_ORDER)
+        # The first entry of the round, which is never offered again: the least in order
+        # of all, heads processed at once included.
+        first = 0 if least is None or (entries and entries[0].order < least) else -1
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries) if picker else entries):
             queue = entry.queue
             workload = entry.workload
             if entry.judged is not None:
                 # Pending for the session (a judged head is not growing, not a Deployment).
-                _judged(session, rounds, entry)
+                _judged(session, rounds, queue, workload, entry.judged, entry.message)
                 if statement.ops:  # what it reserved
                     statement.commit()
                 if books.own is not None and books.own.ops:
@@ -157,7 +188,7 @@ def run_rounds(session: Session) -> None:
             growing = workload.admission is not None and not workload.is_deployment  # _grows
             if growing:
                 rounds.pending.pop(workload.key, None)  # running: never listed pending
-            if outcome == _AGAIN and i > 0:
+            if outcome == _AGAIN and i != first:
                 continue
             # The first entry of a round is never offered again, so every round
             # finishes at least one workload and the session ends.
@@ -248,7 +279,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         return _AGAIN
     leaf = entry.queue.leaf
     if assignment.victims:
-        _preempt(session, rounds, entry)
+        rounds.pending[key] = preempt(session, books, rounds.preempted_at, workload, assignment)
         relied_on.update(map(_UNIT, victims))
         session.statement.add_usage(leaf, assignment.usage)
         books.add_usage(leaf, assignment.usage, preemptor=True)
@@ -289,16 +320,14 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     return _ADMITTED
 
 
-def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> None:
-    """:func:`_process` of a judged head (``entry.judged``), made directly: pending as the
-    kept head's assignment with the judged message, as :func:`_without_victims` makes it.
+def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload, judged: Kept, message: str) -> None:
+    """:func:`_process` of a head ``judged`` judges, made directly: pending as the kept
+    head's assignment with the judged ``message``, as :func:`_without_victims` makes it.
     Nothing else of :func:`_process` applies to it (not growing, not a Deployment, no
     flavor scan of its own to resume, no victims) and its kept head's assignment names no
     plugin that vetoed (``heads.keep_head``): ``NoFit``, or ``PreemptionNoCandidates``
     with its quota reserved unless its queue reclaims ``Any``."""
-    judged = entry.judged
-    assert judged is not None
-    key = entry.workload.key
+    key = workload.key
     if session.explaining:
         explanations = session.decisions.explanations
         lines = explanations.get(key)
@@ -308,12 +337,11 @@ def _judged(session: Session, rounds: _Rounds, entry: _Entry) -> None:
             lines.append(judged.tried)
     assignment = judged.assignment
     if assignment.mode == NOFIT:
-        rounds.pending[key] = pending(key, "NoFit", entry.message or "no flavor fits")
+        rounds.pending[key] = pending(key, "NoFit", message or "no flavor fits")
     else:
-        queue = entry.queue
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
-        message = entry.message or "no victims found"
+        message = message or "no victims found"
         if session.notes_added:  # else no plugin added a note to anyone
             notes = session.notes(key)
             if notes:
@@ -360,88 +388,3 @@ def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: 
 def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:
     if assignment.flavor_scan or workload.flavor_scan:
         session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)
-
-
-def _preempt(session: Session, rounds: _Rounds, entry: _Entry) -> None:
-    books = rounds.books
-    workload = entry.workload
-    assignment = entry.assignment
-    chosen = books.victims
-    new: dict[str, list[Candidate]] = {}
-    evicted, with_room = books.evicted, books.with_room  # by still_fits, when it kept them
-    books.evicted = False
-    for victim in assignment.victims:
-        if victim.unit in chosen:
-            continue
-        chosen[victim.unit] = victim
-        session.relied[victim.unit] = victim
-        if not evicted:
-            books.evict(victim)
-        elif not with_room:
-            books.give_room(victim)
-        if victim.pod_class != NORMAL:
-            # A Deployment's pod already on its way out: its room goes to this
-            # preemptor; a terminating one is force-deleted, the others need nothing.
-            pod = victim.pods[0]
-            taken = session.taken.setdefault(victim.key, Taken(preemptor=workload.key, reason=victim.reason))
-            taken.pod_names.append(pod.key)
-            session.unit_cache.pop(victim.key, None)
-            if victim.pod_class == TERMINATING:
-                session.decisions.pod_actions.append(PodAction(pod.key, "ForceDelete", workload.key))
-            continue
-        if not victim.evicted:
-            new.setdefault(victim.key, []).append(victim)
-    entries = rounds.preempted_at
-    for victim_key, units in sorted(new.items()):
-        whole = any(u.count is None for u in units)
-        taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
-        session.unit_cache.pop(victim_key, None)
-        pods: list[str] = []
-        count: int | None = None
-        if whole:
-            taken.whole = True
-        else:
-            count = sum(u.count or 0 for u in units)
-            taken.pods += count
-            pods = [p.key for u in units for p in u.pods]
-            taken.pod_names.extend(pods)
-            taken.scaled.extend(pods)
-            taken.pod_set = units[0].pod_set
-        # One entry per victim workload: what the whole session takes from it,
-        # named after the first preemptor that took from it (SEMANTICS §6).
-        index = entries.get(victim_key)
-        if index is None:
-            entries[victim_key] = len(session.decisions.preempted)
-            session.decisions.preempted.append(
-                Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
-            )
-        else:
-            before = session.decisions.preempted[index]
-            total = None if taken.whole else taken.pods
-            session.decisions.preempted[index] = replace(
-                before, count=total, pods=tuple(sorted(taken.scaled)) if total is not None else ()
-            )
-        unit = units[0]
-        taken_what = "the whole workload" if whole else f"{count} pod(s)"
-        session.explain(
-            victim_key,
-            f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
-            f"{unit.leaf.name}, priority {unit.priority}",
-        )
-    # A Deployment's pods, and the surplus pods of a shrinking elastic workload, are
-    # named one by one (SEMANTICS §4, §6).
-    waiting = tuple(
-        sorted(
-            {
-                f"pod:{v.name}" if v.pods and (v.workload.is_deployment or v.pod_class != NORMAL) else v.key
-                for v in assignment.victims
-            }
-        )
-    )
-    _pending(
-        rounds,
-        workload.key,
-        "PendingPreemption",
-        f"preempting {', '.join(waiting)}; admitted once they have released their quota",
-        waiting,
-    )

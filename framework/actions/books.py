@@ -181,7 +181,7 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
     accounting = statement.accounting
     checkpoint = statement.checkpoint()
     # The evictions of an entry with victims, on the session's view without its victims,
-    # are the ones its preemption makes (allocate._preempt) when it fits: they are kept then,
+    # are the ones its preemption makes (preempting.preempt) when it fits: they are kept then,
     # and the preemption only gives back its victims' node room if they were evicted without it.
     keep = bool(assignment.victims) and statement is books.own
     evicted: set[tuple[object, ...]] = set()

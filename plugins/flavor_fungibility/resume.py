@@ -180,10 +180,15 @@ def _admitted_fingerprint(session: Session, state: SessionState, leaf: QuotaNode
     key = (leaf.name, since)
     found = state.admitted.get(key)
     if found is None:
-        items = sorted(
-            f"{w.key}#{w.uid}#{sum(ps.count for ps in w.admission.pod_sets)}"
-            for w in session.snapshot.admitted_by_queue.get(leaf.name, ())
-            if w.admission is not None and (w.admitted_at is None or w.admitted_at < since)
-        )
+        items = []
+        for w in session.snapshot.admitted_by_queue.get(leaf.name, ()):
+            admission = w.admission
+            if admission is None or (w.admitted_at is not None and w.admitted_at >= since):
+                continue
+            pod_sets = admission.pod_sets
+            # The count of the one podSet most workloads have, without a generator.
+            count = pod_sets[0].count if len(pod_sets) == 1 else sum([ps.count for ps in pod_sets])
+            items.append(f"{w.key}#{w.uid}#{count}")
+        items.sort()
         found = state.admitted[key] = zlib.crc32(";".join(items).encode())
     return found

@@ -1,0 +1,103 @@
+"""A preemptor's victims chosen for the session (SEMANTICS §2.4, §6), as the rounds
+(:mod:`.allocate`) process an entry with victims that still fits: each victim evicted
+from the view without the session's victims (:class:`~.books.Books`), taken from its
+workload, listed once per victim workload in ``decisions.preempted`` and explained."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..decisions import Pending, PodAction, Preempted, pending
+from ..model import Workload
+from ..pods import NORMAL, TERMINATING
+from ..session import Assignment, Candidate, Session, Taken
+from .books import Books
+
+__all__ = ["preempt"]
+
+
+def preempt(
+    session: Session, books: Books, preempted_at: dict[str, int], workload: Workload, assignment: Assignment
+) -> Pending:
+    """Choose ``assignment``'s victims for ``workload``: evicted from ``books``' view (unless
+    its re-check kept them evicted), taken, listed in ``decisions.preempted`` (one entry
+    per victim workload, ``preempted_at`` its place) and explained; the preemptor's pending
+    entry (``PendingPreemption``, waiting for its victims) is returned."""
+    chosen = books.victims
+    new: dict[str, list[Candidate]] = {}
+    evicted, with_room = books.evicted, books.with_room  # by still_fits, when it kept them
+    books.evicted = False
+    for victim in assignment.victims:
+        if victim.unit in chosen:
+            continue
+        chosen[victim.unit] = victim
+        session.relied[victim.unit] = victim
+        if not evicted:
+            books.evict(victim)
+        elif not with_room:
+            books.give_room(victim)
+        if victim.pod_class != NORMAL:
+            # A Deployment's pod already on its way out: its room goes to this
+            # preemptor; a terminating one is force-deleted, the others need nothing.
+            pod = victim.pods[0]
+            taken = session.taken.setdefault(victim.key, Taken(preemptor=workload.key, reason=victim.reason))
+            taken.pod_names.append(pod.key)
+            session.unit_cache.pop(victim.key, None)
+            if victim.pod_class == TERMINATING:
+                session.decisions.pod_actions.append(PodAction(pod.key, "ForceDelete", workload.key))
+            continue
+        if not victim.evicted:
+            new.setdefault(victim.key, []).append(victim)
+    entries = preempted_at
+    for victim_key, units in sorted(new.items()):
+        whole = any(u.count is None for u in units)
+        taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
+        session.unit_cache.pop(victim_key, None)
+        pods: list[str] = []
+        count: int | None = None
+        if whole:
+            taken.whole = True
+        else:
+            count = sum(u.count or 0 for u in units)
+            taken.pods += count
+            pods = [p.key for u in units for p in u.pods]
+            taken.pod_names.extend(pods)
+            taken.scaled.extend(pods)
+            taken.pod_set = units[0].pod_set
+        # One entry per victim workload: what the whole session takes from it,
+        # named after the first preemptor that took from it (SEMANTICS §6).
+        index = entries.get(victim_key)
+        if index is None:
+            entries[victim_key] = len(session.decisions.preempted)
+            session.decisions.preempted.append(
+                Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
+            )
+        else:
+            before = session.decisions.preempted[index]
+            total = None if taken.whole else taken.pods
+            session.decisions.preempted[index] = replace(
+                before, count=total, pods=tuple(sorted(taken.scaled)) if total is not None else ()
+            )
+        unit = units[0]
+        taken_what = "the whole workload" if whole else f"{count} pod(s)"
+        session.explain(
+            victim_key,
+            f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
+            f"{unit.leaf.name}, priority {unit.priority}",
+        )
+    # A Deployment's pods, and the surplus pods of a shrinking elastic workload, are
+    # named one by one (SEMANTICS §4, §6).
+    waiting = tuple(
+        sorted(
+            {
+                f"pod:{v.name}" if v.pods and (v.workload.is_deployment or v.pod_class != NORMAL) else v.key
+                for v in assignment.victims
+            }
+        )
+    )
+    return pending(
+        workload.key,
+        "PendingPreemption",
+        f"preempting {', '.join(waiting)}; admitted once they have released their quota",
+        waiting,
+    )
