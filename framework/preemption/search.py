@@ -139,12 +139,20 @@ def _walk_order(
     heads: list[Candidate] | None,
 ) -> list[Candidate]:
     """The candidates the walks go over (:func:`_walked`), in victim order: with the base
-    order and runs, merged from the runs as far as the walks read (:func:`_merged_runs`)."""
-    if runs is not None and heads is not None and order_for(session, preemptor) is base_order:
+    order and long runs, merged from the runs as far as the walks read
+    (:func:`_merged_runs`). Short runs (a cohort of many queues offering a few units each)
+    cost more per run than the walks save: those candidates are sorted as they come."""
+    if (
+        runs is not None
+        and heads is not None
+        and len(candidates) >= _MERGED_RUN * len(heads)
+        and order_for(session, preemptor) is base_order
+    ):
         return _merged_runs(session, runs, heads, False not in attempts)
     return _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
 
 
+_MERGED_RUN = 32  # candidates per run, on average, for the runs to be merged (``_walk_order``)
 _SORTED_RUNS = "_sorted_runs"  # in ``session.state``: see :func:`_merged_runs`
 _MERGED_RUNS = "_merged_runs"  # in ``session.state``: see :func:`_merged_runs`
 
