@@ -164,36 +164,32 @@ def _merged_runs(session: Session, runs: Runs, heads: list[Candidate], borrowing
 
     Each run is sorted once per session (stably, by ``sort_key``): a unit's key is set
     when it is made and a source's kept units never change, so the same run of the same
-    source is the same sorted list; a run a source keeps no units for yet is sorted for
-    the search. The runs are then merged as far as the walks read (:class:`Merged`): the
-    stable sort of their concatenation, which is the collected candidates'. A merge of
-    kept runs is kept for the session, with what was made of it, for the searches that
-    walk the same runs; a single run is handed over as it is kept (walks only read their
-    candidates)."""
+    source is the same sorted list (a run of a source that keeps no units yet is named by
+    its range of the source's units, kept units by their range of those). The runs are
+    then merged as far as the walks read (:class:`Merged`): the stable sort of their
+    concatenation, which is the collected candidates'. A merge is kept for the session,
+    with what was made of it, for the searches that walk the same runs; a single run is
+    handed over as it is kept (walks only read their candidates)."""
     state = session.state
-    kept: dict[tuple[Source, frozenset[FR], bool, int, int], list[Candidate]] | None = state.get(_SORTED_RUNS)
+    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], list[Candidate]] | None = state.get(
+        _SORTED_RUNS
+    )
     if kept is None:
         kept = state[_SORTED_RUNS] = {}
     needed = runs.needed
     with_room = runs.with_room
     out: list[list[Candidate]] = []
-    all_kept = True
     for (source, first, last, items), head in zip(runs.parts, heads, strict=True):
         if borrowing and head.only_within_nominal:
             continue
-        if items is not None:
-            out.append(sorted(items, key=_SORT_KEY))
-            all_kept = False
-            continue
-        place = (source, needed, with_room, first, last)
+        place = (source, needed, with_room, first, last, items is None)
         found = kept.get(place)
         if found is None:
-            found = kept[place] = sorted(source.using(needed, with_room)[0][first:last], key=_SORT_KEY)
+            units = items if items is not None else source.using(needed, with_room)[0][first:last]
+            found = kept[place] = sorted(units, key=_SORT_KEY)
         out.append(found)
     if len(out) == 1:
         return out[0]
-    if not all_kept:
-        return Merged(out)
     # The kept sorted lists live as long as the session's state: their ids name them.
     merges: dict[tuple[int, ...], Merged] | None = state.get(_MERGED_RUNS)
     if merges is None:

@@ -233,8 +233,8 @@ class Runs:
     """Where the candidates of a search come from, when every answer was an intact
     :class:`Offer`: in order, runs ``kept[first:last]`` of each source's kept units
     (``source.using(needed, with_room)``), or, where the source keeps none yet
-    (:meth:`Source.read`), the run's candidates themselves; each run is one queue's
-    units of one class."""
+    (:meth:`Source.read`), the run's candidates themselves with the range of
+    ``source.units`` they come from; each run is one queue's units of one class."""
 
     needed: frozenset[FR]
     with_room: bool
@@ -245,12 +245,18 @@ _LONG_RUN = 16  # candidates per run, on average, for the answers to be read as 
 
 
 def using(
-    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool, long_run: int = _LONG_RUN
+    answers: list[list[Candidate]],
+    needed: frozenset[FR],
+    with_room: bool,
+    long_run: int = _LONG_RUN,
+    filtered: dict[tuple[Any, ...], list[Candidate]] | None = None,
 ) -> tuple[list[Candidate], Runs | None]:
     """The candidates of ``answers``, in order, that use a needed flavor-resource (or,
     ``with_room``, that occupy node room or stand for a Deployment's pods), and their
     runs when every answer is an intact :class:`Offer` or empty and the runs are long
-    (then no candidate is read here once the sources keep their filtered units)."""
+    (then no candidate is read here once the sources keep their filtered units).
+    ``filtered``: the session's runs filtered here, by source and range, for the
+    sources that keep none yet (a source's units never change)."""
     runs = 0
     for found in answers:
         if type(found) is Offer and found.intact():
@@ -268,10 +274,15 @@ def using(
             for source, start, end in found.runs:  # type: ignore[attr-defined]
                 read = source.read(needed, with_room, end - start)
                 if read is None:
-                    items = _kept(source.units[start:end], needed, with_room)
+                    place = (source, needed, with_room, start, end)
+                    items = filtered.get(place) if filtered is not None else None
+                    if items is None:
+                        items = _kept(source.units[start:end], needed, with_room)
+                        if filtered is not None:
+                            filtered[place] = items
                     if items:
                         out.extend(items)
-                        parts.append((source, 0, 0, items))
+                        parts.append((source, start, end, items))
                     continue
                 kept, counts = read
                 first = counts[start]
@@ -377,10 +388,6 @@ class Merged(list[Candidate]):
         while _list_len(self) < size and self._more():
             pass
 
-    def _all(self) -> None:
-        while self._more():
-            pass
-
     def __len__(self) -> int:
         return self._size if self._runs is not None else _list_len(self)
 
@@ -400,19 +407,11 @@ class Merged(list[Candidate]):
     def __getitem__(self, at: Any) -> Any:
         if self._runs is not None:
             if isinstance(at, slice):
-                if at.start is None or at.start >= 0:
-                    if at.stop is not None and at.stop >= 0 and (at.step is None or at.step > 0):
-                        self._make(at.stop)
-                    else:
-                        self._all()
-                else:
-                    self._all()
+                whole = at.stop is None or at.stop < 0 or (at.start or 0) < 0 or (at.step or 1) < 0
+                self._make(self._size if whole else at.stop)
             else:
                 place = index(at)
-                if place >= 0:
-                    self._make(place + 1)
-                else:
-                    self._all()
+                self._make(place + 1 if place >= 0 else self._size)
         return _list_item(self, at)
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
@@ -425,10 +424,10 @@ def _making_all(name: str) -> Callable[..., Any]:
     plain = getattr(list, name)
 
     def method(self: Merged, *args: Any, **kwargs: Any) -> Any:
-        self._all()
+        self._make(self._size)
         for other in args:
             if type(other) is Merged:
-                other._all()
+                other._make(other._size)
         return plain(self, *args, **kwargs)
 
     method.__name__ = name

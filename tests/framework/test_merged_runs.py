@@ -196,9 +196,9 @@ def _sources(rng: random.Random, tree: QuotaTree) -> list[QueueUnits]:
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=0, max_value=10**9))
 def test_runs_merged_give_the_walked_candidates_sorted_and_their_classes(seed: int) -> None:
-    """Searches of one session over the same and other runs (kept sorted runs and merges
-    read again): each gets what the plain path sorts, and each run's first unit gives the
-    classes and the within-nominal flag of its units."""
+    """Searches of one session over the same and other runs (filtered runs, sorted runs
+    and merges read again): each gets the plain path's candidates and what it sorts, and
+    each run's first unit gives the classes and the within-nominal flag of its units."""
     rng = random.Random(seed)
     tree = QuotaTree({s.name: s for s in [cohort("root"), *(queue(f"q{i}", "root", cpu=4) for i in range(3))]})
     sources = _sources(rng, tree)
@@ -213,10 +213,12 @@ def test_runs_merged_give_the_walked_candidates_sorted_and_their_classes(seed: i
                 rng.choice(sources).offer_between(offer, rng.choice([None, 0, 1, 2]), rng.choice([None, 2, 3, 4]))
             answers.append(offer)
         offers.append(answers)
+    filtered: dict[tuple[Any, ...], list[Candidate]] = {}  # the session's filtered runs
     for answers in rng.choices(offers, k=10):
         with_room = rng.random() < 0.3
-        candidates, runs = using(answers, needed, with_room, long_run=0)
+        candidates, runs = using(answers, needed, with_room, long_run=0, filtered=rng.choice([filtered, None]))
         assert runs is not None
+        assert [id(c) for c in candidates] == [id(c) for c in using([list(a) for a in answers], needed, with_room)[0]]
         heads = _heads(runs)
         assert {c.group for c in heads} == {c.group for c in candidates}
         assert all(c.only_within_nominal == head.only_within_nominal for c, head in _members(runs, heads))
