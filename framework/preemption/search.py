@@ -23,15 +23,17 @@ from ..session import (
     CLASS_HIERARCHICAL,
     CLASS_SAME_QUEUE,
     Candidate,
+    Runs,
     SearchResult,
     Session,
+    Source,
     VictimSearch,
     collect_runs,
     order_for,
     sort_candidates,
     with_vetoes,
 )
-from ..session.candidates import base_order
+from ..session.candidates import Merged, base_order
 from .bound import may_fit
 from .strategy import by_strategy
 from .walk import Walk
@@ -71,9 +73,9 @@ def find_minimal(
     found = len(candidates) + request.left_out
     if not found:
         return SearchResult(message="no running workload that uses the needed quota may be preempted", silent=True)
-    # The classes present, read in C (a pass in Python per search cost as much as a
-    # short walk).
-    groups = set(map(_GROUP, candidates))
+    # The classes present: each run's (its units share their class), or read in C.
+    heads = _heads(runs) if runs is not None else None
+    groups = set(map(_GROUP, heads if heads is not None else candidates))
     has_other = bool(groups.difference((CLASS_SAME_QUEUE,)))
     if not has_other or borrowing_only:
         attempts = [True]
@@ -95,25 +97,108 @@ def find_minimal(
         # them may refuse a candidate or a scenario in this session, it tells nobody.
         silent = not (session.may_veto or search.filters)
         if not silent:
-            candidates = _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
+            candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
             horizon = session.veto_horizon
             if horizon is not None and not search.filters:
                 candidates = candidates[: _asked_up_to(candidates, horizon)]
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
-        candidates = _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
+        candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
         for allow_borrowing in attempts:
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:
                 lines.extend(search.veto_lines())
-                names = ", ".join(f"{v.key} ({v.reason})" for v in victims)
+                names = ", ".join([f"{v.workload.key} ({v.reason})" for v in victims])
                 lines.append(f"minimal set of victims: {names}")
                 return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+
+
+def _heads(runs: Runs) -> list[Candidate]:
+    """Each run's first unit (a run's units share their class)."""
+    needed = runs.needed
+    with_room = runs.with_room
+    return [
+        items[0] if items is not None else source.using(needed, with_room)[0][first]
+        for source, first, _, items in runs.parts
+    ]
+
+
+def _walk_order(
+    session: Session,
+    preemptor: Workload,
+    leaf: QuotaNode,
+    candidates: list[Candidate],
+    attempts: list[bool],
+    request: VictimSearch,
+    runs: Runs | None,
+    heads: list[Candidate] | None,
+) -> list[Candidate]:
+    """The candidates the walks go over (:func:`_walked`), in victim order: with the base
+    order and long runs, merged from the runs as far as the walks read
+    (:func:`_merged_runs`). Short runs (a cohort of many queues offering a few units each)
+    cost more per run than the walks save: those candidates are sorted as they come."""
+    if (
+        runs is not None
+        and heads is not None
+        and len(candidates) >= _MERGED_RUN * len(heads)
+        and order_for(session, preemptor) is base_order
+    ):
+        return _merged_runs(session, runs, heads, False not in attempts)
+    return _ordered(session, preemptor, leaf, _walked(candidates, attempts), request)
+
+
+_MERGED_RUN = 32  # candidates per run, on average, for the runs to be merged (``_walk_order``)
+_SORTED_RUNS = "_sorted_runs"  # in ``session.state``: see :func:`_merged_runs`
+_MERGED_RUNS = "_merged_runs"  # in ``session.state``: see :func:`_merged_runs`
+
+
+def _merged_runs(session: Session, runs: Runs, heads: list[Candidate], borrowing: bool) -> list[Candidate]:
+    """The candidates of ``runs`` in the base victim order, without the runs usable only
+    within nominal when every attempt may borrow (``borrowing``: :func:`_walked`, run by
+    run: a run's units share their class).
+
+    Each run is sorted once per session (stably, by ``sort_key``): a unit's key is set
+    when it is made and a source's kept units never change, so the same run of the same
+    source is the same sorted list (a run of a source that keeps no units yet is named by
+    its range of the source's units, kept units by their range of those). The runs are
+    then merged as far as the walks read (:class:`Merged`): the stable sort of their
+    concatenation, which is the collected candidates'. A merge is kept for the session,
+    with what was made of it, for the searches that walk the same runs; a single run is
+    handed over as it is kept (walks only read their candidates)."""
+    state = session.state
+    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], list[Candidate]] | None = state.get(
+        _SORTED_RUNS
+    )
+    if kept is None:
+        kept = state[_SORTED_RUNS] = {}
+    needed = runs.needed
+    with_room = runs.with_room
+    out: list[list[Candidate]] = []
+    for (source, first, last, items), head in zip(runs.parts, heads, strict=True):
+        if borrowing and head.only_within_nominal:
+            continue
+        place = (source, needed, with_room, first, last, items is None)
+        found = kept.get(place)
+        if found is None:
+            units = items if items is not None else source.using(needed, with_room)[0][first:last]
+            found = kept[place] = sorted(units, key=_SORT_KEY)
+        out.append(found)
+    if len(out) == 1:
+        return out[0]
+    # The kept sorted lists live as long as the session's state: their ids name them.
+    merges: dict[tuple[int, ...], Merged] | None = state.get(_MERGED_RUNS)
+    if merges is None:
+        merges = state[_MERGED_RUNS] = {}
+    key = tuple(map(id, out))
+    merged = merges.get(key)
+    if merged is None:
+        merged = merges[key] = Merged(out)
+    return merged
 
 
 def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate]:

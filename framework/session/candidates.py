@@ -8,10 +8,11 @@ workload: the whole workload, one pod of an elastic workload above its
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
-from typing import Any, Protocol
+from operator import attrgetter, index
+from typing import Any, Protocol, SupportsIndex
 
 from ..model import FR, Pod, Workload
 from ..quota import QuotaNode
@@ -26,6 +27,7 @@ __all__ = [
     "IN_QUEUE",
     "Candidate",
     "DeferredPods",
+    "Merged",
     "Offer",
     "Runs",
     "Source",
@@ -231,8 +233,8 @@ class Runs:
     """Where the candidates of a search come from, when every answer was an intact
     :class:`Offer`: in order, runs ``kept[first:last]`` of each source's kept units
     (``source.using(needed, with_room)``), or, where the source keeps none yet
-    (:meth:`Source.read`), the run's candidates themselves; each run is one queue's
-    units of one class."""
+    (:meth:`Source.read`), the run's candidates themselves with the range of
+    ``source.units`` they come from; each run is one queue's units of one class."""
 
     needed: frozenset[FR]
     with_room: bool
@@ -243,12 +245,18 @@ _LONG_RUN = 16  # candidates per run, on average, for the answers to be read as 
 
 
 def using(
-    answers: list[list[Candidate]], needed: frozenset[FR], with_room: bool, long_run: int = _LONG_RUN
+    answers: list[list[Candidate]],
+    needed: frozenset[FR],
+    with_room: bool,
+    long_run: int = _LONG_RUN,
+    filtered: dict[tuple[Any, ...], list[Candidate]] | None = None,
 ) -> tuple[list[Candidate], Runs | None]:
     """The candidates of ``answers``, in order, that use a needed flavor-resource (or,
     ``with_room``, that occupy node room or stand for a Deployment's pods), and their
     runs when every answer is an intact :class:`Offer` or empty and the runs are long
-    (then no candidate is read here once the sources keep their filtered units)."""
+    (then no candidate is read here once the sources keep their filtered units).
+    ``filtered``: the session's runs filtered here, by source and range, for the
+    sources that keep none yet (a source's units never change)."""
     runs = 0
     for found in answers:
         if type(found) is Offer and found.intact():
@@ -266,10 +274,15 @@ def using(
             for source, start, end in found.runs:  # type: ignore[attr-defined]
                 read = source.read(needed, with_room, end - start)
                 if read is None:
-                    items = _kept(source.units[start:end], needed, with_room)
+                    place = (source, needed, with_room, start, end)
+                    items = filtered.get(place) if filtered is not None else None
+                    if items is None:
+                        items = _kept(source.units[start:end], needed, with_room)
+                        if filtered is not None:
+                            filtered[place] = items
                     if items:
                         out.extend(items)
-                        parts.append((source, 0, 0, items))
+                        parts.append((source, start, end, items))
                     continue
                 kept, counts = read
                 first = counts[start]
@@ -288,3 +301,142 @@ def _kept(raw: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[
     if with_room:
         return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
+
+
+_list_len = list.__len__
+_list_item = list.__getitem__
+_list_extend = list.extend
+_FIRST_WINDOW = 32  # candidates per run the first stretch of a merge looks at
+
+
+class Merged(list[Candidate]):
+    """The stable merge of ``runs``, each already in victim order (sorted by ``sort_key``,
+    stably), made only as far as it is read: what ``sort_candidates`` with the base order
+    makes of the runs' concatenation, in the same order (a key that comes in several runs
+    comes first from the earliest run, and in a run's own order).
+
+    It is a list: the made part is its storage, and every use of a list (length, index,
+    slice, iteration, comparison, search, copy, change) answers as the whole merged list
+    would, making what it reads first (a change makes it all). A walk that reads the
+    first tenth of its candidates makes little more than that tenth.
+
+    Each stretch looks at a window of the next ``w`` units of each run (``w`` doubling):
+    the first unit past a window that comes first in the merge — by key, then by run —
+    bounds what is known; every unit of the windows before it is placed (those of its
+    own run's window all are; of an earlier run, those with a key up to its key; of a
+    later run, those with a smaller key), and those are the merge's next units, sorted
+    stably in run order. Nothing past a window can come before that bound: its run's
+    units are in order."""
+
+    __slots__ = ("_at", "_runs", "_size", "_window")
+
+    def __init__(self, runs: Sequence[list[Candidate]]) -> None:
+        super().__init__()
+        self._runs: list[list[Candidate]] | None = [run for run in runs if run]
+        self._at = [0] * len(self._runs)
+        self._size = sum(map(len, self._runs))
+        self._window = _FIRST_WINDOW
+
+    def _more(self) -> bool:
+        """Make the next stretch; ``False`` when everything is made."""
+        runs = self._runs
+        if runs is None:
+            return False
+        at = self._at
+        live = [i for i, run in enumerate(runs) if at[i] < len(run)]
+        if len(live) <= 1:
+            for i in live:
+                _list_extend(self, runs[i][at[i] :])
+            self._runs = None
+            return bool(live)
+        window = self._window
+        self._window = window * 2
+        bound: tuple[Any, ...] | None = None
+        first = -1
+        ends = []
+        for i in live:
+            run = runs[i]
+            end = at[i] + window
+            if end < len(run):
+                key = run[end].sort_key
+                if bound is None or key < bound:
+                    bound, first = key, i
+            else:
+                end = len(run)
+            ends.append(end)
+        stretch: list[Candidate] = []
+        taking = 0
+        for i, end in zip(live, ends, strict=True):
+            start = at[i]
+            if bound is not None and i != first:
+                run = runs[i]
+                place = bisect_right if i < first else bisect_left
+                end = place(run, bound, start, end, key=_BY_SORT_KEY)
+            if end > start:
+                stretch.extend(runs[i][start:end])
+                at[i] = end
+                taking += 1
+        if taking > 1:
+            stretch.sort(key=_BY_SORT_KEY)
+        _list_extend(self, stretch)
+        if bound is None:
+            self._runs = None
+        return True
+
+    def _make(self, size: int) -> None:
+        """Make at least ``size`` units, or all."""
+        while _list_len(self) < size and self._more():
+            pass
+
+    def __len__(self) -> int:
+        return self._size if self._runs is not None else _list_len(self)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self) -> Iterator[Candidate]:
+        done = 0
+        while True:
+            made = _list_len(self)
+            if done < made:
+                yield from _list_item(self, slice(done, made))
+                done = made
+            elif not self._more():
+                return
+
+    def __getitem__(self, at: Any) -> Any:
+        if self._runs is not None:
+            if isinstance(at, slice):
+                whole = at.stop is None or at.stop < 0 or (at.start or 0) < 0 or (at.step or 1) < 0
+                self._make(self._size if whole else at.stop)
+            else:
+                place = index(at)
+                self._make(place + 1 if place >= 0 else self._size)
+        return _list_item(self, at)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return list, (list(self),)
+
+
+def _making_all(name: str) -> Callable[..., Any]:
+    """A list method that reads or changes the whole list: made all first (and the other
+    operand too when it is a :class:`Merged`)."""
+    plain = getattr(list, name)
+
+    def method(self: Merged, *args: Any, **kwargs: Any) -> Any:
+        self._make(self._size)
+        for other in args:
+            if type(other) is Merged:
+                other._make(other._size)
+        return plain(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _name in (
+    "__contains__", "__reversed__", "__repr__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+    "__add__", "__mul__", "__rmul__", "__iadd__", "__imul__", "__setitem__", "__delitem__", "__sizeof__",
+    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "copy", "count", "index",
+):
+    setattr(Merged, _name, _making_all(_name))

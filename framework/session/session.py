@@ -420,7 +420,13 @@ def collect_runs(
         answers = session.registry.call_all(hook, session=session, preemptor=preemptor, assignment=request)
     finally:
         session.defer_pods = False
-    return using([found for _, found in answers], request.needed, with_room)
+    filtered = session.state.get(_FILTERED)
+    if filtered is None:
+        filtered = session.state[_FILTERED] = {}
+    return using([found for _, found in answers], request.needed, with_room, filtered=filtered)
+
+
+_FILTERED = "_filtered_runs"  # in ``session.state``: ``candidates.using``'s filtered runs
 
 
 @dataclass(slots=True)

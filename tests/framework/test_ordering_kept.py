@@ -124,6 +124,13 @@ def test_searches_ordered_from_the_last_one_decide_as_the_plain_sort_on_generate
         kept.append(found is not None)
         return found
 
+    def without_runs(*args: object, **kwargs: object) -> tuple[list[Candidate], None]:
+        return collect(*args, **kwargs)[0], None  # type: ignore[arg-type]
+
+    # Candidates that come as runs are merged from them (test_merged_runs.py): here every
+    # search takes the path of candidates without runs.
+    collect = search.collect_runs
+    monkeypatch.setattr(search, "collect_runs", without_runs)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(search, "_HINTED", 0)
         patch.setattr(search, "_merged", counted)
