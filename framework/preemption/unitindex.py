@@ -54,7 +54,7 @@ _BY_PRIORITY = attrgetter("priority", "created")
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "positions", "reads", "running", "sums", "units")
+    __slots__ = ("bounds", "flags", "made", "matching", "patched", "positions", "reads", "running", "sums", "units")
 
     def __init__(
         self,
@@ -80,6 +80,10 @@ class QueueUnits:
         self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
         self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
         self.reads: dict[tuple[frozenset[FR], bool], int] = {}
+        # (needed, with_room) -> per unit, whether :meth:`using` keeps it (:func:`_flags`, of
+        # a unit's usage and room: alike in every class). Shared with ``sums`` by the lists
+        # made from this one (``_build_like``); spliced by a patch (``_patch``).
+        self.flags: dict[tuple[frozenset[FR], bool], list[bool]] = {}
 
     def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
         """:meth:`using` once searches were handed as many units as the list holds: keeping
@@ -100,13 +104,7 @@ class QueueUnits:
         found = self.matching.get(key)
         if found is None:
             units = self.units
-            if with_room:
-                flags = [
-                    bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods)
-                    for unit in units
-                ]
-            else:
-                flags = [not needed.isdisjoint(unit.usage) for unit in units]
+            flags = self.flags[key] if key in self.flags else self.flags.setdefault(key, _flags(units, needed, with_room))
             counts = list(accumulate(flags, initial=0))
             kept = units if counts[-1] == len(units) else list(compress(units, flags))
             found = self.matching[key] = (kept, counts)
@@ -158,6 +156,13 @@ class QueueUnits:
     def offer_newer(self, out: Offer, priority: int, created: int) -> None:
         """Append :meth:`newer` to ``out`` as one run."""
         out.add(self, *self._newer(priority, created))
+
+
+def _flags(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
+    """Per unit, whether it uses a needed flavor-resource (``with_room``: or holds room)."""
+    if with_room:
+        return [bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods) for unit in units]
+    return [not needed.isdisjoint(unit.usage) for unit in units]
 
 
 def queue_units(
@@ -292,6 +297,7 @@ def _build_like(
         units.extend(made)
     built = QueueUnits(units, like.bounds, like.running, made_all, like.patched)
     built.positions = like.positions
+    built.flags, built.sums = like.flags, like.sums
     return built
 
 
@@ -312,6 +318,7 @@ def _patch(
         positions = {w.key: i for i, w in enumerate(running)}
     made = list(made) if names else made
     places = positions or {}
+    flags = dict(old.flags)
     for name in names:
         i = places.get(name)
         if i is None:
@@ -324,10 +331,13 @@ def _patch(
         end = start + len(made[i])
         made[i] = new
         units = [*units[:start], *new, *units[end:]]
+        for key, kept in flags.items():
+            flags[key] = [*kept[:start], *_flags(new, *key), *kept[end:]]
         if len(new) != end - start:
             bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
     patched = QueueUnits(units, bounds, running, made, len(changes))
     patched.positions = positions
+    patched.flags = flags
     return patched
 
 
