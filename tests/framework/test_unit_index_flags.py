@@ -122,13 +122,13 @@ def test_a_list_made_from_another_class_reads_no_unit_again(monkeypatch: pytest.
     session = _session(3)
     leaf = session.snapshot.tree.leaves["a"]
     reads: list[int] = []
-    real = unitindex._flags
+    real = unitindex.unit_flags
 
     def counting(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
         reads.append(len(units))
         return real(units, needed, with_room)
 
-    monkeypatch.setattr(unitindex, "_flags", counting)
+    monkeypatch.setattr(unitindex, "unit_flags", counting)
     first = queue_units(session, leaf, **CLASSES[0])
     first.using(NEEDED[0], False)
     assert reads == [len(first.units)]
@@ -146,13 +146,13 @@ def test_a_patched_list_reads_only_the_units_of_the_workload_taken_from(monkeypa
     first.using(NEEDED[1], True)
     victim = next(unit for unit in first.units if unit.count is None)  # a whole workload
     reads: list[int] = []
-    real = unitindex._flags
+    real = unitindex.unit_flags
 
     def counting(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
         reads.append(len(units))
         return real(units, needed, with_room)
 
-    monkeypatch.setattr(unitindex, "_flags", counting)
+    monkeypatch.setattr(unitindex, "unit_flags", counting)
     _take(session, victim)
     patched = queue_units(session, leaf, **CLASSES[0])
     assert patched is not first
