@@ -41,6 +41,8 @@ NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state`
 SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
 ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_above)
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
+REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
+SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
 
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
@@ -122,11 +124,11 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     for ancestor, child, at_level in levels:
         # A sibling within nominal on every needed flavor-resource is skipped: neither it
         # nor anything below it is reclaimed.
-        for sibling in _above(session, ancestor, assignment.needed, epoch):
+        for sibling, span in _reached(session, ancestor, assignment.needed, epoch, high):
             if sibling is child:
                 continue
             if sibling.is_leaf:
-                _offer(session, assignment, sibling, at_level, high, cut, out)
+                _offer(session, assignment, sibling, span, at_level, high, cut, out)
                 continue
             if parts is None:
                 _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
@@ -157,9 +159,9 @@ def _collect(
     epoch: int | None,
 ) -> None:
     """The candidates below ``node``, a cohort above nominal on a needed flavor-resource."""
-    for child in _above(session, node, assignment.needed, epoch):
+    for child, span in _reached(session, node, assignment.needed, epoch, high):
         if child.is_leaf:
-            _offer(session, assignment, child, advantage, high, cut, out)
+            _offer(session, assignment, child, span, advantage, high, cut, out)
         else:
             _collect(session, assignment, child, advantage, high, cut, out, epoch)
 
@@ -168,26 +170,104 @@ def _above(session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int 
     """The children of ``node`` above nominal on a needed flavor-resource, in order. They
     read the committed usage of the tree while nothing is uncommitted (``epoch``, the
     tree's, is then given): kept per cohort and needed flavor-resources for the searches
-    of every queue of the tree until the next commit to it, and made from the
-    flavor-resources each child is above nominal on, read once per cohort and commit
-    (:func:`_above_on`) for every needed set asked."""
+    of every queue of the tree while the cohort's reading (:func:`_reading`) stands, and
+    made from the flavor-resources each child is above nominal on, read once per cohort
+    and commit (:func:`_above_on`) for every needed set asked."""
     if epoch is None:
         return [child for child, over in _above_on(session, node) if over and not needed.isdisjoint(over)]
-    kept: dict[tuple[int, frozenset[FR]], tuple[int, list[QuotaNode]]] | None = session.state.get(ABOVE)
+    kept: dict[tuple[int, frozenset[FR]], tuple[list[tuple[QuotaNode, frozenset[FR]]], list[QuotaNode]]] | None
+    kept = session.state.get(ABOVE)
     if kept is None:
         kept = session.state[ABOVE] = {}
+    read = _reading(session, node, epoch)
     found = kept.get((node.index, needed))
-    if found is not None and found[0] == epoch:
+    if found is not None and found[0] is read:
         return found[1]
-    children: dict[int, tuple[int, list[tuple[QuotaNode, frozenset[FR]]]]] | None = session.state.get(ABOVE_ON)
+    above = [child for child, over in read if over and not needed.isdisjoint(over)]
+    kept[(node.index, needed)] = (read, above)
+    return above
+
+
+def _reading(session: Session, node: QuotaNode, epoch: int) -> list[tuple[QuotaNode, frozenset[FR]]]:
+    """:func:`_above_on` of ``node`` at the tree's ``epoch``: read again after a commit to
+    the tree only if the committed usage of one of its children changed (a commit moves
+    the usage of one queue and its ancestors: most cohorts of the tree stay as they
+    were), else the same list, which every answer made from it is kept beside."""
+    children: dict[int, tuple[int, list[tuple[QuotaNode, frozenset[FR]]], list[dict[FR, int]]]] | None
+    children = session.state.get(ABOVE_ON)
     if children is None:
         children = session.state[ABOVE_ON] = {}
-    read = children.get(node.index)
-    if read is None or read[0] != epoch:
-        read = children[node.index] = (epoch, _above_on(session, node))
-    above = [child for child, over in read[1] if over and not needed.isdisjoint(over)]
-    kept[(node.index, needed)] = (epoch, above)
-    return above
+    entry = children.get(node.index)
+    if entry is not None:
+        if entry[0] == epoch:
+            return entry[1]
+        all_usage = session.accounting.usage
+        if [all_usage[child.index] for child in node.children] == entry[2]:
+            children[node.index] = (epoch, entry[1], entry[2])
+            return entry[1]
+    read = _above_on(session, node)
+    all_usage = session.accounting.usage
+    children[node.index] = (epoch, read, [dict(all_usage[child.index]) for child in node.children])
+    return read
+
+
+def _reached(
+    session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int | None, high: int | None
+) -> list[tuple[QuotaNode, tuple[int, int]]]:
+    """The children of :func:`_above` that run a workload of priority below ``high``
+    (``None``: any), each with the priorities of the workloads below it (:func:`_span`).
+
+    Every range a search reads of a queue (``_offer``) lies below ``high``: a child whose
+    workloads are all of ``high`` or above adds nothing to the answer and counts nothing
+    left out, and is passed over without reading its lists. Kept per bound beside the
+    answer of ``_above`` it was made from, while ``_above`` answers with that list."""
+    above = _above(session, node, needed, epoch)
+    if epoch is None:
+        return _below(session, above, high)
+    kept: dict[tuple[int, frozenset[FR], int | None], tuple[list[QuotaNode], list[tuple[QuotaNode, tuple[int, int]]]]]
+    kept = session.state.setdefault(REACHED, {})
+    key = (node.index, needed, high)
+    found = kept.get(key)
+    if found is not None and found[0] is above:
+        return found[1]
+    reached = _below(session, above, high)
+    kept[key] = (above, reached)
+    return reached
+
+
+def _below(
+    session: Session, nodes: list[QuotaNode], high: int | None
+) -> list[tuple[QuotaNode, tuple[int, int]]]:
+    out = []
+    for node in nodes:
+        span = _span(session, node)
+        if span is not None and (high is None or span[0] < high):
+            out.append((node, span))
+    return out
+
+
+def _span(session: Session, node: QuotaNode) -> tuple[int, int] | None:
+    """The lowest and highest priority of the admitted workloads of the queues below
+    ``node`` (None: none). The candidate index lists exactly these workloads of a queue,
+    by priority, whatever the session takes (``queue_units``): its ranges are ranges of
+    these priorities. Read once per session (the snapshot does not change in one)."""
+    spans: dict[int, tuple[int, int] | None] | None = session.state.get(SPANS)
+    if spans is None:
+        spans = session.state[SPANS] = {}
+    if node.index in spans:
+        return spans[node.index]
+    span: tuple[int, int] | None = None
+    if node.is_leaf:
+        listing = session.snapshot.admitted_by_queue.get(node.name, ())
+        if listing:
+            priorities = [workload.priority for workload in listing]
+            span = (min(priorities), max(priorities))
+    else:
+        found = [one for one in (_span(session, child) for child in node.children) if one is not None]
+        if found:
+            span = (min(one[0] for one in found), max(one[1] for one in found))
+    spans[node.index] = span
+    return span
 
 
 def _above_on(session: Session, node: QuotaNode) -> list[tuple[QuotaNode, frozenset[FR]]]:
@@ -209,12 +289,15 @@ def _offer(
     session: Session,
     assignment: VictimSearch,
     leaf: QuotaNode,
+    span: tuple[int, int],
     advantage: bool,
     high: int | None,
     cut: int | None,
     out: Offer,
 ) -> None:
-    """The candidates of ``leaf``, a queue above nominal on a needed flavor-resource."""
+    """The candidates of ``leaf``, a queue above nominal on a needed flavor-resource,
+    with a workload below ``high``; ``span``: the lowest and highest priority of its
+    workloads (a range without any of them is not asked for: nothing is read)."""
     # Each class is a range of priorities of the queue's units (the candidate index):
     # reclaimWithinCohort LowerPriority keeps those below the preemptor's (``high``);
     # without the advantage, those below ``cut`` (the preemptor's priority and
@@ -224,12 +307,14 @@ def _offer(
         hierarchical = queue_units(session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_HIERARCHICAL)
         hierarchical.offer_between(out, None, high)
         return
-    if cut is not None:
+    if cut is not None and span[0] < cut:
         borrowing = queue_units(session, leaf, reason=IN_COHORT_RECLAIM_WHILE_BORROWING, group=CLASS_OTHER_QUEUE)
         borrowing.offer_between(out, None, cut)
     # Units usable only within nominal: offered, or only counted when every attempt of
     # the search borrows (``VictimSearch.borrowing_only``: the search never takes them),
     # then from any list of the queue the candidate index holds (``any_class``).
+    if cut is not None and (span[1] < cut or (high is not None and cut >= high)):
+        return
     borrowing_only = assignment.borrowing_only
     within = queue_units(
         session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True,

@@ -40,10 +40,10 @@ from typing import Any
 
 from ..model import FR, Workload
 from ..quota import QuotaNode
-from ..session import Candidate, DeferredPods, Offer, Session
+from ..session import Candidate, Offer, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
-from .units import candidate_units, queue_units_of, units_like
+from .units import candidate_units, queue_units_of, unit_flags, units_like
 
 __all__ = ["QueueUnits", "queue_units"]
 
@@ -54,7 +54,7 @@ _BY_PRIORITY = attrgetter("priority", "created")
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "made", "matching", "patched", "positions", "reads", "running", "sums", "units")
+    __slots__ = ("bounds", "flags", "made", "matching", "origin", "patched", "positions", "reads", "running", "sums", "units")
 
     def __init__(
         self,
@@ -80,6 +80,11 @@ class QueueUnits:
         self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
         self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
         self.reads: dict[tuple[frozenset[FR], bool], int] = {}
+        # (needed, with_room) -> per unit, whether :meth:`using` keeps it (``unit_flags``: alike
+        # in every class), shared with ``sums`` by the lists made from this one; ``origin``, a
+        # patched list's: the flags of the list before and the segments replaced since.
+        self.flags: dict[tuple[frozenset[FR], bool], list[bool]] = {}
+        self.origin: tuple[dict[tuple[frozenset[FR], bool], list[bool]], list[tuple[int, int, list[Candidate]]]] | None = None
 
     def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
         """:meth:`using` once searches were handed as many units as the list holds: keeping
@@ -100,17 +105,18 @@ class QueueUnits:
         found = self.matching.get(key)
         if found is None:
             units = self.units
-            if with_room:
-                flags = [
-                    bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods)
-                    for unit in units
-                ]
-            else:
-                flags = [not needed.isdisjoint(unit.usage) for unit in units]
+            flags = self.flags.get(key) or self.flags.setdefault(key, self._spliced(key) or unit_flags(units, needed, with_room))
             counts = list(accumulate(flags, initial=0))
             kept = units if counts[-1] == len(units) else list(compress(units, flags))
             found = self.matching[key] = (kept, counts)
         return found
+
+    def _spliced(self, key: tuple[frozenset[FR], bool]) -> list[bool] | None:
+        if self.origin is None or (flags := self.origin[0].get(key)) is None:
+            return None
+        for start, end, new in self.origin[1]:
+            flags = [*flags[:start], *unit_flags(new, *key), *flags[end:]]
+        return flags
 
     def totals(self, needed: frozenset[FR], with_room: bool, fr: FR) -> list[int]:
         """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
@@ -292,6 +298,7 @@ def _build_like(
         units.extend(made)
     built = QueueUnits(units, like.bounds, like.running, made_all, like.patched)
     built.positions = like.positions
+    built.flags, built.sums, built.origin = like.flags, like.sums, like.origin
     return built
 
 
@@ -312,6 +319,7 @@ def _patch(
         positions = {w.key: i for i, w in enumerate(running)}
     made = list(made) if names else made
     places = positions or {}
+    splices: list[tuple[int, int, list[Candidate]]] = []
     for name in names:
         i = places.get(name)
         if i is None:
@@ -324,10 +332,12 @@ def _patch(
         end = start + len(made[i])
         made[i] = new
         units = [*units[:start], *new, *units[end:]]
+        splices.append((start, end, new))
         if len(new) != end - start:
             bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
     patched = QueueUnits(units, bounds, running, made, len(changes))
     patched.positions = positions
+    patched.origin = (old.flags, splices)
     return patched
 
 

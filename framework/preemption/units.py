@@ -24,7 +24,7 @@ from ..session import Candidate, DeferredPods, Session
 from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
-__all__ = ["candidate_units", "pod_unit", "queue_units_of", "units_like"]
+__all__ = ["candidate_units", "pod_unit", "queue_units_of", "unit_flags", "units_like"]
 
 
 def _session_units(session: Session, workload: Workload) -> UnitsByClass:
@@ -190,6 +190,13 @@ def units_like(units: list[Candidate], reason: str, group: int, only_within_nomi
         like.pod_class = unit.pod_class
         out.append(like)
     return out
+
+
+def unit_flags(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
+    """Per unit, whether it uses a needed flavor-resource (``with_room``: or holds room)."""
+    if with_room:
+        return [bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods) for unit in units]
+    return [not needed.isdisjoint(unit.usage) for unit in units]
 
 
 def _gives_pods(session: Session, workload: Workload) -> bool:
