@@ -332,9 +332,10 @@ class Merged(list[Candidate]):
 
     def __init__(self, runs: Sequence[list[Candidate]]) -> None:
         super().__init__()
-        self._runs: list[list[Candidate]] | None = [run for run in runs if run]
-        self._at = [0] * len(self._runs)
-        self._size = sum(map(len, self._runs))
+        live = [run for run in runs if run]
+        self._runs: list[list[Candidate]] | None = live or None  # None: all made
+        self._at = [0] * len(live)
+        self._size = sum(map(len, live))
         self._window = _FIRST_WINDOW
 
     def _more(self) -> bool:
@@ -388,6 +389,11 @@ class Merged(list[Candidate]):
         while _list_len(self) < size and self._more():
             pass
 
+    def _make_all(self) -> None:
+        """Make every unit: the list is then a plain list."""
+        while self._more():
+            pass
+
     def __len__(self) -> int:
         return self._size if self._runs is not None else _list_len(self)
 
@@ -424,10 +430,10 @@ def _making_all(name: str) -> Callable[..., Any]:
     plain = getattr(list, name)
 
     def method(self: Merged, *args: Any, **kwargs: Any) -> Any:
-        self._make(self._size)
+        self._make_all()
         for other in args:
             if type(other) is Merged:
-                other._make(other._size)
+                other._make_all()
         return plain(self, *args, **kwargs)
 
     method.__name__ = name

@@ -28,14 +28,14 @@ from preemptd.framework.preemption import search
 from preemptd.framework.preemption.search import _heads, _merged_runs, _walked
 from preemptd.framework.preemption.unitindex import QueueUnits
 from preemptd.framework.quota import QuotaTree
-from preemptd.framework.run import run_session
-from preemptd.framework.session import Candidate, Offer, Registry
+from preemptd.framework.session import Candidate, Offer
 from preemptd.framework.session.candidates import Merged, base_order, sort_candidates, using
 from preemptd.framework.snapshot import Snapshot
 from preemptd.framework.testing import cohort, queue
 
 from benchmarks.bench_session import default_session
-from benchmarks.generate import NOW_MS, Size, generate_spec, growth_spec
+from benchmarks.generate import NOW_MS, Size, generate_spec
+from tests.framework.test_ordering_kept import CLUSTERS, _decide
 
 CPU = ("default", "cpu")
 GPU = ("default", "nvidia.com/gpu")
@@ -175,6 +175,25 @@ def test_every_list_method_answers_as_on_the_whole_merged_list(seed: int) -> Non
     _same(merged, want)
 
 
+
+@pytest.mark.parametrize("change", ["append", "insert", "extend", "iadd"])
+def test_a_merge_of_no_runs_changed_holds_what_it_was_given(change: str) -> None:
+    """A merge with nothing to merge is all made from the start: a change to it is a
+    change to a plain empty list (its length counts what the change added)."""
+    extra = _unit((9, 9))
+    merged = Merged([[], []])
+    if change == "append":
+        merged.append(extra)
+    elif change == "insert":
+        merged.insert(0, extra)
+    elif change == "extend":
+        merged.extend([extra, extra])
+    else:
+        merged += [extra]
+    want = [extra, extra] if change == "extend" else [extra]
+    _same(merged, want)
+    assert bool(merged)
+
 def _sources(rng: random.Random, tree: QuotaTree) -> list[QueueUnits]:
     """Per queue, lists of one class each (its units share class and the within-nominal
     flag), by (priority, creation time), their units' keys often tied."""
@@ -237,17 +256,6 @@ def _members(runs: Any, heads: list[Candidate]) -> list[tuple[Candidate, Candida
         units = items if items is not None else source.using(runs.needed, runs.with_room)[0][first:last]
         out.extend((unit, head) for unit in units)
     return out
-
-
-CLUSTERS = {
-    "deep-2500-seed-3": (growth_spec("deep", 2_500), 3),
-    "queues-1500-seed-2": (growth_spec("queues", 1_500), 2),
-}
-
-
-def _decide(snapshot: Snapshot, registry: Registry, actions: tuple[str, ...]) -> str:
-    decisions = run_session(snapshot, registry, actions=actions)
-    return decisions.to_json() + repr(sorted(registry.vetoes.items())) + repr(sorted(registry.failures.items()))
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
