@@ -52,10 +52,10 @@ def find_minimal(
     usage: dict[FR, int],
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
-    collected: Callable[[VictimSearch, list[Candidate]], SearchResult | None] | None = None,
+    collected: Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None] | None = None,
 ) -> SearchResult:
-    """``collected``: told what the plugins offered (``victims.py``); an answer it gives
-    is the search's."""
+    """``collected``: told what the plugins offered (``victims.py``), with the runs it came
+    in; an answer it gives is the search's."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -67,7 +67,7 @@ def find_minimal(
     candidates, runs = collect_runs(session, preemptor, request, with_room=bool(targets))
     session.counters.candidates += len(candidates)
     if collected is not None:
-        answer = collected(request, candidates)
+        answer = collected(request, candidates, runs)
         if answer is not None:
             return answer
     found = len(candidates) + request.left_out
