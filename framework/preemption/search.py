@@ -34,7 +34,7 @@ from ..session import (
     with_vetoes,
 )
 from ..session.candidates import Merged, base_order
-from .bound import may_fit
+from .bound import RunSums, may_fit
 from .strategy import by_strategy
 from .walk import Walk
 
@@ -90,7 +90,7 @@ def find_minimal(
     silent = False
     accounting = session.accounting
     if search.may_skip_walk() and not any(
-        may_fit(accounting, leaf, usage, offered, allow, runs) for allow in attempts
+        may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts
     ):
         session.counters.bounded += 1
         # A hopeless walk only tells the plugins what the full walk would; when none of
@@ -116,6 +116,17 @@ def find_minimal(
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+
+
+_RUN_SUMS = "_bound_run_sums"  # in ``session.state``: the bound's sums of runs (``RunSums``)
+
+
+def _run_sums(session: Session) -> RunSums:
+    """The session's :data:`RunSums`, for the bound."""
+    sums: RunSums | None = session.state.get(_RUN_SUMS)
+    if sums is None:
+        sums = session.state[_RUN_SUMS] = {}
+    return sums
 
 
 def _heads(runs: Runs) -> list[Candidate]:
