@@ -109,8 +109,7 @@ def find_minimal(
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:
                 lines.extend(search.veto_lines())
-                names = ", ".join([f"{v.workload.key} ({v.reason})" for v in victims])
-                lines.append(f"minimal set of victims: {names}")
+                lines.append(f"minimal set of victims: {_named(session, victims)}")
                 return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
@@ -344,6 +343,26 @@ def _wanted(session: Session, needed: frozenset[FR]) -> str:
     if found is None:
         found = words[needed] = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
     return found
+
+
+_NAMED = "_victims_named"  # in ``session.state``: see :func:`_named`
+
+
+def _named(session: Session, victims: list[Candidate]) -> str:
+    """The victims as the line of a search that found them names them: ``key (reason)``,
+    comma-separated. A unit's words are made once per session (its workload's key and its
+    reason never change; units are told apart by identity): a session's searches name
+    hundreds of thousands of victims, a few thousand different units."""
+    named: dict[Candidate, str] | None = session.state.get(_NAMED)
+    if named is None:
+        named = session.state[_NAMED] = {}
+    try:
+        return ", ".join(map(named.__getitem__, victims))
+    except KeyError:
+        for victim in victims:
+            if victim not in named:
+                named[victim] = f"{victim.workload.key} ({victim.reason})"
+        return ", ".join(map(named.__getitem__, victims))
 
 
 def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:
