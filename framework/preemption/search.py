@@ -348,21 +348,23 @@ def _wanted(session: Session, needed: frozenset[FR]) -> str:
 _NAMED = "_victims_named"  # in ``session.state``: see :func:`_named`
 
 
+class _Named(dict[Candidate, str]):
+    """Each unit's words in a victims line, ``key (reason)``, made when first asked for."""
+
+    def __missing__(self, unit: Candidate) -> str:
+        words = self[unit] = f"{unit.workload.key} ({unit.reason})"
+        return words
+
+
 def _named(session: Session, victims: list[Candidate]) -> str:
     """The victims as the line of a search that found them names them: ``key (reason)``,
     comma-separated. A unit's words are made once per session (its workload's key and its
     reason never change; units are told apart by identity): a session's searches name
     hundreds of thousands of victims, a few thousand different units."""
-    named: dict[Candidate, str] | None = session.state.get(_NAMED)
+    named: _Named | None = session.state.get(_NAMED)
     if named is None:
-        named = session.state[_NAMED] = {}
-    try:
-        return ", ".join(map(named.__getitem__, victims))
-    except KeyError:
-        for victim in victims:
-            if victim not in named:
-                named[victim] = f"{victim.workload.key} ({victim.reason})"
-        return ", ".join(map(named.__getitem__, victims))
+        named = session.state[_NAMED] = _Named()
+    return ", ".join(map(named.__getitem__, victims))
 
 
 def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:
