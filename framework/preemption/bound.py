@@ -47,7 +47,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate, Runs, Source
 
-__all__ = ["fits_quota", "may_fit", "short_of", "slack"]
+__all__ = ["RunSums", "fits_quota", "may_fit", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -96,6 +96,7 @@ def may_fit(
     candidates: list[Candidate],
     allow_borrowing: bool,
     runs: Runs | None = None,
+    sums: RunSums | None = None,
 ) -> bool:
     """The bound: whether the request fits the quota with every candidate this attempt
     may take evicted at once. When it does not, no step of the attempt fits.
@@ -107,10 +108,11 @@ def may_fit(
     not fit now: the others fit already, and taking victims only adds to what is free.
     ``runs``: where ``candidates`` come from (``collect_runs``); each run is one queue's
     units of one class, and its sums are read from the running totals its source keeps,
-    not candidate by candidate. Each flavor-resource's usage is read once, for both
-    tests (:class:`_Freed`)."""
+    not candidate by candidate; for a run whose source keeps none, its sum is kept in
+    ``sums`` (a session's, see :data:`RunSums`). Each flavor-resource's usage is read
+    once, for both tests (:class:`_Freed`)."""
     short: list[FR] = []
-    freed = _Freed(candidates, allow_borrowing, runs)
+    freed = _Freed(candidates, allow_borrowing, runs, sums)
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
         within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
@@ -149,12 +151,15 @@ class _Freed:
     are found once and summed as differences of running totals; a queue that comes back
     later adds to its first sums."""
 
-    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs", "stretches")
+    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs", "stretches", "sums")
 
-    def __init__(self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None) -> None:
+    def __init__(
+        self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None, sums: RunSums | None = None
+    ) -> None:
         self.candidates = candidates
         self.allow_borrowing = allow_borrowing
         self.runs = runs
+        self.sums = sums
         # The takeable runs, when read from runs (made when first needed).
         self.items: list[_Run] | None = None
         # Per flavor-resource: each item's usage of it.
@@ -170,7 +175,7 @@ class _Freed:
             if runs is not None:
                 if self.items is None:
                     self.items = _takeable_runs(runs, self.allow_borrowing)
-                found = _run_sums(runs, self.items, fr)
+                found = _run_sums(runs, self.items, fr, self.sums)
             elif self.allow_borrowing:
                 found = [c.usage.get(fr, 0) for c in self.candidates if not c.only_within_nominal]
             else:
@@ -230,15 +235,29 @@ def _takeable_runs(runs: Runs, allow_borrowing: bool) -> list[_Run]:
     return out
 
 
-def _run_sums(runs: Runs, parts: list[_Run], fr: FR) -> list[int]:
+RunSums = dict[tuple[Source, frozenset[FR], bool, int, int, FR], int]
+"""Per run of a source that keeps no units yet (named by its source, the request's needed
+flavor-resources and ``with_room``, and its range of the source's units) and per
+flavor-resource, the usage of its units: the same run of the same source has the same
+units (a source's units never change), so a session sums it once."""
+
+
+def _run_sums(runs: Runs, parts: list[_Run], fr: FR, sums: RunSums | None = None) -> list[int]:
     """Per run of ``parts``, the usage of ``fr`` of its units, from its source's running
-    totals (or, where it keeps none, summed)."""
+    totals (or, where it keeps none, summed, or read from ``sums``)."""
     needed = runs.needed
     with_room = runs.with_room
     out = []
     for _, source, first, last, items in parts:
         if items is not None:
-            out.append(sum([c.usage.get(fr, 0) for c in items]))
+            if sums is None:
+                out.append(sum([c.usage.get(fr, 0) for c in items]))
+                continue
+            place = (source, needed, with_room, first, last, fr)
+            found = sums.get(place)
+            if found is None:
+                found = sums[place] = sum([c.usage.get(fr, 0) for c in items])
+            out.append(found)
         else:
             totals = source.totals(needed, with_room, fr)
             out.append(totals[last] - totals[first])

@@ -37,7 +37,11 @@ quota bound proved hopeless is counted as bounded as the walk would count it.
 
 The candidates are collected as the search collects them (counted as examined), and
 the nodes their pods are on are read from them: *m* is the best fit of the launcher on
-the nodes neither stale nor among those (``Placements.best_fit_unchanged``). Whenever
+the nodes neither stale nor among those (``Placements.best_fit_unchanged``). When they
+come in runs (``Runs``: the candidates are exactly the runs' units, in order), those
+nodes are the union of each run's, and a run's are gathered once per session: a run is
+named as ``search._merged_runs`` names it (a source's units, kept or not, never change,
+nor does a unit's room), and the union of the same runs is kept too. Whenever
 anything else holds (another memo key, a podSet not last, more than one earlier pod, no
 GPUs asked, no node found, a podSet search not kept in the memo), the whole request is
 searched as before.
@@ -49,9 +53,9 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 
-from ..model import PodSet
+from ..model import FR, PodSet
 from ..nodes import gpu_amount, pod_terms
-from ..session import Candidate, SearchResult, Session, VictimSearch
+from ..session import Candidate, Runs, SearchResult, Session, Source, VictimSearch
 from ..session.candidates import DeferredPods
 from .memo import Key, replay
 
@@ -69,6 +73,14 @@ targets of workloads with several podSets that the quota bound proved hopeless."
 _ROOM = attrgetter("room")
 _NOTHING: Mapping[str, int] = {}  # what ``best_fit_unchanged`` is told of a node it skips
 _NODE = itemgetter(0)
+_HOSTS = "_hosts_of_runs"
+"""Where a session keeps (``session.state``) the nodes hosting each run's candidates,
+``None`` for a run holding a :class:`DeferredPods` (see :func:`_run_hosts`)."""
+_UNITED = "_hosts_of_united_runs"
+"""Where a session keeps (``session.state``) the union of several runs' host nodes, by
+the ids of the runs' kept host maps (kept as long as the state: their ids name them)."""
+
+Hosts = dict[str, Mapping[str, int]]
 
 
 def count_bounded(session: Session, key: Key) -> None:
@@ -81,7 +93,7 @@ def count_bounded(session: Session, key: Key) -> None:
 
 def same_walk_on_nodes(
     session: Session, key: Key, bases: Sequence[SearchResult], targets: Sequence[tuple[PodSet, int, str]]
-) -> Callable[[VictimSearch, list[Candidate]], SearchResult | None] | None:
+) -> Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None] | None:
     """What ``find_minimal`` tells what the plugins offered the whole request of ``key``,
     when one of ``bases`` is the search of its last podSet with the same key but for the
     launcher's target; ``None`` when none is (module notes)."""
@@ -119,12 +131,12 @@ def _answer(
     gpus: int,
     kept: tuple[SearchResult, Sequence[tuple[str, int]]],
     bounded: bool,
-) -> Callable[[VictimSearch, list[Candidate]], SearchResult | None]:
+) -> Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None]:
     """The podSet search's answer ``kept`` (and whether the quota bound proved it hopeless)
     for the whole request, once its candidates show that the launcher parks apart."""
 
-    def collected(request: VictimSearch, candidates: list[Candidate]) -> SearchResult | None:
-        if not _parked(session, spec, flavor, gpus, candidates):
+    def collected(request: VictimSearch, candidates: list[Candidate], runs: Runs | None) -> SearchResult | None:
+        if not _parked(session, spec, flavor, gpus, candidates, runs):
             return None
         if bounded:
             session.counters.bounded += 1
@@ -133,15 +145,60 @@ def _answer(
     return collected
 
 
-def _parked(session: Session, spec: PodSet, flavor: str, gpus: int, candidates: list[Candidate]) -> bool:
+def _parked(
+    session: Session, spec: PodSet, flavor: str, gpus: int, candidates: list[Candidate], runs: Runs | None
+) -> bool:
     """Whether a node of ``flavor`` with fewer than ``gpus`` free GPUs, hosting none of
-    ``candidates``, fits a pod of ``spec`` now (the node *m* of the module notes)."""
+    ``candidates`` (which come in ``runs``, when given), fits a pod of ``spec`` now (the
+    node *m* of the module notes)."""
     placements = session.placements
     assert placements is not None
-    if any(map(isinstance, candidates, repeat(DeferredPods))):
+    hosts = _hosts(candidates) if runs is None else _runs_hosts(session, runs)
+    if hosts is None:
         return False  # their pods are not listed yet
-    # The nodes the candidates' pods are on, gathered in C: a search offers hundreds.
-    hosts = dict.fromkeys(map(_NODE, chain.from_iterable(map(_ROOM, candidates))), _NOTHING)
     selector, tolerations = pod_terms(session.snapshot.flavors[flavor], spec)
     found = placements.best_fit_unchanged(flavor, spec.requests, selector, tolerations, hosts)
     return found is not None and found[0] < gpus
+
+
+def _hosts(candidates: Sequence[Candidate]) -> Hosts | None:
+    """The nodes the pods of ``candidates`` are on (told nothing of them: :data:`_NOTHING`),
+    gathered in C (a search offers hundreds); ``None`` when a :class:`DeferredPods` is
+    among them (its pods are not listed yet)."""
+    if any(map(isinstance, candidates, repeat(DeferredPods))):
+        return None
+    return dict.fromkeys(map(_NODE, chain.from_iterable(map(_ROOM, candidates))), _NOTHING)
+
+
+def _runs_hosts(session: Session, runs: Runs) -> Hosts | None:
+    """:func:`_hosts` of the candidates of ``runs``: the union of each run's (module notes)."""
+    state = session.state
+    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], Hosts | None] | None = state.get(_HOSTS)
+    if kept is None:
+        kept = state[_HOSTS] = {}
+    needed = runs.needed
+    with_room = runs.with_room
+    found: list[Hosts] = []
+    for source, first, last, items in runs.parts:
+        place = (source, needed, with_room, first, last, items is None)
+        if place in kept:
+            hosts = kept[place]
+        else:
+            units = items if items is not None else source.using(needed, with_room)[0][first:last]
+            hosts = kept[place] = _hosts(units)
+        if hosts is None:
+            return None
+        found.append(hosts)
+    if len(found) == 1:
+        return found[0]
+    united: dict[tuple[int, ...], Hosts] | None = state.get(_UNITED)
+    if united is None:
+        united = state[_UNITED] = {}
+    key = tuple(map(id, found))
+    union = united.get(key)
+    if union is None:
+        union = {}
+        for hosts in found:
+            union.update(hosts)
+        united[key] = union
+    return union

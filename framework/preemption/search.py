@@ -34,7 +34,7 @@ from ..session import (
     with_vetoes,
 )
 from ..session.candidates import Merged, base_order
-from .bound import may_fit
+from .bound import RunSums, may_fit
 from .strategy import by_strategy
 from .walk import Walk
 
@@ -52,10 +52,10 @@ def find_minimal(
     usage: dict[FR, int],
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
-    collected: Callable[[VictimSearch, list[Candidate]], SearchResult | None] | None = None,
+    collected: Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None] | None = None,
 ) -> SearchResult:
-    """``collected``: told what the plugins offered (``victims.py``); an answer it gives
-    is the search's."""
+    """``collected``: told what the plugins offered (``victims.py``), with the runs it came
+    in; an answer it gives is the search's."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -67,7 +67,7 @@ def find_minimal(
     candidates, runs = collect_runs(session, preemptor, request, with_room=bool(targets))
     session.counters.candidates += len(candidates)
     if collected is not None:
-        answer = collected(request, candidates)
+        answer = collected(request, candidates, runs)
         if answer is not None:
             return answer
     found = len(candidates) + request.left_out
@@ -90,7 +90,7 @@ def find_minimal(
     silent = False
     accounting = session.accounting
     if search.may_skip_walk() and not any(
-        may_fit(accounting, leaf, usage, offered, allow, runs) for allow in attempts
+        may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts
     ):
         session.counters.bounded += 1
         # A hopeless walk only tells the plugins what the full walk would; when none of
@@ -109,13 +109,23 @@ def find_minimal(
             victims, level = search.attempt(candidates, allow_borrowing)
             if victims:
                 lines.extend(search.veto_lines())
-                names = ", ".join([f"{v.workload.key} ({v.reason})" for v in victims])
-                lines.append(f"minimal set of victims: {names}")
+                lines.append(f"minimal set of victims: {_named(session, victims)}")
                 return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
     return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+
+
+_RUN_SUMS = "_bound_run_sums"  # in ``session.state``: the bound's sums of runs (``RunSums``)
+
+
+def _run_sums(session: Session) -> RunSums:
+    """The session's :data:`RunSums`, for the bound."""
+    sums: RunSums | None = session.state.get(_RUN_SUMS)
+    if sums is None:
+        sums = session.state[_RUN_SUMS] = {}
+    return sums
 
 
 def _heads(runs: Runs) -> list[Candidate]:
@@ -333,6 +343,28 @@ def _wanted(session: Session, needed: frozenset[FR]) -> str:
     if found is None:
         found = words[needed] = ", ".join(f"{fr[1]} in flavor {fr[0]}" for fr in sorted(needed))
     return found
+
+
+_NAMED = "_victims_named"  # in ``session.state``: see :func:`_named`
+
+
+class _Named(dict[Candidate, str]):
+    """Each unit's words in a victims line, ``key (reason)``, made when first asked for."""
+
+    def __missing__(self, unit: Candidate) -> str:
+        words = self[unit] = f"{unit.workload.key} ({unit.reason})"
+        return words
+
+
+def _named(session: Session, victims: list[Candidate]) -> str:
+    """The victims as the line of a search that found them names them: ``key (reason)``,
+    comma-separated. A unit's words are made once per session (its workload's key and its
+    reason never change; units are told apart by identity): a session's searches name
+    hundreds of thousands of victims, a few thousand different units."""
+    named: _Named | None = session.state.get(_NAMED)
+    if named is None:
+        named = session.state[_NAMED] = _Named()
+    return ", ".join(map(named.__getitem__, victims))
 
 
 def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:

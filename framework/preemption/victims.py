@@ -31,7 +31,7 @@ from operator import is_
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
-from ..session import Candidate, SearchResult, Session, VictimSearch, with_vetoes
+from ..session import Candidate, Runs, SearchResult, Session, VictimSearch, with_vetoes
 from .memo import (  # _USAGE: where memo_key puts the usage asked for
     _USAGE,
     Key,
@@ -127,11 +127,11 @@ they left out, and the candidates."""
 
 def _same_walk(
     session: Session, key: Key, bases: Sequence[SearchResult]
-) -> Callable[[VictimSearch, list[Candidate]], SearchResult | None]:
+) -> Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None]:
     """What ``find_minimal`` tells what the plugins offered the search of ``key``: it keeps
     the offer, and answers with a search of ``bases`` that walks the same (module notes)."""
 
-    def collected(request: VictimSearch, candidates: list[Candidate]) -> SearchResult | None:
+    def collected(request: VictimSearch, candidates: list[Candidate], runs: Runs | None) -> SearchResult | None:
         offered: dict[Key, tuple[int, tuple[Candidate, ...]]] = session.state.setdefault(_OFFERED, {})
         offered[key] = (request.left_out, tuple(candidates))
         memo = session.memo
