@@ -40,13 +40,13 @@ BOUNDS = [None, 0, 1, 2, 3, 4]
 _BUILD = unitindex._build  # a fresh build, whatever a test does to the module
 
 
-def _session(seed: int) -> Session:
-    """Queues a and b; 16 running workloads of random queue, flavor, priority and size,
-    some elastic (3 pods above minCount 1: single-pod units and the rest)."""
+def _session(seed: int, workloads: int = 16) -> Session:
+    """Queues a and b; ``workloads`` running workloads of random queue, flavor, priority
+    and size, some elastic (3 pods above minCount 1: single-pod units and the rest)."""
     rng = random.Random(seed)
     queues = [cohort("all"), queue("a", "all", cpu=4), queue("b", "all", cpu=4)]
     running = []
-    for i in range(16):
+    for i in range(workloads):
         count = rng.choice([1, 1, 3])
         running.append(
             workload(

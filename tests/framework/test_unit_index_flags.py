@@ -12,7 +12,6 @@ same running counts and totals, and that the reading is not repeated.
 
 from __future__ import annotations
 
-import random
 from itertools import accumulate
 from typing import Any
 
@@ -31,13 +30,10 @@ from preemptd.framework import (
 from preemptd.framework.model import FR
 from preemptd.framework.preemption import unitindex
 from preemptd.framework.session import Candidate, Session
-from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
-from preemptd.plugins import cohort_reclaim, priority
 
+from tests.framework.test_unit_index_count import _session as _count_session
 from tests.framework.test_unit_index_patch import _take
 
-PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
-NOW = 1_000_000
 CLASSES: list[dict[str, Any]] = [
     {"reason": IN_QUEUE, "group": CLASS_SAME_QUEUE},
     {"reason": IN_COHORT_RECLAIM, "group": CLASS_HIERARCHICAL},
@@ -51,20 +47,21 @@ NEEDED = [frozenset({DEFAULT}), frozenset({SPARE}), frozenset({DEFAULT, SPARE})]
 
 def _session(seed: int) -> Session:
     """Queues a and b; 14 running workloads of random queue, flavor, priority and size,
-    some elastic (3 pods above minCount 1: single-pod units and the rest)."""
-    rng = random.Random(seed)
-    queues = [cohort("all"), queue("a", "all", cpu=4), queue("b", "all", cpu=4)]
-    running = []
-    for i in range(14):
-        count = rng.choice([1, 1, 3])
-        running.append(
-            workload(
-                f"w{i}", rng.choice(["a", "b"]), 1, count=count, min_count=1 if count > 1 else None,
-                priority=rng.randrange(4), created=rng.randrange(5), admitted=True,
-                flavor=rng.choice(["default", "spare"]),
-            )
-        )
-    return open_session(inventory(queues, running, flavors=("default", "spare")), PLUGINS, NOW)
+    some elastic (``test_unit_index_count``'s cluster)."""
+    return _count_session(seed, 14)
+
+
+def _counted_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of the unit lists whose flags are read from now on."""
+    reads: list[int] = []
+    real = unitindex.unit_flags
+
+    def counting(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
+        reads.append(len(units))
+        return real(units, needed, with_room)
+
+    monkeypatch.setattr(unitindex, "unit_flags", counting)
+    return reads
 
 
 def _direct(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
@@ -121,14 +118,7 @@ def test_every_list_keeps_what_a_direct_reading_of_its_units_keeps(seed: int, st
 def test_a_list_made_from_another_class_reads_no_unit_again(monkeypatch: pytest.MonkeyPatch) -> None:
     session = _session(3)
     leaf = session.snapshot.tree.leaves["a"]
-    reads: list[int] = []
-    real = unitindex.unit_flags
-
-    def counting(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
-        reads.append(len(units))
-        return real(units, needed, with_room)
-
-    monkeypatch.setattr(unitindex, "unit_flags", counting)
+    reads = _counted_reads(monkeypatch)
     first = queue_units(session, leaf, **CLASSES[0])
     first.using(NEEDED[0], False)
     assert reads == [len(first.units)]
@@ -145,14 +135,7 @@ def test_a_patched_list_reads_only_the_units_of_the_workload_taken_from(monkeypa
     first.using(NEEDED[0], False)
     first.using(NEEDED[1], True)
     victim = next(unit for unit in first.units if unit.count is None)  # a whole workload
-    reads: list[int] = []
-    real = unitindex.unit_flags
-
-    def counting(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
-        reads.append(len(units))
-        return real(units, needed, with_room)
-
-    monkeypatch.setattr(unitindex, "unit_flags", counting)
+    reads = _counted_reads(monkeypatch)
     _take(session, victim)
     patched = queue_units(session, leaf, **CLASSES[0])
     assert patched is not first
