@@ -40,7 +40,7 @@ the nodes their pods are on are read from them: *m* is the best fit of the launc
 the nodes neither stale nor among those (``Placements.best_fit_unchanged``). When they
 come in runs (``Runs``: the candidates are exactly the runs' units, in order), those
 nodes are the union of each run's, and a run's are gathered once per session: a run is
-named as ``search._merged_runs`` names it (a source's units, kept or not, never change,
+named as ``search.kept_of_runs`` names it (a source's units, kept or not, never change,
 nor does a unit's room), and the union of the same runs is kept too. Whenever
 anything else holds (another memo key, a podSet not last, more than one earlier pod, no
 GPUs asked, no node found, a podSet search not kept in the memo), the whole request is
@@ -53,11 +53,12 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 
-from ..model import FR, PodSet
+from ..model import PodSet
 from ..nodes import gpu_amount, pod_terms
-from ..session import Candidate, Runs, SearchResult, Session, Source, VictimSearch
+from ..session import Candidate, Runs, SearchResult, Session, VictimSearch
 from ..session.candidates import DeferredPods
 from .memo import Key, replay
+from .search import kept_of_runs, kept_union
 
 __all__ = ["ENABLED", "count_bounded", "same_walk_on_nodes"]
 
@@ -75,7 +76,7 @@ _NOTHING: Mapping[str, int] = {}  # what ``best_fit_unchanged`` is told of a nod
 _NODE = itemgetter(0)
 _HOSTS = "_hosts_of_runs"
 """Where a session keeps (``session.state``) the nodes hosting each run's candidates,
-``None`` for a run holding a :class:`DeferredPods` (see :func:`_run_hosts`)."""
+``None`` for a run holding a :class:`DeferredPods` (see :func:`_runs_hosts`)."""
 _UNITED = "_hosts_of_united_runs"
 """Where a session keeps (``session.state``) the union of several runs' host nodes, by
 the ids of the runs' kept host maps (kept as long as the state: their ids name them)."""
@@ -172,33 +173,19 @@ def _hosts(candidates: Sequence[Candidate]) -> Hosts | None:
 
 def _runs_hosts(session: Session, runs: Runs) -> Hosts | None:
     """:func:`_hosts` of the candidates of ``runs``: the union of each run's (module notes)."""
-    state = session.state
-    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], Hosts | None] | None = state.get(_HOSTS)
-    if kept is None:
-        kept = state[_HOSTS] = {}
-    needed = runs.needed
-    with_room = runs.with_room
-    found: list[Hosts] = []
-    for source, first, last, items in runs.parts:
-        place = (source, needed, with_room, first, last, items is None)
-        if place in kept:
-            hosts = kept[place]
-        else:
-            units = items if items is not None else source.using(needed, with_room)[0][first:last]
-            hosts = kept[place] = _hosts(units)
-        if hosts is None:
-            return None
-        found.append(hosts)
+    found = kept_of_runs(session, _HOSTS, runs, runs.parts, _hosts)
     if len(found) == 1:
         return found[0]
-    united: dict[tuple[int, ...], Hosts] | None = state.get(_UNITED)
-    if united is None:
-        united = state[_UNITED] = {}
-    key = tuple(map(id, found))
-    union = united.get(key)
-    if union is None:
-        union = {}
-        for hosts in found:
-            union.update(hosts)
-        united[key] = union
+    listed: list[Hosts] = []
+    for hosts in found:
+        if hosts is None:
+            return None  # a run holds pods not listed yet
+        listed.append(hosts)
+    return kept_union(session, _UNITED, listed, _union)
+
+
+def _union(parts: list[Hosts]) -> Hosts:
+    union: Hosts = {}
+    for hosts in parts:
+        union.update(hosts)
     return union

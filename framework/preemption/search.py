@@ -12,10 +12,10 @@ runs the search a plugin's ``victim_strategy`` drives.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import filterfalse, islice
 from operator import attrgetter, is_, lt
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
@@ -180,35 +180,60 @@ def _merged_runs(session: Session, runs: Runs, heads: list[Candidate], borrowing
     concatenation, which is the collected candidates'. A merge is kept for the session,
     with what was made of it, for the searches that walk the same runs; a single run is
     handed over as it is kept (walks only read their candidates)."""
-    state = session.state
-    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], list[Candidate]] | None = state.get(
-        _SORTED_RUNS
-    )
-    if kept is None:
-        kept = state[_SORTED_RUNS] = {}
-    needed = runs.needed
-    with_room = runs.with_room
-    out: list[list[Candidate]] = []
-    for (source, first, last, items), head in zip(runs.parts, heads, strict=True):
-        if borrowing and head.only_within_nominal:
-            continue
-        place = (source, needed, with_room, first, last, items is None)
-        found = kept.get(place)
-        if found is None:
-            units = items if items is not None else source.using(needed, with_room)[0][first:last]
-            found = kept[place] = sorted(units, key=_SORT_KEY)
-        out.append(found)
+    parts = [part for part, head in zip(runs.parts, heads, strict=True) if not (borrowing and head.only_within_nominal)]
+    out = kept_of_runs(session, _SORTED_RUNS, runs, parts, _sorted)
     if len(out) == 1:
         return out[0]
-    # The kept sorted lists live as long as the session's state: their ids name them.
-    merges: dict[tuple[int, ...], Merged] | None = state.get(_MERGED_RUNS)
-    if merges is None:
-        merges = state[_MERGED_RUNS] = {}
-    key = tuple(map(id, out))
-    merged = merges.get(key)
-    if merged is None:
-        merged = merges[key] = Merged(out)
-    return merged
+    return kept_union(session, _MERGED_RUNS, out, Merged)
+
+
+def _sorted(units: list[Candidate]) -> list[Candidate]:
+    return sorted(units, key=_SORT_KEY)
+
+
+_Part = tuple[Source, int, int, "list[Candidate] | None"]  # a run of ``Runs.parts``
+_T = TypeVar("_T")
+_U = TypeVar("_U")
+
+
+def kept_of_runs(
+    session: Session, name: str, runs: Runs, parts: Iterable[_Part], make: Callable[[list[Candidate]], _T]
+) -> list[_T]:
+    """``make`` of the candidates of each of ``parts`` (runs of ``runs``), kept for the
+    session in ``session.state[name]``: a source's units, kept or not, never change, nor
+    does a unit's key or room, so the same run of the same source (a run of a source that
+    keeps no units yet named by its range of the source's units, kept units by their range
+    of those) gives the same answer."""
+    state = session.state
+    kept: dict[tuple[Source, frozenset[FR], bool, int, int, bool], _T] | None = state.get(name)
+    if kept is None:
+        kept = state[name] = {}
+    needed = runs.needed
+    with_room = runs.with_room
+    out: list[_T] = []
+    for source, first, last, items in parts:
+        place = (source, needed, with_room, first, last, items is None)
+        if place in kept:
+            found = kept[place]
+        else:
+            units = items if items is not None else source.using(needed, with_room)[0][first:last]
+            found = kept[place] = make(units)
+        out.append(found)
+    return out
+
+
+def kept_union(session: Session, name: str, parts: list[_T], make: Callable[[list[_T]], _U]) -> _U:
+    """``make`` of ``parts``, kept for the session in ``session.state[name]`` by the ids of
+    the parts: they are kept for the session (:func:`kept_of_runs`), so their ids name them."""
+    state = session.state
+    kept: dict[tuple[int, ...], _U] | None = state.get(name)
+    if kept is None:
+        kept = state[name] = {}
+    key = tuple(map(id, parts))
+    if key in kept:
+        return kept[key]
+    found = kept[key] = make(parts)
+    return found
 
 
 def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate]:
