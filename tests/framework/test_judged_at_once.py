@@ -22,10 +22,10 @@ from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
 from preemptd.framework.testing import inventory, queue, snapshot, workload
-from preemptd.plugins import cohort_reclaim, flavor_fungibility, min_runtime, priority
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import NOW_MS, generate_saturated
+from tests.framework.test_judged_pending import _registry
 
 Outcome = tuple[dict[str, Any], dict[str, list[str]], dict[str, int | str], dict[str, int]]
 
@@ -44,17 +44,6 @@ def _cluster() -> Any:
             workload("none", "l", 5, created=10),
             workload("late", "l", 1, created=11),
         ],
-    )
-
-
-def _registry() -> Registry:
-    return Registry(
-        [
-            ("priority", priority, None),
-            ("cohort-reclaim", cohort_reclaim, None),
-            ("min-runtime", min_runtime, None),
-            ("flavor-fungibility", flavor_fungibility, None),
-        ]
     )
 
 

@@ -13,11 +13,28 @@ from typing import Any
 
 import pytest
 from preemptd.framework.flavors import _pods_fit_now
+from preemptd.framework.model import PodSet
 from preemptd.framework.nodes import Placements
 from preemptd.framework.session import Registry, Session
+from preemptd.framework.snapshot import Snapshot
 from preemptd.framework.testing import snapshot
 
 from benchmarks.generate import NOW_MS, generate_saturated
+
+
+def _one_shape_in_two_queues(snap: Snapshot) -> tuple[str, PodSet, PodSet]:
+    """The first pending head's flavor and pod set, and an equal pod set (another object)
+    of a head of another queue."""
+    heads = [w for items in snap.pending_by_queue.values() for w in items if not w.is_deployment]
+    first = heads[0]
+    flavor = snap.tree.leaves[first.queue].spec.resource_groups[0].flavors[0].flavor
+    spec = first.pod_sets[0]
+    other = next(
+        w.pod_sets[0]
+        for w in heads
+        if w.queue != first.queue and w.pod_sets[0] is not spec and w.pod_sets[0] == spec
+    )
+    return flavor, spec, other
 
 
 def test_a_repeated_pods_fit_on_committed_room_is_answered_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -65,15 +82,7 @@ def test_the_flavor_check_keeps_a_pods_fit_answer_per_pod_shape_across_queues_wh
     session.open()
     placements = session.placements
     assert placements is not None
-    heads = [w for items in snap.pending_by_queue.values() for w in items if not w.is_deployment]
-    first = heads[0]
-    flavor = snap.tree.leaves[first.queue].spec.resource_groups[0].flavors[0].flavor
-    spec = first.pod_sets[0]
-    other = next(
-        w.pod_sets[0]
-        for w in heads
-        if w.queue != first.queue and w.pod_sets[0] is not spec and w.pod_sets[0] == spec
-    )
+    flavor, spec, other = _one_shape_in_two_queues(snap)
     placed: list[str] = []
     real = Placements.can_place
 

@@ -22,6 +22,7 @@ from preemptd.framework.session import FIT, Assignment, PodSetAssignment, Regist
 from preemptd.framework.testing import snapshot
 
 from benchmarks.generate import NOW_MS, generate_saturated
+from tests.framework.test_pods_fit_kept import _one_shape_in_two_queues
 
 
 def _session() -> Session:
@@ -49,13 +50,7 @@ def test_several_pod_sets_of_one_shape_are_placed_once_per_node_epoch_across_que
     snap = session.snapshot
     placements = session.placements
     assert placements is not None
-    heads = [w for items in snap.pending_by_queue.values() for w in items if not w.is_deployment]
-    first = heads[0]
-    flavor = snap.tree.leaves[first.queue].spec.resource_groups[0].flavors[0].flavor
-    spec = first.pod_sets[0]
-    other = next(
-        w.pod_sets[0] for w in heads if w.queue != first.queue and w.pod_sets[0] is not spec and w.pod_sets[0] == spec
-    )
+    flavor, spec, other = _one_shape_in_two_queues(snap)
     placed = _counting(monkeypatch)
     # A saturated cluster: every node is full, neither pod set fits.
     assert _targets_fit_now(session, [(spec, 1, flavor), (spec, 2, flavor)]) is False

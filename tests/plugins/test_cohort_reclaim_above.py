@@ -81,9 +81,8 @@ def test_every_answer_is_the_direct_reading_of_the_usage(steps: list[Any]) -> No
             statement.commit()
 
 
-def test_two_needed_sets_between_the_same_commits_read_the_children_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    session = _session()
-    tree = session.snapshot.tree
+def counted_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The cohorts whose children's usage is read (``_above_on``) from now on, in order."""
     reads: list[str] = []
     real = cohort_reclaim._above_on
 
@@ -92,6 +91,13 @@ def test_two_needed_sets_between_the_same_commits_read_the_children_once(monkeyp
         return real(session, node)
 
     monkeypatch.setattr(cohort_reclaim, "_above_on", counting)
+    return reads
+
+
+def test_two_needed_sets_between_the_same_commits_read_the_children_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    session = _session()
+    tree = session.snapshot.tree
+    reads = counted_readings(monkeypatch)
     c0 = tree.nodes["c0"]
     epoch = session.statement.epoch(c0)
     cpu, memory = FRS[0], FRS[1]

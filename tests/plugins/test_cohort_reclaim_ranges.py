@@ -27,6 +27,8 @@ from preemptd.framework.session import Session, VictimSearch
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
 
+from tests.plugins.test_cohort_reclaim_above import counted_readings
+
 PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
 NOW = 1_000_000
 CPU = ("default", "cpu")
@@ -219,14 +221,7 @@ def test_a_commit_to_one_cohort_leaves_the_reading_of_another(monkeypatch: pytes
     running = [workload(f"w{name}", name, 2, admitted=True) for name in ("a0", "b0")]
     session = _session(specs, running)
     nodes = session.snapshot.tree.nodes
-    reads: list[str] = []
-    real = cohort_reclaim._above_on
-
-    def counting(session: Session, node: QuotaNode) -> Any:
-        reads.append(node.name)
-        return real(session, node)
-
-    monkeypatch.setattr(cohort_reclaim, "_above_on", counting)
+    reads = counted_readings(monkeypatch)
     needed = frozenset({CPU})
     statement = session.statement
     first = cohort_reclaim._above(session, nodes["cb"], needed, statement.epoch(nodes["cb"]))
