@@ -24,17 +24,18 @@ GPU pods at every step, the podSet's answer is the whole request's (:mod:`.parke
 
 A launcher on one flavor and GPU pods on another ask for node room on two sets of nodes.
 Placing podSets together (``Session.pods_fit``) puts each podSet's pods on nodes of its
-own flavor only, each seeing the room the earlier ones took: when no node of the
-launcher's flavor serves another target's flavor, the launcher takes room nobody else
-could use, and the targets fit together exactly when each fits on its own. A single pod
-that fits the nodes now fits every state a walk or its fill-back tests: each is the room
-now plus room freed by victims (a node that has room for it keeps it). So the launcher's
-target changes no fit test of the search, and :func:`search_targets` leaves it out: the
-search walks, fills back and answers as with it, without placing the launcher at every
-test nor following the room victims free on its nodes. Only the node targets differ;
-the request the plugins are offered (``VictimSearch``: that node room is searched, the
-usage and needed flavor-resources) is the same. Not for a Deployment (its one target is
-searched node by node) nor under a plugin's victim strategy (it reads the walk's targets).
+own flavor only, each seeing the room the earlier ones took. When no node of the
+launcher's flavor is a node of another target's flavor, the launcher takes room no other
+target can use: the targets fit together exactly when the launcher fits on its own and
+the others fit without it. A single pod that fits the nodes now fits every state a walk
+or its fill-back tests: each is the room now plus room freed by victims (a node with room
+for it keeps it). So the launcher's target changes no fit test of the search, and
+:func:`search_targets` leaves it out: the search walks, fills back and answers as with
+it, without placing the launcher at each test nor following the room victims free on its
+nodes. The request the plugins are offered (``VictimSearch``: that node room is
+searched, the usage and needed flavor-resources) is the same; the memo keeps the answer
+under the targets searched. Not for a Deployment (its one target is searched node by
+node) nor under a plugin's victim strategy (it may read the walk's targets).
 """
 
 from __future__ import annotations
