@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
 from .preemption import asked_again, find_victims
+from .preemption.victims import search_targets
 from .quantity import format_quantity
 from .quota import QuotaNode
 from .session import (
@@ -398,6 +400,8 @@ def finish_assignment(
         if assignment.node_short:
             assert placements is not None
             short.extend(fr for fr in usage if fr not in short and placements.has_nodes(fr[0]))
+            # Targets that change no fit test of the search are left out (victims.py).
+            targets = search_targets(session, assignment.workload, targets, partial(_targets_fit_now, session))
         else:
             targets = []
         if not short:

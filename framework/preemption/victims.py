@@ -21,6 +21,21 @@ targets. With node targets, a launcher and GPU pods on one flavor ask the same u
 and needed flavor-resources as the GPU podSet's search and differ only in the
 launcher's target: when a node hosting no candidate keeps the launcher apart from the
 GPU pods at every step, the podSet's answer is the whole request's (:mod:`.parked`).
+
+A launcher on one flavor and GPU pods on another ask for node room on two sets of nodes.
+Placing podSets together (``Session.pods_fit``) puts each podSet's pods on nodes of its
+own flavor only, each seeing the room the earlier ones took. When no node of the
+launcher's flavor is a node of another target's flavor, the launcher takes room no other
+target can use: the targets fit together exactly when the launcher fits on its own and
+the others fit without it. A single pod that fits the nodes now fits every state a walk
+or its fill-back tests: each is the room now plus room freed by victims (a node with room
+for it keeps it). So the launcher's target changes no fit test of the search, and
+:func:`search_targets` leaves it out: the search walks, fills back and answers as with
+it, without placing the launcher at each test nor following the room victims free on its
+nodes. The request the plugins are offered (``VictimSearch``: that node room is
+searched, the usage and needed flavor-resources) is the same; the memo keeps the answer
+under the targets searched. Not for a Deployment (its one target is searched node by
+node) nor under a plugin's victim strategy (it may read the walk's targets).
 """
 
 from __future__ import annotations
@@ -48,7 +63,7 @@ from .parked import count_bounded, same_walk_on_nodes
 from .replicas import replica_victims
 from .search import find_minimal
 
-__all__ = ["find_victims"]
+__all__ = ["APART", "find_victims", "search_targets"]
 
 
 def find_victims(
@@ -106,6 +121,57 @@ def find_victims(
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"
         session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+APART = True
+"""Whether :func:`search_targets` leaves out the targets that change no fit test (tests turn
+it off to compare with the search that keeps them)."""
+
+Target = tuple[PodSet, int, str]
+_NODES = "_nodes_of_flavors"
+"""Where a session keeps (``session.state``) the nodes of each flavor, as a set."""
+
+
+def search_targets(
+    session: Session, preemptor: Workload, targets: list[Target], fits_now: Callable[[list[Target]], bool]
+) -> list[Target]:
+    """The node targets the search of a whole request is asked with: ``targets`` less each
+    one-pod target that fits the nodes now (``fits_now``: ``Session.pods_fit`` on the
+    state the search starts from) on nodes no other target's flavor has (module notes);
+    ``targets`` when none is left out, or every one would be."""
+    placements = session.placements
+    policy = session.policy
+    if (
+        not APART
+        or placements is None
+        or len(targets) < 2
+        or preemptor.is_deployment
+        or (policy is not None and policy.strategy is not None)
+    ):
+        return targets
+    kept = [t for t in targets if t[1] != 1 or not _apart(session, t, targets) or not fits_now([t])]
+    return kept if kept and len(kept) < len(targets) else targets
+
+
+def _apart(session: Session, target: Target, targets: list[Target]) -> bool:
+    """Whether the flavor of ``target`` has nodes, none of them a node of another target's
+    flavor (the nodes of a flavor are the snapshot's: kept for the session)."""
+    placements = session.placements
+    assert placements is not None
+    by_flavor = placements.pool.by_flavor
+    kept: dict[str, frozenset[str]] | None = session.state.get(_NODES)
+    if kept is None:
+        kept = session.state[_NODES] = {}
+    for flavor in {t[2] for t in targets}:
+        if flavor not in kept:
+            kept[flavor] = frozenset(by_flavor.get(flavor, ()))
+    mine = kept[target[2]]
+    if not mine:
+        return False
+    for other in targets:
+        if other is not target and (other[2] == target[2] or not mine.isdisjoint(kept[other[2]])):
+            return False
+    return True
 
 
 def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tuple[PodSet, int, str]) -> SearchResult:

@@ -59,7 +59,9 @@ def test_the_generated_walks_test_one_pod_set_and_a_launcher_with_its_workers(mo
         return self.may_fit() and (self.exact or fit_all(self))
 
     monkeypatch.setattr(room_module.FreedRoom, "fits", counting_fits)
-    objects = generate_spec(replace(CONTENDED, nodes=30, workloads=150, queues=10, leaves_per_cohort=5), "walk-room/1")
+    # A launcher on another flavor than its workers, fitting now, is searched without its
+    # target (victims.search_targets): this cluster's launchers reach the placed test.
+    objects = generate_spec(replace(CONTENDED, nodes=30, workloads=150, queues=10, leaves_per_cohort=5), "walk-room/2")
     actions, registry_of = default_session()
     _both(lambda: snapshot(objects, NOW_MS), registry_of, actions)
     assert seen["exact"] and seen["launcher"]
