@@ -12,6 +12,15 @@ view's, each pod set's node terms worked out once for both. Admission changes on
 before it places them, so the nodes chosen are the same; when the entry fits, the
 placements are kept (``Books.placed``) instead of counted, rolled back and made again; when
 it does not, they are rolled back.
+
+The session's own accounting holds at least the usage of the view and of the physical
+accounting at every node of every queue tree: both are copies of it made at the first
+victim, given the same admissions and reservations since, the view without the victims and
+the physical one without what preemptors hold. Usage a node passes up grows with its own
+(only what exceeds its guaranteed quota goes up), and Available only shrinks as usage
+grows, so a flavor-resource the session's quota lets an entry take (within its nominal
+when it may not borrow) the other two let it take: the re-check asks the session's first,
+and theirs only when it says no.
 """
 
 from __future__ import annotations
@@ -215,12 +224,17 @@ def _fits_without_victims(
     statement = books.statement
     accounting = statement.accounting
     physical = books.physical
+    ceiling = session.accounting
+    allowed = assignment.allow_borrowing
+    subtree = leaf.subtree
     for fr, amount in assignment.usage.items():
+        if physical is not None and _session_lets(ceiling, leaf, fr, amount, allowed):
+            continue  # so do the view's quota and the physical one (see the notes)
         if amount > accounting.available(leaf, fr):
             return False
         if physical is not None and amount > physical.available(leaf, fr):
             return False  # only victims of this session would free it
-        if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
+        if not allowed and accounting.used(leaf, fr) + amount > subtree.get(fr, 0):
             return False
     if not targets:
         return True
@@ -237,6 +251,14 @@ def _fits_without_victims(
     if not session.pods_fit(targets):
         return False
     return statement is session_statement or session.pods_fit(targets, statement=statement)
+
+
+def _session_lets(ceiling: Accounting, leaf: QuotaNode, fr: FR, amount: int, allowed: bool) -> bool:
+    """Whether the session's quota (``ceiling``) lets an entry of ``leaf`` take ``amount``
+    of ``fr``, within its nominal unless ``allowed`` to borrow."""
+    return amount <= ceiling.available(leaf, fr) and (
+        allowed or ceiling.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
+    )
 
 
 _PLACED = 0
