@@ -215,9 +215,10 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
 def _fits_without_victims(
     session: Session, books: Books, leaf: QuotaNode, assignment: Assignment, targets: list[tuple[PodSet, int, str]]
 ) -> bool:
-    """:func:`still_fits` of an entry without victims. Its quota is asked first, on the view
-    and on the physical accounting: placing pods changes only node room, so an entry the
-    quota refuses places nothing. Node room is physical: a victim's pods still occupy it
+    """:func:`still_fits` of an entry without victims. Its quota is asked first (of the
+    session's accounting, and of the view's and the physical one only when the session's
+    says no: see the notes): placing pods changes only node room, so an entry the quota
+    refuses places nothing. Node room is physical: a victim's pods still occupy it
     until they are gone. Without a listener to the admission (which would see the room
     before its pods took it), the pods are placed where the admission places them, on the
     session's room and then on the view's, and kept if both take them all."""
