@@ -5,16 +5,29 @@ SEMANTICS §2.4's re-check ("with all victims chosen so far in the session and i
 own removed": :func:`still_fits`) and holds what a preemptor reserves: its quota while it waits for
 its victims (:func:`reserve`) and the room its victims free (:func:`place`).
 
-An entry without victims is re-checked against node room by placing its pods, best fit,
-where its admission places them: on the session's room and on the view's. Admission
-changes only quota before it places them, so the nodes chosen are the same; when the
-entry fits, the placements are kept (``Books.placed``) instead of counted, rolled back
-and made again; when it does not, they are rolled back.
+An entry without victims is re-checked against its quota first (placing pods changes only
+node room, so an entry the quota refuses places nothing), then against node room by placing
+its pods, best fit, where its admission places them: on the session's room and on the
+view's, each pod set's node terms worked out once for both. Admission changes only quota
+before it places them, so the nodes chosen are the same; when the entry fits, the
+placements are kept (``Books.placed``) instead of counted, rolled back and made again; when
+it does not, they are rolled back.
+
+The session's own accounting holds at least the usage of the view and of the physical
+accounting at every node of every queue tree: both are copies of it made at the first
+victim, given the same admissions and reservations since, the view without the victims and
+the physical one without what preemptors hold. Usage a node passes up grows with its own
+(only what exceeds its guaranteed quota goes up), and Available only shrinks as usage
+grows, so a flavor-resource the session's quota lets an entry take (within its nominal
+when it may not borrow) the other two let it take: the re-check asks the session's first,
+and theirs only when it says no.
 """
 
 from __future__ import annotations
 
-from ..model import FR
+from collections.abc import Mapping
+
+from ..model import FR, PodSet, Toleration
 from ..nodes import pod_terms
 from ..quota import Accounting, QuotaNode
 from ..session import Assignment, Candidate, Session, Statement
@@ -153,68 +166,140 @@ def place(session: Session, statement: Statement, assignment: Assignment) -> boo
 def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> bool:
     """Re-check ``assignment`` against what earlier entries of the session changed, with
     every victim of the session and its own removed (SEMANTICS §2.4)."""
-    targets = [] if assignment.replicas else assignment.node_targets()
-    placements = session.placements
-    wanted: dict[str, dict[str, int]] = {}
-    for choice in assignment.replicas:
-        room = wanted.setdefault(choice.node, {})
-        for resource, amount in choice.from_free.items():
-            room[resource] = room.get(resource, 0) + amount
-    for node, room in wanted.items():
-        # Free room an earlier entry of this round took is gone for these replicas.
-        assert placements is not None
-        free = placements.free[node]
-        if any(free.get(r, 0) < amount for r, amount in room.items()):
-            return False
-    # Node room is physical: a victim's pods still occupy it until they are gone. Without
-    # a listener to the admission (which would see the room before its pods took it), the
-    # pods are placed where the admission places them, and kept if the entry fits.
-    session_statement = session.statement
-    placing = not assignment.victims and bool(targets) and session_statement.on_admit is None
-    placed_at = session_statement.checkpoint()
-    if placing and not place(session, session_statement, assignment):
-        session_statement.rollback(placed_at)
-        placing = False
-    if not assignment.victims and targets and not placing and not session.pods_fit(targets):
-        return False
+    if assignment.replicas:
+        targets: list[tuple[PodSet, int, str]] = []
+        placements = session.placements
+        wanted: dict[str, dict[str, int]] = {}
+        for choice in assignment.replicas:
+            room = wanted.setdefault(choice.node, {})
+            for resource, amount in choice.from_free.items():
+                room[resource] = room.get(resource, 0) + amount
+        for node, room in wanted.items():
+            # Free room an earlier entry of this round took is gone for these replicas.
+            assert placements is not None
+            free = placements.free[node]
+            if any(free.get(r, 0) < amount for r, amount in room.items()):
+                return False
+    else:
+        targets = assignment.node_targets()
+    if not assignment.victims:
+        return _fits_without_victims(session, books, leaf, assignment, targets)
     statement = books.statement
     accounting = statement.accounting
     checkpoint = statement.checkpoint()
     # The evictions of an entry with victims, on the session's view without its victims,
     # are the ones its preemption makes (preempting.preempt) when it fits: they are kept then,
     # and the preemption only gives back its victims' node room if they were evicted without it.
-    keep = bool(assignment.victims) and statement is books.own
+    keep = statement is books.own
     evicted: set[tuple[object, ...]] = set()
     fits = False
     try:
         new = _evict_all(statement, books, assignment, evicted)
         if len(evicted) != new:
             keep = False  # a victim listed twice: the preemption takes it once
-        physical = books.physical if not assignment.victims else None
         for fr, amount in assignment.usage.items():
             if amount > accounting.available(leaf, fr):
                 return False
-            if physical is not None and amount > physical.available(leaf, fr):
-                return False  # only victims of this session would free it
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        if placing and statement is not session_statement and not place(session, statement, assignment):
-            statement.rollback(checkpoint)
-            session_statement.rollback(placed_at)
-            placing = False
-        # On the session's room (no view of its own yet) the pods placed there fit.
-        fits = placing or not targets or session.pods_fit(targets, statement=statement)
+        fits = not targets or session.pods_fit(targets, statement=statement)
         return fits
     finally:
         if fits and keep:
             books.evicted = True
             books.with_room = assignment.node_short
-        elif fits and placing:
-            books.placed = True
         else:
             statement.rollback(checkpoint)
-            if placing:
-                session_statement.rollback(placed_at)
+
+
+def _fits_without_victims(
+    session: Session, books: Books, leaf: QuotaNode, assignment: Assignment, targets: list[tuple[PodSet, int, str]]
+) -> bool:
+    """:func:`still_fits` of an entry without victims. Its quota is asked first (of the
+    session's accounting, and of the view's and the physical one only when the session's
+    says no: see the notes): placing pods changes only node room, so an entry the quota
+    refuses places nothing. Node room is physical: a victim's pods still occupy it
+    until they are gone. Without a listener to the admission (which would see the room
+    before its pods took it), the pods are placed where the admission places them, on the
+    session's room and then on the view's, and kept if both take them all."""
+    statement = books.statement
+    accounting = statement.accounting
+    physical = books.physical
+    ceiling = session.accounting
+    allowed = assignment.allow_borrowing
+    subtree = leaf.subtree
+    for fr, amount in assignment.usage.items():
+        if physical is not None and _session_lets(ceiling, leaf, fr, amount, allowed):
+            continue  # so do the view's quota and the physical one (see the notes)
+        if amount > accounting.available(leaf, fr):
+            return False
+        if physical is not None and amount > physical.available(leaf, fr):
+            return False  # only victims of this session would free it
+        if not allowed and accounting.used(leaf, fr) + amount > subtree.get(fr, 0):
+            return False
+    if not targets:
+        return True
+    session_statement = session.statement
+    if session_statement.on_admit is None:
+        placed = _place_both(session, statement, targets)
+        if placed == _PLACED:
+            books.placed = True
+            return True
+        if placed == _SHORT_ON_VIEW:
+            # The session's room took them all, so ``pods_fit`` says yes there.
+            return session.pods_fit(targets, statement=statement)
+    # A placement short of a node is asked of ``pods_fit`` (see :func:`place`).
+    if not session.pods_fit(targets):
+        return False
+    return statement is session_statement or session.pods_fit(targets, statement=statement)
+
+
+def _session_lets(ceiling: Accounting, leaf: QuotaNode, fr: FR, amount: int, allowed: bool) -> bool:
+    """Whether the session's quota (``ceiling``) lets an entry of ``leaf`` take ``amount``
+    of ``fr``, within its nominal unless ``allowed`` to borrow."""
+    return amount <= ceiling.available(leaf, fr) and (
+        allowed or ceiling.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
+    )
+
+
+_PLACED = 0
+_SHORT_ON_SESSION = 1
+_SHORT_ON_VIEW = 2
+
+
+def _place_both(session: Session, view: Statement, targets: list[tuple[PodSet, int, str]]) -> int:
+    """:func:`place` of the pods of ``targets`` on the session's statement, then on ``view``
+    when it is another, each pod set's terms worked out once for both; ``_PLACED``, or
+    which room came up short (both given back then)."""
+    statement = session.statement
+    placements = statement.placements
+    if placements is None:
+        return _PLACED
+    flavors = session.snapshot.flavors
+    terms: list[tuple[str, Mapping[str, int], int, dict[str, str], tuple[Toleration, ...]]] = []
+    at = statement.checkpoint()
+    take = statement.take_room
+    for spec, count, flavor_name in targets:
+        if not placements.has_nodes(flavor_name):
+            continue
+        selector, tolerations = pod_terms(flavors[flavor_name], spec)
+        requests = spec.requests
+        # The statement takes the room of several pods of a node as one change.
+        if len(placements.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
+            statement.rollback(at)
+            return _SHORT_ON_SESSION
+        terms.append((flavor_name, requests, count, selector, tolerations))
+    own = view.placements
+    if view is statement or own is None:
+        return _PLACED
+    view_at = view.checkpoint()
+    take = view.take_room
+    for flavor_name, requests, count, selector, tolerations in terms:
+        if len(own.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
+            view.rollback(view_at)
+            statement.rollback(at)
+            return _SHORT_ON_VIEW
+    return _PLACED
 
 
 def _evict_all(
