@@ -191,9 +191,11 @@ class PodTally:
         asked on its own where most nodes fail it)."""
         # Called per node judged: plain method calls, no bound method made per call.
         if extra:
-            gpus = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
+            gpus = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
+            gpus += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
             return gpus < self.gpus or free.get("cpu", 0) + extra.get("cpu", 0) < self.cpu
-        return free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0) < self.gpus or free.get("cpu", 0) < self.cpu
+        gpus = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
+        return gpus < self.gpus or free.get("cpu", 0) < self.cpu
 
     def takes(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
         """:meth:`on` for a node known to serve the tally's flavor."""
