@@ -10,6 +10,7 @@ tests every victim.
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import replace
 from typing import Any
 
@@ -201,6 +202,49 @@ def test_fill_back_decides_random_queue_trees_as_testing_every_victim(seed: int)
     """Random queue trees (nominal, lending and borrowing limits, both attempts): the same
     decisions and explanations as a fill-back that tests every victim it reaches."""
     parsed = _random_cluster(seed)
+    known = _decided(parsed)
+    with pytest.MonkeyPatch.context() as patch:
+        _plain(patch)
+        assert _decided(parsed) == known
+
+
+def _lending_cluster(seed: int) -> Any:
+    """Random trees where the slack is mostly exact: no borrowing limits, local reserves
+    (lending limits) on some queues, most queues may reclaim, many lenders borrowing."""
+    rnd = random.Random(seed)
+    queues = [cohort("root"), cohort("c1", "root"), cohort("c2", "root")]
+    names = []
+    for i in range(rnd.randint(2, 6)):
+        names.append(f"q{i}")
+        queues.append(
+            queue(
+                f"q{i}",
+                rnd.choice(["c1", "c2", "root"]),
+                cpu=rnd.randint(0, 6),
+                lending_limit=rnd.choice([None, None, 0, 1, 2]),
+                preemption=PreemptionPolicy(
+                    within_queue=rnd.choice(["Never", "LowerPriority"]),
+                    reclaim_within_cohort=rnd.choice(["LowerPriority", "Any"]),
+                ),
+            )
+        )
+    workloads = [
+        workload(
+            f"w{i}", rnd.choice(names), rnd.randint(1, 8) / 2, priority=rnd.randint(0, 3),
+            created=rnd.randint(0, 50), admitted=(admitted := rnd.random() < 0.7),
+            admitted_at=rnd.randint(0, 100_000) if admitted else None,
+        )
+        for i in range(rnd.randint(1, 30))
+    ]
+    return inventory(queues, workloads)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(min_value=0, max_value=100_000))
+def test_fill_back_decides_random_lending_trees_as_testing_every_victim(seed: int) -> None:
+    """Random trees with reserves and no borrowing limits (where the slack is exact): the
+    same decisions and explanations as a fill-back that tests every victim it reaches."""
+    parsed = _lending_cluster(seed)
     known = _decided(parsed)
     with pytest.MonkeyPatch.context() as patch:
         _plain(patch)
