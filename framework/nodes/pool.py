@@ -189,12 +189,13 @@ class PodTally:
         """Whether a node with room ``free`` plus ``extra`` lacks the GPUs (of both kinds
         together) or the cpu of one pod: it takes none (the first filter of :meth:`takes`,
         asked on its own where most nodes fail it)."""
-        get = free.get
+        # Called per node judged: plain method calls, no bound method made per call.
         if extra:
-            more = extra.get
-            gpus = get(_GPU_ONE, 0) + more(_GPU_ONE, 0) + get(_GPU_TWO, 0) + more(_GPU_TWO, 0)
-            return gpus < self.gpus or get("cpu", 0) + more("cpu", 0) < self.cpu
-        return get(_GPU_ONE, 0) + get(_GPU_TWO, 0) < self.gpus or get("cpu", 0) < self.cpu
+            gpus = free.get(_GPU_ONE, 0) + extra.get(_GPU_ONE, 0)
+            gpus += free.get(_GPU_TWO, 0) + extra.get(_GPU_TWO, 0)
+            return gpus < self.gpus or free.get("cpu", 0) + extra.get("cpu", 0) < self.cpu
+        gpus = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
+        return gpus < self.gpus or free.get("cpu", 0) < self.cpu
 
     def takes(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
         """:meth:`on` for a node known to serve the tally's flavor."""

@@ -24,6 +24,16 @@ test and its undo. Three facts tell many answers without the test:
   the slack within nominal is exact, ``bound.py``).
 * **Within nominal.** A victim of the preemptor's own queue that the test within nominal
   needs is known by that slack, which is exact.
+* **Exact slack.** When no node of the preemptor's lineage keeps a reserve of a requested
+  flavor-resource, and none below the root has a borrowing limit of it, its Available is
+  the root's quota less the root's usage, and what a victim put back adds to the path
+  reaches the root whole: Available drops by exactly that amount, which is the victim's
+  usage when its entry is on the path, else what passes its queue's reserves (read, as
+  putting it back would pass it, from the usage of the nodes on the way). The slack then
+  answers the test both ways without running it: it fails at the first flavor-resource
+  whose drop exceeds its slack (the test within nominal passes there: an own victim it
+  needs is known above, and another queue's victim leaves the leaf's usage as it is),
+  and the slack after a victim put back is the slack less its drop.
 
 Only quota answers are known this way; node room and scenario filters are asked as the
 step-by-step fill-back asks them (nothing a plugin is asked depends on a skipped step).
@@ -93,6 +103,10 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     failed: dict[QuotaNode, list[tuple[int, int]]] = {}
     least_of: dict[QuotaNode, list[tuple[int, int]]] = {}
     slack, nominal = walk._slack()
+    # The slack answers every quota test (see the module notes), and stays exact.
+    exact = _exact_slack(leaf, walk.usage)
+    path = walk.path
+    all_usage = session.accounting.usage
     saved: tuple[int, ...] = ()
     for i in range(len(victims) - 2, -1, -1):
         victim = victims[i]
@@ -122,14 +136,24 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             # The test within nominal fails: its slack is exact (``bound.py``).
             _remember(least, shape, [put > room for put, room in zip(shape, nominal, strict=True)].index(True))
             continue
-        sure = covers(slack, shape)
+        drop = shape
+        if exact:
+            if entries.of(victim.leaf) not in path:
+                drop = _arriving(all_usage, victim.leaf, path, frs, shape)
+            short = _over(slack, drop)
+            if short >= 0:
+                _remember(least, shape, short)
+                continue
+            sure = True
+        else:
+            sure = covers(slack, shape)
         mark = statement.checkpoint()
         statement.add_usage(victim.leaf, usage)
         # The quota is tested before the room is taken back: a victim the quota
         # still needs (most of them) costs no node change.
         if sure:
             kept = (
-                tuple(map(sub, slack, shape)),
+                tuple(map(sub, slack, drop)),
                 tuple(map(sub, nominal, shape)) if own else nominal,
             )
         else:
@@ -191,6 +215,57 @@ class Entries:
                 return queue
             node = node.parent
         return queue if node is None else node
+
+
+def _exact_slack(leaf: QuotaNode, request: Mapping[FR, int]) -> bool:
+    """Whether the slack of a fill-back for ``request`` in ``leaf`` is exact (see the
+    module notes): no node of the leaf's lineage keeps a reserve of a requested
+    flavor-resource, and none below the root has a borrowing limit of it."""
+    for fr, amount in request.items():
+        if amount <= 0:
+            continue  # always fits: its slack is never reached
+        for node in leaf.lineage:
+            if node.guaranteed.get(fr, 0) > 0:
+                return False
+            if node.parent is not None and node.borrowing_limit.get(fr) is not None:
+                return False
+    return True
+
+
+def _arriving(
+    all_usage: list[dict[FR, int]],
+    queue: QuotaNode,
+    path: frozenset[QuotaNode],
+    frs: tuple[FR, ...],
+    shape: tuple[int, ...],
+) -> tuple[int, ...]:
+    """What of ``shape``, put back in ``queue``, reaches the preemptor's ``path``: at each
+    node on the way, the part its local reserve keeps (the reserve less its usage) stays
+    there, as ``Accounting.add_all`` passes it up. Nothing reaches a path in another tree."""
+    left = list(shape)
+    node: QuotaNode | None = queue
+    while node is not None and node not in path:
+        guaranteed = node.guaranteed
+        if guaranteed:
+            used = all_usage[node.index]
+            for place, fr in enumerate(frs):
+                amount = left[place]
+                if amount > 0:
+                    headroom = guaranteed.get(fr, 0) - used.get(fr, 0)
+                    if headroom > 0:
+                        left[place] = amount - headroom if amount > headroom else 0
+        node = node.parent
+    if node is None:
+        return (0,) * len(frs)
+    return tuple(left)
+
+
+def _over(slack: tuple[int, ...], drop: tuple[int, ...]) -> int:
+    """The first flavor-resource (its place) whose drop exceeds its slack, or -1."""
+    for place, (room, put) in enumerate(zip(slack, drop, strict=True)):
+        if put > room:
+            return place
+    return -1
 
 
 def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:

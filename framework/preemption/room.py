@@ -145,9 +145,8 @@ class FreedRoom:
                         self._keep_one(node, requests)
                     continue  # the pods never go there
                 free = all_free[node]
-                get = free.get
-                more = requests.get
-                gpus_after = get(_GPU_ONE, 0) + get(_GPU_TWO, 0) + more(_GPU_ONE, 0) + more(_GPU_TWO, 0)
+                gpus_after = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
+                gpus_after += requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
                 extra = all_extra.get(node)
                 if extra is None:
                     # The first room freed there: the node took what its own room takes

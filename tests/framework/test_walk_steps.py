@@ -140,7 +140,8 @@ def test_failures_found_through_one_queue_answer_a_victim_of_another_queue_of_th
     running four 500m workloads, borrowing 1 core). ``h`` in ``a`` asks for 4 cores: the walk
     takes b1, c1, b2, c2 and fits exactly. Fill-back puts back b2 and fails; c1 (another
     queue, the same entry: the cohort) uses as much and fails without a test: one put-back
-    only, of ``b``, and all four are preempted."""
+    only, of ``b``, and all four are preempted. (The slack is exact in this tree and would
+    answer b2 too: turned off here, see test_fill_back_exact_slack.py.)"""
     policy = PreemptionPolicy(reclaim_within_cohort="LowerPriority")
     workloads = [_workload(f"b{i}", "b", 0, 0, admitted_at=100 - 10 * i) for i in range(1, 5)]
     workloads += [_workload(f"c{i}", "c", 0, 0, admitted_at=95 - 10 * i) for i in range(1, 5)]
@@ -168,6 +169,7 @@ def test_failures_found_through_one_queue_answer_a_victim_of_another_queue_of_th
 
     real_add = Statement.add_usage
     monkeypatch.setattr(walk_module, "fill_back", fill_back)
+    monkeypatch.setattr(fillback_module, "_exact_slack", lambda leaf, request: False)
     registry = Registry([("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)])
     decided = json.loads(run_session(snapshot(parsed, 100_000), registry, actions=("allocate", "preempt")).to_json())
     assert sorted(p["workload"] for p in decided["preempted"]) == ["ns/b1", "ns/b2", "ns/c1", "ns/c2"]
