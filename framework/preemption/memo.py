@@ -89,17 +89,18 @@ def memo_key(
     if session.memo is None or statement.ops:
         return None
     nodes = statement.node_epoch if (targets or preemptor.is_deployment) else -1
+    pod_sets = preemptor.pod_sets
     return (
         preemptor.key,
         preemptor.queue,
         preemptor.priority,
         preemptor.created,
         preemptor.is_deployment,
-        tuple(ps.count for ps in preemptor.pod_sets),
+        (pod_sets[0].count,) if len(pod_sets) == 1 else tuple([ps.count for ps in pod_sets]),
         leaf.index,
         tuple(usage.items()),
         needed,
-        tuple((spec.name, count, flavor) for spec, count, flavor in targets),
+        tuple([(spec.name, count, flavor) for spec, count, flavor in targets]) if targets else (),
         statement.epoch(leaf),
         nodes,
         len(session.relied),
@@ -131,13 +132,14 @@ def tally(session: Session) -> Tally:
     return found
 
 
-def recall(session: Session, key: Key) -> SearchResult | None:
-    """The remembered answer (a fresh copy), its vetoes counted again; or ``None``."""
+def recall(session: Session, key: Key, counts: Tally | None = None) -> SearchResult | None:
+    """The remembered answer (a fresh copy), its vetoes counted again; or ``None``
+    (``counts``: the session's :func:`tally`, when the caller holds it)."""
     assert session.memo is not None
     found = session.memo.get(key)
     if found is None:
         return None
-    counts = tally(session)
+    counts = counts if counts is not None else tally(session)
     if key in counts.keys:
         counts.answered += 1
     session.counters.memo_hits += 1
@@ -188,20 +190,23 @@ def snapshot_counts(session: Session, preemptor: Workload) -> Before:
     return dict(session.registry.vetoes), plugins_said(session, preemptor)
 
 
-def remember(session: Session, key: Key, result: SearchResult, before: Before) -> bool:
-    """Keep ``result`` under ``key`` with the vetoes its search counted; whether it was kept."""
+def remember(session: Session, key: Key, result: SearchResult, before: Before, after: Said) -> bool:
+    """Keep ``result`` under ``key`` with the vetoes its search counted (``after``:
+    :func:`plugins_said` once it ran; counts only grow: equal sums, equal counts)."""
     assert session.memo is not None
     if result.replicas or result.resume is not None:
         return False
-    vetoes_before, failures_before = before[0], before[1][1]
+    vetoes_before, said = before
     registry = session.registry
-    if sum(registry.failures.values()) != failures_before:
+    if after[1] != said[1]:
         return False
-    vetoes = tuple(
-        (plugin, count - vetoes_before.get(plugin, 0))
-        for plugin, count in registry.vetoes.items()
-        if count != vetoes_before.get(plugin, 0)
-    )
+    vetoes: tuple[tuple[str, int], ...] = ()
+    if after[0] != said[0]:
+        vetoes = tuple([
+            (plugin, count - vetoes_before.get(plugin, 0))
+            for plugin, count in registry.vetoes.items()
+            if count != vetoes_before.get(plugin, 0)
+        ])
     session.memo[key] = (result, vetoes)
     return True
 
@@ -301,15 +306,17 @@ def dominated(
     usage: dict[FR, int],
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
+    state: tuple[int, int, int] | None = None,
 ) -> SearchResult | None:
     """The answer of a failed search this one is dominated by (see the module
-    documentation), or ``None``. Called only where :func:`memo_key` gave a key."""
+    documentation), or ``None``. Called only where :func:`memo_key` gave a key (``state``:
+    :func:`search_state`, when the caller read it)."""
     by_leaf = _failures(session)
     kept = by_leaf.get(leaf.index)
     if kept is None or preemptor.is_deployment:
         return None
-    state, failures = kept
-    if state != search_state(session, leaf):
+    failures = kept[1]
+    if kept[0] != (state if state is not None else search_state(session, leaf)):
         del by_leaf[leaf.index]
         return None
     priority = preemptor.priority
@@ -409,17 +416,22 @@ def remember_failure(
     targets: Sequence[tuple[PodSet, int, str]],
     result: SearchResult,
     before: Before,
+    after: Said | None = None,
+    state: tuple[int, int, int] | None = None,
+    counts: Tally | None = None,
 ) -> None:
     """Keep a failed search for :func:`dominated` when it may answer others: silent (no
     candidate, or proved hopeless by the quota bound with nobody to refuse one) and
-    nothing said by any plugin while it ran. Called only where :func:`memo_key` gave a key."""
+    nothing said by any plugin while it ran (:func:`plugins_said` once it ran, ``after``
+    when the caller read it, is ``before``'s). Called only where :func:`memo_key` gave a
+    key; ``state``, ``counts``: :func:`search_state`, :func:`tally`, when the caller read them."""
     if result.victims or result.vetoed_by or preemptor.is_deployment:
         return
     if session.policy is not None and session.policy.strategy is not None:
         return
-    if not result.silent or plugins_said(session, preemptor) != before[1]:
+    if not result.silent or (after if after is not None else plugins_said(session, preemptor)) != before[1]:
         return  # walked, or a plugin was asked about a candidate or a scenario
-    state = search_state(session, leaf)
+    state = state if state is not None else search_state(session, leaf)
     by_leaf = _failures(session)
     kept = by_leaf.get(leaf.index)
     failures: list[_Failure]
@@ -431,7 +443,7 @@ def remember_failure(
     failures.append(
         (preemptor.key, preemptor.priority, preemptor.created, dict(usage), needed, bool(targets), result.message)
     )
-    counts = tally(session)
+    counts = counts if counts is not None else tally(session)
     counts.answered += 1
     if result.memo_key is not None:
         counts.keys.add(result.memo_key)

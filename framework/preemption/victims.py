@@ -52,10 +52,12 @@ from .memo import (  # _USAGE: where memo_key puts the usage asked for
     Key,
     dominated,
     memo_key,
+    plugins_said,
     recall,
     remember,
     remember_failure,
     replay,
+    search_state,
     snapshot_counts,
     tally,
 )
@@ -82,20 +84,23 @@ def find_victims(
     if not (session.in_queue_enabled or session.cross_queue_enabled):
         return SearchResult(message="preemption is not enabled")
     started = time.perf_counter()
-    tally(session).asked += 1
+    counts = tally(session)
+    counts.asked += 1
     try:
         key = memo_key(session, preemptor, leaf, usage, needed, targets)
         if key is not None:
-            found = recall(session, key)
+            found = recall(session, key, counts)
             if found is not None:
                 found.memo_key = key
                 return found
             before = snapshot_counts(session, preemptor)
-            found = dominated(session, preemptor, leaf, usage, needed, targets)
+            # Read once: a search moves no epoch and chooses no victim (memo.search_state).
+            state = None if preemptor.is_deployment else search_state(session, leaf)
+            found = dominated(session, preemptor, leaf, usage, needed, targets, state)
             if found is not None:
-                if remember(session, key, found, before):
+                if remember(session, key, found, before, before[1]):
                     found.memo_key = key
-                    tally(session).keys.add(key)
+                    counts.keys.add(key)
                 return found
         session.counters.searches += 1
         if preemptor.is_deployment and len(targets) == 1:
@@ -114,9 +119,10 @@ def find_victims(
         else:
             result = find_minimal(session, preemptor, leaf, usage, needed, targets)
         if key is not None:
-            if remember(session, key, result, before):
+            after = plugins_said(session, preemptor)
+            if remember(session, key, result, before, after):
                 result.memo_key = key
-            remember_failure(session, preemptor, leaf, usage, needed, targets, result, before)
+            remember_failure(session, preemptor, leaf, usage, needed, targets, result, before, after, state, counts)
         return result
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"
