@@ -240,7 +240,14 @@ last "fits" answer counted on (``nodes/witness.py``), which keep it true across 
 
 def _pods_fit_now(session: Session, pod_set: PodSet, count: int, flavor_name: str) -> bool:
     """``session.pods_fit`` of ``count`` pods of ``pod_set`` on the nodes of ``flavor_name``,
-    kept as :func:`_targets_fit_now` keeps it (the flavor scan's question)."""
+    kept as :func:`_targets_fit_now` keeps it (the flavor scan's: an answer of the epoch
+    read here first)."""
+    statement = session.statement
+    kept = session.state.get(_FITS)
+    if kept is not None and kept[0] == statement.node_epoch and not statement.ops and session.memo is not None:
+        found: bool | None = kept[1].get(_shape(pod_set, count, flavor_name))
+        if found is not None:
+            return found
     return _targets_fit_now(session, [(pod_set, count, flavor_name)])
 
 
@@ -253,12 +260,10 @@ def _shape(pod_set: PodSet, count: int, flavor_name: str) -> tuple[object, ...]:
 
 def _targets_fit_now(session: Session, targets: list[tuple[PodSet, int, str]]) -> bool:
     """``session.pods_fit`` of ``targets`` (several podSets placed together, each seeing the
-    room the earlier ones took). The answer reads the committed node room and the pods'
-    shapes only, not the queue: on committed state it is kept per node epoch, by the shapes
-    of the targets in order, and the heads of every queue asking for pod sets of the same
-    shapes are answered by one placement. Several shapes are never equal to one shape: the
-    two kinds of key share the table. A one-podSet "fits" also keeps the nodes it counted
-    on, and holds in a later epoch while they kept their room. With the memo on only."""
+    room the earlier ones took). It reads the committed room and the pods' shapes, not the
+    queue: on committed state it is kept per node epoch by the shapes in order (one table
+    for one and several shapes: never equal), for the heads of every queue. A one-podSet
+    "fits" keeps the nodes it counted on, and holds while they keep their room. Memo on only."""
     statement = session.statement
     if session.memo is None or statement.ops:
         return session.pods_fit(targets)
