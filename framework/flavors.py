@@ -26,6 +26,7 @@ from functools import partial
 
 from .model import FR, PodSet, ResourceGroup, Workload
 from .nodes import flavor_taints_tolerated
+from .nodes.witness import Witness, fit_witness, witness_holds
 from .preemption import asked_again, find_victims
 from .preemption.victims import search_targets
 from .quantity import format_quantity
@@ -232,28 +233,22 @@ def _check(
 
 
 _FITS = "_pods_fit_by_shape"
-"""Where a session keeps :func:`_pods_fit_now`'s answers (``session.state``): the node
-epoch they hold for and, per pod shape, the answer."""
+"""Where a session keeps :func:`_targets_fit_now`'s answers (``session.state``): the node
+epoch they hold for and, per pod shape, the answer; and per one-podSet shape, the nodes its
+last "fits" answer counted on (``nodes/witness.py``), which keep it true across epochs."""
 
 
 def _pods_fit_now(session: Session, pod_set: PodSet, count: int, flavor_name: str) -> bool:
-    """``session.pods_fit`` of ``count`` pods of ``pod_set`` on the nodes of ``flavor_name``.
-
-    The answer reads the committed node room and the pods' shape only (requests, node
-    selector, tolerations), not the queue: on committed state it is kept per shape while
-    the node epoch stands, and the heads of every queue asking for pods of a shape already
-    placed are answered without placing them again. With the memo on only, as _Checks."""
+    """``session.pods_fit`` of ``count`` pods of ``pod_set`` on the nodes of ``flavor_name``,
+    kept as :func:`_targets_fit_now` keeps it (the flavor scan's: an answer of the epoch
+    read here first)."""
     statement = session.statement
-    if session.memo is None or statement.ops:
-        return session.pods_fit([(pod_set, count, flavor_name)])
-    kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
-    if kept is None or kept[0] != statement.node_epoch:
-        kept = session.state[_FITS] = (statement.node_epoch, {})
-    key = _shape(pod_set, count, flavor_name)
-    found = kept[1].get(key)
-    if found is None:
-        found = kept[1][key] = session.pods_fit([(pod_set, count, flavor_name)])
-    return found
+    kept = session.state.get(_FITS)
+    if kept is not None and kept[0] == statement.node_epoch and not statement.ops and session.memo is not None:
+        found: bool | None = kept[1].get(_shape(pod_set, count, flavor_name))
+        if found is not None:
+            return found
+    return _targets_fit_now(session, [(pod_set, count, flavor_name)])
 
 
 def _shape(pod_set: PodSet, count: int, flavor_name: str) -> tuple[object, ...]:
@@ -265,24 +260,32 @@ def _shape(pod_set: PodSet, count: int, flavor_name: str) -> tuple[object, ...]:
 
 def _targets_fit_now(session: Session, targets: list[tuple[PodSet, int, str]]) -> bool:
     """``session.pods_fit`` of ``targets`` (several podSets placed together, each seeing the
-    room the earlier ones took), kept as :func:`_pods_fit_now` keeps one podSet's answer:
-    per node epoch, by the shapes of the targets in order. The heads of every queue asking
-    for pod sets of the same shapes on committed room are answered by one placement; one
-    target is the question the flavor scan asked of its podSet. Several shapes are never
-    equal to one shape: the two kinds of key share the table."""
+    room the earlier ones took). It reads the committed room and the pods' shapes, not the
+    queue: on committed state it is kept per node epoch by the shapes in order (one table
+    for one and several shapes: never equal), for the heads of every queue. A one-podSet
+    "fits" keeps the nodes it counted on, and holds while they keep their room. Memo on only."""
     statement = session.statement
     if session.memo is None or statement.ops:
         return session.pods_fit(targets)
-    kept: tuple[int, dict[tuple[object, ...], bool]] | None = session.state.get(_FITS)
+    kept: tuple[int, dict[tuple[object, ...], bool], dict[tuple[object, ...], Witness | None]] | None
+    kept = session.state.get(_FITS)
     if kept is None or kept[0] != statement.node_epoch:
-        kept = session.state[_FITS] = (statement.node_epoch, {})
-    if len(targets) == 1:
-        key = _shape(*targets[0])  # what the flavor scan asked of the podSet alone
-    else:
-        key = tuple([_shape(spec, count, flavor) for spec, count, flavor in targets])
+        kept = (statement.node_epoch, {}, kept[2] if kept else {})
+        session.state[_FITS] = kept
+    single = len(targets) == 1
+    key = _shape(*targets[0]) if single else tuple([_shape(s, n, f) for s, n, f in targets])
     found = kept[1].get(key)
-    if found is None:
+    if found is not None:
+        return found
+    placements = statement.placements
+    if not single or placements is None or not placements.has_nodes(targets[0][2]):
         found = kept[1][key] = session.pods_fit(targets)
+        return found
+    spec, count, flavor = targets[0]
+    witness = kept[2].get(key)
+    if witness is None or not witness_holds(placements, witness):
+        witness = kept[2][key] = fit_witness(placements, flavor, session.snapshot.flavors[flavor], spec, count)
+    found = kept[1][key] = witness is not None
     return found
 
 

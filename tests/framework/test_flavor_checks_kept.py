@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from preemptd.framework import evaluate_flavor
+from preemptd.framework import evaluate_flavor, flavors
 from preemptd.framework.model import Workload
 from preemptd.framework.nodes import Placements
 from preemptd.framework.session import FlavorOption, Registry, Session
@@ -69,6 +69,13 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Placements, "can_place", counting)
+    real_witness: Callable[..., Any] = flavors.fit_witness  # a count keeping its nodes
+
+    def witness(*args: Any) -> Any:
+        placed.append(args[1])
+        return real_witness(*args)
+
+    monkeypatch.setattr(flavors, "fit_witness", witness)
     return placed
 
 

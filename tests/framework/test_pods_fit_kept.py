@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from preemptd.framework import flavors
 from preemptd.framework.flavors import _pods_fit_now
 from preemptd.framework.model import PodSet
 from preemptd.framework.nodes import Placements
@@ -91,6 +92,13 @@ def test_the_flavor_check_keeps_a_pods_fit_answer_per_pod_shape_across_queues_wh
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Placements, "can_place", counting)
+    real_witness = flavors.fit_witness  # one pod set's count, with the nodes it relied on
+
+    def witness(*args: Any) -> Any:
+        placed.append(args[1])
+        return real_witness(*args)
+
+    monkeypatch.setattr(flavors, "fit_witness", witness)
     full = _pods_fit_now(session, spec, 1, flavor)
     assert full is False  # a saturated cluster: every node is full
     assert _pods_fit_now(session, other, 1, flavor) is False  # another head's pod set, same shape

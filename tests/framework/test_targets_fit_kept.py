@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from preemptd.framework import finish_assignment
+from preemptd.framework import finish_assignment, flavors
 from preemptd.framework.flavors import _pods_fit_now, _targets_fit_now
 from preemptd.framework.model import Workload
 from preemptd.framework.nodes import Placements
@@ -40,6 +40,13 @@ def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Placements, "fit_all", counting)
+    real_witness = flavors.fit_witness  # one target's count, keeping its nodes
+
+    def witness(*args: Any) -> Any:
+        placed.append(1)
+        return real_witness(*args)
+
+    monkeypatch.setattr(flavors, "fit_witness", witness)
     return placed
 
 
