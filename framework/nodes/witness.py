@@ -40,6 +40,7 @@ def fit_witness(placements: Placements, flavor_name: str, flavor: Flavor, pod_se
     its top down to the request (every node below fails its filters)."""
     if count <= 0:
         return ()
+    assert not placements._stale, "a witness is read on committed room only"
     index = placements._index.get(flavor_name)
     if index is None:
         return None
