@@ -47,6 +47,7 @@ from preemptd.plugins import flavor_fungibility, priority
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import NOW_MS, SIZES, generate_spec
+from tests.framework.test_whole_request_parked import _workload
 
 _API = "preemptd.io/v1alpha1"
 _GPU = "nvidia.com/gpu"
@@ -54,37 +55,6 @@ _NOW = "2026-01-01T01:00:00Z"
 
 Running = tuple[str, int, int, int, str, str]  # name, priority, cores, GPUs, node, flavor
 Head = tuple[str, int, int, int, int]  # name, priority, launcher cores, main cores, main GPUs
-
-
-def _workload(name: str, prio: int, pod_sets: list[tuple[str, int, int]], at: tuple[str, str] | None) -> list[Any]:
-    """A workload of ``pod_sets`` (name, cores, GPUs), one pod each; running on ``at``
-    (node, flavor: its pods bound there) when given."""
-    specs = []
-    for ps, cores, gpus in pod_sets:
-        requests = {"cpu": str(cores)}
-        if gpus:
-            requests[_GPU] = str(gpus)
-        specs.append({"name": ps, "count": 1, "requests": requests})
-    workload: dict[str, Any] = {
-        "apiVersion": _API,
-        "kind": "Workload",
-        "metadata": {"name": name, "namespace": "ml", "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "spec": {"queueName": "q", "priority": prio, "owner": {"apiVersion": "batch/v1", "kind": "Job", "name": name},
-                 "podSets": specs},
-    }
-    objects = [workload]
-    if at is not None:
-        node, flavor = at
-        admitted = [{"name": ps["name"], "count": 1, "flavors": {"cpu": flavor, _GPU: flavor}} for ps in specs]
-        workload["status"] = {"admission": {"queue": "q", "podSets": admitted}, "admittedAt": "2026-01-01T00:10:00Z"}
-        for ps in specs:
-            objects.append({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": f"{name}-{ps['name']}", "namespace": "ml", "labels": {"preemptd.io/workload": name},
-                             "creationTimestamp": "2026-01-01T00:10:00Z"},
-                "spec": {"nodeName": node, "containers": [{"name": "c", "resources": {"requests": ps["requests"]}}]},
-            })
-    return objects
 
 
 def _cluster(
@@ -116,9 +86,9 @@ def _cluster(
         objects.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"pool": "gpu"}},
                         "status": {"allocatable": {"cpu": str(cores), _GPU: "8"}}})
     for name, prio, cores, gpus, node, flavor in running:
-        objects.extend(_workload(name, prio, [("main", cores, gpus)], (node, flavor)))
+        objects.extend(_workload(name, prio, [("main", cores, gpus)], node, flavor))
     for name, prio, launcher, cores, gpus in heads:
-        objects.extend(_workload(name, prio, [("launcher", launcher, 0), ("main", cores, gpus)], None))
+        objects.extend(_workload(name, prio, [("launcher", launcher, 0), ("main", cores, gpus)]))
     return objects
 
 

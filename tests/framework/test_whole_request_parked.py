@@ -75,9 +75,11 @@ def _node(name: str, cpu: int, gpu: str = _GPU) -> dict[str, Any]:
             "status": {"allocatable": allocatable}}
 
 
-def _workload(name: str, prio: int, pod_sets: list[tuple[str, int, int]], node: str | None = None) -> list[dict[str, Any]]:
+def _workload(
+    name: str, prio: int, pod_sets: list[tuple[str, int, int]], node: str | None = None, flavor: str = "gpu"
+) -> list[dict[str, Any]]:
     """A workload of ``pod_sets`` (name, cores, GPUs), one pod each; running on ``node``
-    (its pods bound there) when given."""
+    (its pods bound there, admitted on ``flavor``) when given."""
     spec_sets = []
     for ps, cores, gpus in pod_sets:
         requests = {"cpu": str(cores)}
@@ -93,7 +95,7 @@ def _workload(name: str, prio: int, pod_sets: list[tuple[str, int, int]], node: 
     }
     objects = [workload]
     if node is not None:
-        flavors = {"cpu": "gpu", _GPU: "gpu"}
+        flavors = {"cpu": flavor, _GPU: flavor}
         workload["status"] = {
             "admission": {"queue": "q", "podSets": [{"name": ps["name"], "count": 1, "flavors": flavors} for ps in spec_sets]},
             "admittedAt": "2026-01-01T00:10:00Z",

@@ -47,6 +47,30 @@ def _remember_nothing(least: list[int], shape: tuple[int, ...], short: int) -> N
     """Fill-back knows no failure: every victim it reaches is tested."""
 
 
+def _put_back_in_fill_back(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The queues fill-back puts a victim back in (one per quota change it makes)."""
+    put_back: list[str] = []
+    in_fill_back = [False]
+    real_add = Statement.add_usage
+    real_fill_back = walk_module.Walk._fill_back
+
+    def add_usage(self: Statement, leaf: Any, usage: Any) -> None:
+        if in_fill_back[0]:
+            put_back.append(leaf.name)
+        real_add(self, leaf, usage)
+
+    def fill_back(self: Any, victims: Any, allow_borrowing: bool, freed: Any = None) -> None:
+        in_fill_back[0] = True
+        try:
+            real_fill_back(self, victims, allow_borrowing, freed)
+        finally:
+            in_fill_back[0] = False
+
+    monkeypatch.setattr(Statement, "add_usage", add_usage)
+    monkeypatch.setattr(walk_module.Walk, "_fill_back", fill_back)
+    return put_back
+
+
 def test_a_failure_in_one_lender_answers_a_victim_of_another_lender_of_the_same_cohort(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -68,25 +92,7 @@ def test_a_failure_in_one_lender_answers_a_victim_of_another_lender_of_the_same_
             workload("h", "a", 4, priority=5, created=2),
         ],
     )
-    put_back: list[str] = []
-    in_fill_back = [False]
-    real_add = Statement.add_usage
-    real_fill_back = walk_module.Walk._fill_back
-
-    def add_usage(self: Statement, leaf: Any, usage: Any) -> None:
-        if in_fill_back[0]:
-            put_back.append(leaf.name)
-        real_add(self, leaf, usage)
-
-    def fill_back(self: Any, victims: Any, allow_borrowing: bool, freed: Any = None) -> None:
-        in_fill_back[0] = True
-        try:
-            real_fill_back(self, victims, allow_borrowing, freed)
-        finally:
-            in_fill_back[0] = False
-
-    monkeypatch.setattr(Statement, "add_usage", add_usage)
-    monkeypatch.setattr(walk_module.Walk, "_fill_back", fill_back)
+    put_back = _put_back_in_fill_back(monkeypatch)
     monkeypatch.setattr(fillback_module, "_exact_slack", lambda leaf, request: False)
     decided = json.loads(_decided(parsed)[0])
     assert sorted(p["workload"] for p in decided["preempted"]) == ["ns/b1", "ns/b2", "ns/c1", "ns/c2"]

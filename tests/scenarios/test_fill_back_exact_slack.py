@@ -22,27 +22,12 @@ from preemptd.framework.preemption import fillback as fillback_module
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.quota import Accounting, QuotaTree
 from preemptd.framework.run import run_session
-from preemptd.framework.session import Registry
-from preemptd.framework.session.statement import Statement
 from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
-from preemptd.plugins import cohort_reclaim, min_runtime, priority
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, generate_spec
+from tests.scenarios.test_fill_back import _decided, _put_back_in_fill_back
 from tests.scenarios.test_search_memo import _random_cluster
-
-NOW = 100_000
-
-
-def _registry() -> Registry:
-    return Registry(
-        [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None), ("min-runtime", min_runtime, None)]
-    )
-
-
-def _decided(parsed: Any, now: int = NOW, registry: Registry | None = None) -> tuple[str, str]:
-    decisions = run_session(snapshot(parsed, now), registry or _registry(), actions=("allocate", "preempt"))
-    return decisions.to_json(), json.dumps(decisions.explanations, sort_keys=True)
 
 
 def _plain(patch: pytest.MonkeyPatch) -> None:
@@ -53,30 +38,6 @@ def _plain(patch: pytest.MonkeyPatch) -> None:
         walk_module.Walk, "_slack", lambda self: ((-1,) * len(self.usage), (1 << 62,) * len(self.usage))
     )
     patch.setattr(fillback_module, "_remember", lambda least, shape, short: None)
-
-
-def _put_back_in_fill_back(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The queues fill-back puts a victim back in (one per quota change it makes)."""
-    put_back: list[str] = []
-    in_fill_back = [False]
-    real_add = Statement.add_usage
-    real_fill_back = walk_module.Walk._fill_back
-
-    def add_usage(self: Statement, leaf: Any, usage: Any) -> None:
-        if in_fill_back[0]:
-            put_back.append(leaf.name)
-        real_add(self, leaf, usage)
-
-    def fill_back(self: Any, victims: Any, allow_borrowing: bool, freed: Any = None) -> None:
-        in_fill_back[0] = True
-        try:
-            real_fill_back(self, victims, allow_borrowing, freed)
-        finally:
-            in_fill_back[0] = False
-
-    monkeypatch.setattr(Statement, "add_usage", add_usage)
-    monkeypatch.setattr(walk_module.Walk, "_fill_back", fill_back)
-    return put_back
 
 
 def _lenders(lending_limit: int | None) -> Any:
