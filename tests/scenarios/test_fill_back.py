@@ -10,6 +10,7 @@ decisions and explanations must be those of a fill-back that tests every victim.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -116,8 +117,14 @@ def test_fill_back_decides_random_queue_trees_as_testing_every_victim(seed: int)
 def test_fill_back_decides_generated_clusters_as_testing_every_victim(seed: int, leaves: int) -> None:
     """Generated clusters with cpu, memory and GPUs (several flavor-resources per request,
     lending limits on some queues): the same decisions and explanations either way."""
+    _generated_decides_as(f"fill-back/{seed}", leaves, lambda p: p.setattr(fillback_module, "_remember", _remember_nothing))
+
+
+def _generated_decides_as(name: str, leaves: int, plain: Callable[[pytest.MonkeyPatch], None]) -> None:
+    """A generated contended cluster (30 nodes, 150 workloads, 10 queues) decides and
+    explains the same with the fill-back made ``plain`` by its patches."""
     spec = replace(CONTENDED, nodes=30, workloads=150, queues=10, leaves_per_cohort=leaves)
-    objects = generate_spec(spec, f"fill-back/{seed}")
+    objects = generate_spec(spec, name)
     actions, registry_of = default_session()
 
     def decided() -> tuple[str, str]:
@@ -126,5 +133,5 @@ def test_fill_back_decides_generated_clusters_as_testing_every_victim(seed: int,
 
     known = decided()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fillback_module, "_remember", _remember_nothing)
+        plain(patch)
         assert decided() == known

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -21,12 +20,9 @@ from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.preemption import fillback as fillback_module
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.quota import Accounting, QuotaTree
-from preemptd.framework.run import run_session
-from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
+from preemptd.framework.testing import cohort, inventory, queue, workload
 
-from benchmarks.bench_session import default_session
-from benchmarks.generate import CONTENDED, NOW_MS, generate_spec
-from tests.scenarios.test_fill_back import _decided, _put_back_in_fill_back
+from tests.scenarios.test_fill_back import _decided, _generated_decides_as, _put_back_in_fill_back
 from tests.scenarios.test_search_memo import _random_cluster
 
 
@@ -217,15 +213,4 @@ def test_fill_back_decides_random_lending_trees_as_testing_every_victim(seed: in
 def test_fill_back_decides_generated_clusters_as_testing_every_victim(seed: int, leaves: int) -> None:
     """Generated clusters with nodes, cpu, memory and GPUs (several flavor-resources per
     request, lending limits on some queues): the same decisions and explanations."""
-    spec = replace(CONTENDED, nodes=30, workloads=150, queues=10, leaves_per_cohort=leaves)
-    objects = generate_spec(spec, f"exact-slack/{seed}")
-    actions, registry_of = default_session()
-
-    def decided() -> tuple[str, str]:
-        decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
-        return decisions.to_json(), json.dumps(decisions.explanations, sort_keys=True)
-
-    known = decided()
-    with pytest.MonkeyPatch.context() as patch:
-        _plain(patch)
-        assert decided() == known
+    _generated_decides_as(f"exact-slack/{seed}", leaves, _plain)
