@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..model import FR, PodSet, Toleration
-from ..nodes import pod_terms
+from ..nodes import Placements, pod_terms
 from ..quota import Accounting, QuotaNode
 from ..session import Assignment, Candidate, Session, Statement
 
@@ -145,20 +145,33 @@ def place(session: Session, statement: Statement, assignment: Assignment) -> boo
     placements = statement.placements
     if placements is None:
         return True
-    for ps in assignment.pod_sets:
-        flavors = set(ps.flavors.values())
-        if len(flavors) != 1:
-            continue
-        (flavor_name,) = flavors
-        if not placements.has_nodes(flavor_name):
-            continue
-        flavor = session.snapshot.flavors[flavor_name]
-        selector, tolerations = pod_terms(flavor, ps.spec)
+    return _place_terms(statement, _terms(session, placements, assignment.node_targets()))
+
+
+_Terms = list[tuple[str, Mapping[str, int], int, dict[str, str], tuple[Toleration, ...]]]
+
+
+def _terms(session: Session, placements: Placements, targets: list[tuple[PodSet, int, str]]) -> _Terms:
+    """Per target whose flavor has nodes in ``placements``: its flavor, requests, count,
+    node selector and tolerations (what placing its pods reads)."""
+    flavors = session.snapshot.flavors
+    terms: _Terms = []
+    for spec, count, flavor_name in targets:
+        if placements.has_nodes(flavor_name):
+            selector, tolerations = pod_terms(flavors[flavor_name], spec)
+            terms.append((flavor_name, spec.requests, count, selector, tolerations))
+    return terms
+
+
+def _place_terms(statement: Statement, terms: _Terms) -> bool:
+    """Place the pods of ``terms``, best fit, on the placements of ``statement``; whether
+    every one found a node (it stops at the first pod set short of room)."""
+    placements = statement.placements
+    assert placements is not None
+    take = statement.take_room
+    for flavor_name, requests, count, selector, tolerations in terms:
         # The statement takes the room of several pods of a node as one change.
-        placed = placements.place_pods(
-            flavor_name, ps.spec.requests, ps.count, selector, tolerations, statement.take_room, additive=True
-        )
-        if len(placed) < ps.count:
+        if len(placements.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
             return False
     return True
 
@@ -275,30 +288,18 @@ def _place_both(session: Session, view: Statement, targets: list[tuple[PodSet, i
     placements = statement.placements
     if placements is None:
         return _PLACED
-    flavors = session.snapshot.flavors
-    terms: list[tuple[str, Mapping[str, int], int, dict[str, str], tuple[Toleration, ...]]] = []
+    terms = _terms(session, placements, targets)
     at = statement.checkpoint()
-    take = statement.take_room
-    for spec, count, flavor_name in targets:
-        if not placements.has_nodes(flavor_name):
-            continue
-        selector, tolerations = pod_terms(flavors[flavor_name], spec)
-        requests = spec.requests
-        # The statement takes the room of several pods of a node as one change.
-        if len(placements.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
-            statement.rollback(at)
-            return _SHORT_ON_SESSION
-        terms.append((flavor_name, requests, count, selector, tolerations))
-    own = view.placements
-    if view is statement or own is None:
+    if not _place_terms(statement, terms):
+        statement.rollback(at)
+        return _SHORT_ON_SESSION
+    if view is statement or view.placements is None:
         return _PLACED
     view_at = view.checkpoint()
-    take = view.take_room
-    for flavor_name, requests, count, selector, tolerations in terms:
-        if len(own.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
-            view.rollback(view_at)
-            statement.rollback(at)
-            return _SHORT_ON_VIEW
+    if not _place_terms(view, terms):
+        view.rollback(view_at)
+        statement.rollback(at)
+        return _SHORT_ON_VIEW
     return _PLACED
 
 
