@@ -93,7 +93,6 @@ _UNIT = attrgetter("unit")
 def run_rounds(session: Session) -> None:
     started = time.perf_counter()
     snapshot = session.snapshot
-    key = session.workload_key
     waiting: dict[str, list[Workload]] = {name: list(items) for name, items in snapshot.pending_by_queue.items()}
     for name, admitted in snapshot.admitted_by_queue.items():
         for workload in admitted:
@@ -103,7 +102,7 @@ def run_rounds(session: Session) -> None:
     pending_by_queue = snapshot.pending_by_queue
     in_order: dict[str, list[Workload]] = {}  # each queue's pending workloads, in key order
     for name, items in sorted(waiting.items()):
-        keys = [key(w) for w in items]
+        keys = session.order_keys(items)  # session.workload_key of each
         order = sorted(range(len(items)), key=keys.__getitem__)  # stable: sorted(items, key=key)
         leaf = snapshot.tree.leaves[name]
         strict = leaf.spec.queueing_strategy == "StrictFIFO"
@@ -123,7 +122,7 @@ def run_rounds(session: Session) -> None:
     while True:
         entries = []
         offering = []  # the queues offering a head this round, in order
-        least: tuple[object, ...] | None = None  # the least order of a head processed at once
+        least: tuple[int, tuple[object, ...]] | None = None  # the least order of a head processed at once
         states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
         for queue in queues:
             if queue.blocked:
@@ -139,18 +138,20 @@ def run_rounds(session: Session) -> None:
             if judged is not None:
                 counters.nominations += 1
                 kept, message = judged
-                at = (kept.level, queue.keys[pos])  # its order among the round's entries
-                if quiet and (kept.assignment.mode == NOFIT or not queue.reserves):
+                if quiet and (kept.nofit or not queue.reserves):
                     # Pending with a message of its own and nothing reserved: it changes
                     # nothing another entry of the round reads, so it is processed now
                     # (only the first entry of the round is told apart, by ``least``).
-                    if least is None or at < least:
-                        least = at
+                    # ``(level, key) < least``, without the pair made first.
+                    level = kept.level
+                    if least is None or level < least[0] or (level == least[0] and queue.keys[pos] < least[1]):
+                        least = (level, queue.keys[pos])
                     _judged(session, rounds, queue, workload, kept, message)
                     queue.pos += 1
                     if queue.strict:
                         _block(session, rounds, queue, workload)
                     continue
+                at = (kept.level, queue.keys[pos])  # its order among the round's entries
                 entries.append(_Entry(queue, workload, kept.assignment, at, kept, message))
                 continue
             assignment = nominate(session, queue.leaf, workload, judged=picker)
@@ -348,7 +349,7 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
                 message = "; ".join([message, *notes])
         rounds.pending[key] = pending(key, "PreemptionNoCandidates", message)
     if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
-        session.decisions.flavor_scans[key] = dict(assignment.flavor_scan)
+        session.decisions.flavor_scans[key] = judged.scan()
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:

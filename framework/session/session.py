@@ -65,7 +65,7 @@ _ASSIGNABLE = frozenset({"defer_pods"})
 
 class Session:
     __slots__ = (
-        "_built", "_notes", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
+        "_built", "_notes", "_order_key", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
         "accounting", "actions", "counters", "cross_queue_enabled", "decisions", "defer_pods",
         "explaining", "in_queue_enabled", "memo", "notes_added", "now", "placements", "policy",
         "registry", "relied", "snapshot", "state", "statement", "taken", "timings", "unit_cache",
@@ -127,6 +127,7 @@ class Session:
         self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
         self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
+        self._order_key: Callable[[Workload], tuple[Any, ...]] = self._default_key  # uncached
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
@@ -165,10 +166,27 @@ class Session:
                     raise
                 except BaseException as exc:
                     registry.record_failure(name, "workload_order", exc)
-                    parts.append((1,))
-            return (*parts, w.created, *w.tiebreak)
+                    parts.append(_BROKEN)
+            return (*parts, w.created, w.uid, w.namespace, w.name)  # ``w.tiebreak`` in place
 
-        object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
+        make: Callable[[Workload], tuple[Any, ...]] = composed if keys else self._default_key
+        if len(keys) == 1:
+            only, first = keys[0]
+
+            def one_part(w: Workload) -> tuple[Any, ...]:
+                # One plugin's key: the tuple ``composed`` makes, without its list.
+                try:
+                    part = (0, *first(w))
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as exc:
+                    registry.record_failure(only, "workload_order", exc)
+                    part = _BROKEN
+                return (part, w.created, w.uid, w.namespace, w.name)
+
+            make = one_part
+        object.__setattr__(self, "_order_key", make)
+        object.__setattr__(self, "workload_key", self._cached(self._order_key))
         quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
         asked = [i for i in impls if i.plugin not in quiet or quiet[i.plugin] is not None]
@@ -196,7 +214,21 @@ class Session:
 
     @staticmethod
     def _default_key(w: Workload) -> tuple[Any, ...]:
-        return (w.created, *w.tiebreak)
+        return (w.created, w.uid, w.namespace, w.name)  # ``(w.created, *w.tiebreak)``
+
+    def order_keys(self, workloads: Iterable[Workload]) -> list[tuple[Any, ...]]:
+        """``[self.workload_key(w) for w in workloads]`` in one loop: each key made once
+        per session and kept, as :attr:`workload_key` keeps it."""
+        cache = self._workload_keys
+        make = self._order_key
+        found = cache.get
+        keys = []
+        for w in workloads:
+            key = found(w.key)
+            if key is None:
+                key = cache[w.key] = make(w)
+            keys.append(key)
+        return keys
 
     def _cached(self, key: Callable[[Workload], tuple[Any, ...]]) -> Callable[[Workload], tuple[Any, ...]]:
         cache = self._workload_keys
@@ -414,17 +446,22 @@ def collect_runs(
     session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool, defer_pods: bool = False
 ) -> tuple[list[Candidate], Runs | None]:
     """:func:`collect_candidates`, with the runs they come in (``candidates.using``)."""
-    session.defer_pods = defer_pods
+    # ``session.defer_pods = ...`` through its slot: two per search, without the
+    # session's ``__setattr__`` (``defer_pods`` may always be assigned).
+    _set_defer_pods(session, defer_pods)
     hook = "preemption_candidates"
     try:
         answers = session.registry.call_all(hook, session=session, preemptor=preemptor, assignment=request)
     finally:
-        session.defer_pods = False
+        _set_defer_pods(session, False)
     filtered = session.state.get(_FILTERED)
     if filtered is None:
         filtered = session.state[_FILTERED] = {}
     return using([found for _, found in answers], request.needed, with_room, filtered=filtered)
 
+
+_set_defer_pods: Callable[[Session, bool], None] = Session.__dict__["defer_pods"].__set__
+_BROKEN = (1,)  # the part of a workload order key that raised
 
 _FILTERED = "_filtered_runs"  # in ``session.state``: ``candidates.using``'s filtered runs
 
