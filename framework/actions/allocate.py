@@ -93,23 +93,27 @@ _UNIT = attrgetter("unit")
 def run_rounds(session: Session) -> None:
     started = time.perf_counter()
     snapshot = session.snapshot
-    waiting: dict[str, list[Workload]] = {name: list(items) for name, items in snapshot.pending_by_queue.items()}
+    pending_by_queue = snapshot.pending_by_queue
+    may_grow: dict[str, list[Workload]] = {}  # admitted elastic workloads that may grow, by queue
     for name, admitted in snapshot.admitted_by_queue.items():
         for workload in admitted:
             if growth_of(workload) is not None:
-                waiting.setdefault(name, []).append(workload)
+                may_grow.setdefault(name, []).append(workload)
     queues = []
-    pending_by_queue = snapshot.pending_by_queue
     in_order: dict[str, list[Workload]] = {}  # each queue's pending workloads, in key order
-    for name, items in sorted(waiting.items()):
+    for name in sorted(pending_by_queue.keys() | may_grow.keys()):
+        listed = pending_by_queue.get(name, ())
+        more = may_grow.get(name)
+        items = listed if more is None else [*listed, *more]  # the growing ones after them
         keys = session.order_keys(items)  # session.workload_key of each
         order = sorted(range(len(items)), key=keys.__getitem__)  # stable: sorted(items, key=key)
         leaf = snapshot.tree.leaves[name]
         strict = leaf.spec.queueing_strategy == "StrictFIFO"
         reserves = leaf.spec.preemption.reclaim_within_cohort != "Any"
-        queues.append(_Queue(leaf, [items[i] for i in order], [keys[i] for i in order], strict, reserves))
-        listed = len(pending_by_queue.get(name, ()))  # the growing ones come after them
-        in_order[name] = [items[i] for i in order if i < listed]
+        ordered = [items[i] for i in order]
+        queues.append(_Queue(leaf, ordered, [keys[i] for i in order], strict, reserves))
+        # The rounds never change a queue's list: without growing ones it is the same list.
+        in_order[name] = ordered if more is None else [items[i] for i in order if i < len(listed)]
     session.state[QUEUE_ORDER] = in_order
     rounds = _Rounds(Books(session))
     books = rounds.books
@@ -342,14 +346,20 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
     else:
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
-        message = message or "no victims found"
-        if session.notes_added:  # else no plugin added a note to anyone
-            notes = session.notes(key)
-            if notes:
-                message = "; ".join([message, *notes])
-        rounds.pending[key] = pending(key, "PreemptionNoCandidates", message)
+        rounds.pending[key] = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
     if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
         session.decisions.flavor_scans[key] = judged.scan()
+
+
+def _noted(session: Session, key: str, message: str) -> str:
+    """The pending message of a preemptor ``key`` without victims: ``message`` (or "no
+    victims found") and the notes plugins added for it."""
+    message = message or "no victims found"
+    if session.notes_added:  # else no plugin added a note to anyone
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
+    return message
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
@@ -372,12 +382,7 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
     queue = entry.queue
     if queue.reserves:
         reserve(session, rounds.books, queue.leaf, assignment)
-    message = message or "no victims found"
-    if session.notes_added:  # else no plugin added a note to anyone
-        notes = session.notes(key)
-        if notes:
-            message = "; ".join([message, *notes])
-    rounds.pending[key] = pending(key, reason, message)
+    rounds.pending[key] = pending(key, reason, _noted(session, key, message))
     _record_scan(session, workload, assignment)
     return _DONE
 
