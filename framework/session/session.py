@@ -36,6 +36,7 @@ from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, Runs, Taken, base_order, using
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
+from .orderkeys import composed_key, default_key, keys_of
 from .registry import Impl, Policy, Registry, bad_answer
 from .statement import Statement
 
@@ -126,8 +127,8 @@ class Session:
         self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
         self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
-        self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
-        self._order_key: Callable[[Workload], tuple[Any, ...]] = self._default_key  # uncached
+        self.workload_key: Callable[[Workload], tuple[Any, ...]] = default_key
+        self._order_key: Callable[[Workload], tuple[Any, ...]] = default_key  # uncached
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
@@ -153,39 +154,7 @@ class Session:
     def open(self) -> None:
         self.registry.call_all("session_open", session=self)
         keys = self.registry.call_all("workload_order", session=self)
-        registry = self.registry
-
-        def composed(w: Workload) -> tuple[Any, ...]:
-            parts: list[Any] = []
-            for name, key in keys:
-                # Each plugin's part is (0, *key); a key that raises gives (1,), which
-                # sorts after every answer, so one broken plugin cannot stop ordering.
-                try:
-                    parts.append((0, *key(w)))
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:
-                    registry.record_failure(name, "workload_order", exc)
-                    parts.append(_BROKEN)
-            return (*parts, w.created, w.uid, w.namespace, w.name)  # ``w.tiebreak`` in place
-
-        make: Callable[[Workload], tuple[Any, ...]] = composed if keys else self._default_key
-        if len(keys) == 1:
-            only, first = keys[0]
-
-            def one_part(w: Workload) -> tuple[Any, ...]:
-                # One plugin's key: the tuple ``composed`` makes, without its list.
-                try:
-                    part = (0, *first(w))
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:
-                    registry.record_failure(only, "workload_order", exc)
-                    part = _BROKEN
-                return (part, w.created, w.uid, w.namespace, w.name)
-
-            make = one_part
-        object.__setattr__(self, "_order_key", make)
+        object.__setattr__(self, "_order_key", composed_key(keys, self.registry))
         object.__setattr__(self, "workload_key", self._cached(self._order_key))
         quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
@@ -212,23 +181,9 @@ class Session:
         self.registry.call_all("session_close", session=self)
         return self.decisions
 
-    @staticmethod
-    def _default_key(w: Workload) -> tuple[Any, ...]:
-        return (w.created, w.uid, w.namespace, w.name)  # ``(w.created, *w.tiebreak)``
-
     def order_keys(self, workloads: Iterable[Workload]) -> list[tuple[Any, ...]]:
-        """``[self.workload_key(w) for w in workloads]`` in one loop: each key made once
-        per session and kept, as :attr:`workload_key` keeps it."""
-        cache = self._workload_keys
-        make = self._order_key
-        found = cache.get
-        keys = []
-        for w in workloads:
-            key = found(w.key)
-            if key is None:
-                key = cache[w.key] = make(w)
-            keys.append(key)
-        return keys
+        """``[self.workload_key(w) for w in workloads]`` in one loop, kept alike."""
+        return keys_of(self._workload_keys, self._order_key, workloads)
 
     def _cached(self, key: Callable[[Workload], tuple[Any, ...]]) -> Callable[[Workload], tuple[Any, ...]]:
         cache = self._workload_keys
@@ -461,7 +416,6 @@ def collect_runs(
 
 
 _set_defer_pods: Callable[[Session, bool], None] = Session.__dict__["defer_pods"].__set__
-_BROKEN = (1,)  # the part of a workload order key that raised
 
 _FILTERED = "_filtered_runs"  # in ``session.state``: ``candidates.using``'s filtered runs
 
