@@ -52,7 +52,7 @@ class Books:
     round do not, together, take quota only the victims will free.
     """
 
-    __slots__ = ("evicted", "own", "physical", "placed", "placed_own", "session", "victims", "with_room")
+    __slots__ = ("evicted", "own", "physical", "placed", "session", "victims", "with_room")
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -67,9 +67,6 @@ class Books:
         # Set by the re-check of an entry without victims that fits (:func:`still_fits`):
         # its pods are placed on the session's room and on this view's already.
         self.placed = False
-        # Set with ``evicted`` when the re-check placed the entry's pods on this view, where
-        # its victims' room is given (``with_room``): :meth:`place` has nothing left to do.
-        self.placed_own = False
 
     @property
     def statement(self) -> Statement:
@@ -84,9 +81,6 @@ class Books:
             self.physical.add_all(leaf, usage)
 
     def place(self, assignment: Assignment) -> None:
-        if self.placed_own:  # by the re-check, on the view as it is now (see above)
-            self.placed_own = False
-            return
         if self.own is not None:
             place(self.session, self.own, assignment)
 
@@ -210,7 +204,7 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
     # and the preemption only gives back its victims' node room if they were evicted without it.
     keep = statement is books.own
     evicted: set[tuple[object, ...]] = set()
-    fits = placed = False
+    fits = False
     try:
         new = _evict_all(statement, books, assignment, evicted)
         if len(evicted) != new:
@@ -220,24 +214,12 @@ def still_fits(session: Session, books: Books, leaf: QuotaNode, assignment: Assi
                 return False
             if not assignment.allow_borrowing and accounting.used(leaf, fr) + amount > leaf.subtree.get(fr, 0):
                 return False
-        if targets and keep and assignment.node_short and statement.placements is not None:
-            # Kept, the view holds now what the preemption's placement (``Books.place``)
-            # would place its pods on: the victims' room given, nothing else of node room
-            # changed before it. Placed there best fit, they are kept if all found a node
-            # (then ``pods_fit`` says yes, see :func:`place`); else given back and counted.
-            at = statement.checkpoint()
-            placed = _place_terms(statement, _terms(session, statement.placements, targets))
-            if placed:
-                fits = True
-                return True
-            statement.rollback(at)
         fits = not targets or session.pods_fit(targets, statement=statement)
         return fits
     finally:
         if fits and keep:
             books.evicted = True
             books.with_room = assignment.node_short
-            books.placed_own = placed
         else:
             statement.rollback(checkpoint)
 

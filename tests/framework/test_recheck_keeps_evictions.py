@@ -54,7 +54,6 @@ def _run(objects: list[dict[str, Any]], kept: dict[bool, int] | None) -> tuple[A
                 assert view.own is not None
                 view.own.rollback(0)
                 view.evicted = False
-                view.placed_own = False  # and places its pods again
             else:
                 kept[view.with_room] += 1
         return fits

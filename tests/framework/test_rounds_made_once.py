@@ -6,17 +6,14 @@
   once per workload and session, a key that raises counted once.
 * Every head a kept head judges stores one copy of the kept head's flavor scan, made when
   the first of them is judged: the same content as a copy per head.
-* The re-check of an entry with victims whose nodes were short places its pods, best fit,
-  on the view without the session's victims it keeps (the victims' room given): the
-  preemption then places nothing again, and the view ends as when the pods are counted
-  there and placed once more afterwards.
 * A victim's node room is given back in one step (``Statement.give_rooms``), as one
   ``give_room`` per node would give it.
+* A candidate collection sets ``session.defer_pods`` for the plugins and back through
+  its slot, not the session's Python ``__setattr__`` (two per victim search).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
@@ -24,16 +21,21 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.actions import allocate, books
 from preemptd.framework.model import Workload
 from preemptd.framework.preemption import heads
 from preemptd.framework.run import run_session
-from preemptd.framework.session import Registry, Session, Statement, hookimpl
-from preemptd.framework.session.statement import _TAKE as TAKE
+from preemptd.framework.session import (
+    Registry,
+    Session,
+    Statement,
+    VictimSearch,
+    collect_runs,
+    hookimpl,
+)
 from preemptd.framework.testing import inventory, queue, snapshot, workload
 
 from benchmarks.bench_session import default_session
-from benchmarks.generate import CONTENDED, NOW_MS, generate_saturated, generate_spec
+from benchmarks.generate import NOW_MS, generate_saturated
 
 # -- order keys ----------------------------------------------------------------------------
 
@@ -149,84 +151,6 @@ def test_heads_judged_by_one_kept_head_share_one_copy_of_its_flavor_scan() -> No
         assert scan is not judge.assignment.flavor_scan  # a copy, as each head stored before
 
 
-# -- the re-check's placement on the view ----------------------------------------------------
-
-CLUSTERS = {
-    "contended-40-nodes": lambda: generate_spec(
-        replace(CONTENDED, nodes=40, workloads=250, queues=10, leaves_per_cohort=5), "rounds-once/contended"
-    ),
-    "contended-80-nodes": lambda: generate_spec(
-        replace(CONTENDED, nodes=80, workloads=500, queues=20, leaves_per_cohort=5), "rounds-once/contended-2"
-    ),
-    "saturated-10x300": lambda: generate_saturated(1, queues=10, workloads=300),
-}
-
-
-def _run_view(objects: Any, placed_again: bool, counts: dict[str, int]) -> tuple[Any, ...]:
-    """Decisions, explanations, vetoes and the view without victims at the end; with
-    ``placed_again`` the pods a re-check placed on the view are given back after it (the
-    evictions stay kept) and placed by the preemption, as when the re-check counted them."""
-    made: list[books.Books] = []
-    original_books, original_still_fits = allocate.Books, allocate.still_fits
-    original_pods_fit = Session.pods_fit
-
-    def recording(session: Session) -> books.Books:
-        made.append(original_books(session))
-        return made[-1]
-
-    def pods_fit(self: Session, targets: Any, *, statement: Statement | None = None) -> bool:
-        if made and statement is not None and statement is made[0].own:
-            counts["counted on the view"] += 1
-        return original_pods_fit(self, targets, statement=statement)
-
-    def still_fits(session: Session, view: books.Books, leaf: Any, assignment: Any) -> bool:
-        at = view.own.checkpoint() if view.own is not None else 0
-        fits = original_still_fits(session, view, leaf, assignment)
-        if view.placed_own:
-            counts["placed by the re-check"] += 1
-            if placed_again:
-                own = view.own
-                assert own is not None
-                # The pods' room was taken last, after the evictions.
-                first = next(i for i in range(at, len(own.ops)) if own.ops[i][0] == TAKE)
-                assert all(op[0] == TAKE for op in own.ops[first:])
-                own.rollback(first)
-                view.placed_own = False
-        return fits
-
-    actions, registry_of = default_session()
-    registry: Registry = registry_of()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allocate, "Books", recording)
-        patch.setattr(allocate, "still_fits", still_fits)
-        patch.setattr(Session, "pods_fit", pods_fit)
-        decisions = run_session(snapshot(objects, NOW_MS), registry, actions=actions)
-    (view,) = made
-    own = view.own
-    assert own is not None and not own.ops
-    free = own.placements.free if own.placements is not None else None
-    return json.loads(decisions.to_json()), decisions.explanations, dict(registry.vetoes), own.accounting.usage, free
-
-
-@pytest.mark.parametrize("name", sorted(CLUSTERS))
-def test_the_recheck_places_a_preemptors_pods_on_the_view_once_and_ends_with_the_same_view(name: str) -> None:
-    objects = CLUSTERS[name]()
-    once: dict[str, int] = {"placed by the re-check": 0, "counted on the view": 0}
-    again: dict[str, int] = {"placed by the re-check": 0, "counted on the view": 0}
-    fast = _run_view(objects, False, once)
-    plain = _run_view(objects, True, again)
-    assert fast == plain
-    assert once["placed by the re-check"] > 0
-    assert once["placed by the re-check"] == again["placed by the re-check"]
-
-
-def test_a_recheck_that_placed_its_pods_does_not_count_them_on_the_view_too() -> None:
-    counts = {"placed by the re-check": 0, "counted on the view": 0}
-    _run_view(generate_saturated(1, queues=10, workloads=300), False, counts)
-    assert counts["placed by the re-check"] > 0
-    assert counts["counted on the view"] == 0
-
-
 # -- a victim's room given in one step ---------------------------------------------------------
 
 
@@ -252,3 +176,40 @@ def test_give_rooms_gives_each_nodes_room_as_give_room_does_and_nothing_for_no_r
     quiet.give_rooms(())
     quiet.commit()
     assert quiet.node_epoch == 0 and not quiet.ops
+
+
+# -- a collection's ``defer_pods`` ---------------------------------------------------------------
+
+
+def test_a_collection_sets_defer_pods_for_the_plugins_and_back_without_the_sessions_setattr() -> None:
+    seen: list[bool] = []
+
+    def preemption_candidates(session: Session, preemptor: Workload, assignment: VictimSearch) -> list[object]:
+        seen.append(session.defer_pods)
+        return []
+
+    plugin = SimpleNamespace(MEMO_SAFE=True, preemption_candidates=hookimpl(preemption_candidates))
+    made = [workload("w", "q", 1)]
+    session = Session(snapshot(inventory([queue("q", cpu=1)], made), 1_000), Registry([("p", plugin, None)]))
+    session.open()
+    (preemptor,) = session.snapshot.pending_by_queue["q"]
+    leaf = session.snapshot.tree.leaves["q"]
+    request = VictimSearch(preemptor, leaf, {}, frozenset())
+    assigned: list[str] = []
+    real = Session.__setattr__
+
+    def setattr_(self: Session, name: str, value: object) -> None:
+        assigned.append(name)
+        real(self, name, value)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Session, "__setattr__", setattr_)
+        collect_runs(session, preemptor, request, with_room=False, defer_pods=True)
+        assert session.defer_pods is False
+        collect_runs(session, preemptor, request, with_room=True)
+    assert seen == [True, False]
+    assert session.defer_pods is False
+    assert assigned == []  # two per search, through the slot
+    session.defer_pods = True  # still assignable the plain way, and nothing else is
+    with pytest.raises(AttributeError):
+        session.now = 0
