@@ -93,24 +93,27 @@ _UNIT = attrgetter("unit")
 def run_rounds(session: Session) -> None:
     started = time.perf_counter()
     snapshot = session.snapshot
-    key = session.workload_key
-    waiting: dict[str, list[Workload]] = {name: list(items) for name, items in snapshot.pending_by_queue.items()}
+    pending_by_queue = snapshot.pending_by_queue
+    may_grow: dict[str, list[Workload]] = {}  # admitted elastic workloads that may grow, by queue
     for name, admitted in snapshot.admitted_by_queue.items():
         for workload in admitted:
             if growth_of(workload) is not None:
-                waiting.setdefault(name, []).append(workload)
+                may_grow.setdefault(name, []).append(workload)
     queues = []
-    pending_by_queue = snapshot.pending_by_queue
     in_order: dict[str, list[Workload]] = {}  # each queue's pending workloads, in key order
-    for name, items in sorted(waiting.items()):
-        keys = [key(w) for w in items]
+    for name in sorted(pending_by_queue.keys() | may_grow.keys()):
+        listed = pending_by_queue.get(name, ())
+        more = may_grow.get(name)
+        items = listed if more is None else [*listed, *more]  # the growing ones after them
+        keys = session.order_keys(items)  # session.workload_key of each
         order = sorted(range(len(items)), key=keys.__getitem__)  # stable: sorted(items, key=key)
         leaf = snapshot.tree.leaves[name]
         strict = leaf.spec.queueing_strategy == "StrictFIFO"
         reserves = leaf.spec.preemption.reclaim_within_cohort != "Any"
-        queues.append(_Queue(leaf, [items[i] for i in order], [keys[i] for i in order], strict, reserves))
-        listed = len(pending_by_queue.get(name, ()))  # the growing ones come after them
-        in_order[name] = [items[i] for i in order if i < listed]
+        ordered = [items[i] for i in order]
+        queues.append(_Queue(leaf, ordered, [keys[i] for i in order], strict, reserves))
+        # The rounds never change a queue's list: without growing ones it is the same list.
+        in_order[name] = ordered if more is None else [items[i] for i in order if i < len(listed)]
     session.state[QUEUE_ORDER] = in_order
     rounds = _Rounds(Books(session))
     books = rounds.books
@@ -123,7 +126,7 @@ def run_rounds(session: Session) -> None:
     while True:
         entries = []
         offering = []  # the queues offering a head this round, in order
-        least: tuple[object, ...] | None = None  # the least order of a head processed at once
+        least: tuple[int, tuple[object, ...]] | None = None  # the least order of a head processed at once
         states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
         for queue in queues:
             if queue.blocked:
@@ -139,18 +142,20 @@ def run_rounds(session: Session) -> None:
             if judged is not None:
                 counters.nominations += 1
                 kept, message = judged
-                at = (kept.level, queue.keys[pos])  # its order among the round's entries
-                if quiet and (kept.assignment.mode == NOFIT or not queue.reserves):
+                if quiet and (kept.nofit or not queue.reserves):
                     # Pending with a message of its own and nothing reserved: it changes
                     # nothing another entry of the round reads, so it is processed now
                     # (only the first entry of the round is told apart, by ``least``).
-                    if least is None or at < least:
-                        least = at
+                    # ``(level, key) < least``, without the pair made first.
+                    level = kept.level
+                    if least is None or level < least[0] or (level == least[0] and queue.keys[pos] < least[1]):
+                        least = (level, queue.keys[pos])
                     _judged(session, rounds, queue, workload, kept, message)
                     queue.pos += 1
                     if queue.strict:
                         _block(session, rounds, queue, workload)
                     continue
+                at = (kept.level, queue.keys[pos])  # its order among the round's entries
                 entries.append(_Entry(queue, workload, kept.assignment, at, kept, message))
                 continue
             assignment = nominate(session, queue.leaf, workload, judged=picker)
@@ -341,14 +346,20 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
     else:
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
-        message = message or "no victims found"
-        if session.notes_added:  # else no plugin added a note to anyone
-            notes = session.notes(key)
-            if notes:
-                message = "; ".join([message, *notes])
-        rounds.pending[key] = pending(key, "PreemptionNoCandidates", message)
+        rounds.pending[key] = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
     if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
-        session.decisions.flavor_scans[key] = dict(assignment.flavor_scan)
+        session.decisions.flavor_scans[key] = judged.scan()
+
+
+def _noted(session: Session, key: str, message: str) -> str:
+    """The pending message of a preemptor ``key`` without victims: ``message`` (or "no
+    victims found") and the notes plugins added for it."""
+    message = message or "no victims found"
+    if session.notes_added:  # else no plugin added a note to anyone
+        notes = session.notes(key)
+        if notes:
+            message = "; ".join([message, *notes])
+    return message
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
@@ -371,12 +382,7 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
     queue = entry.queue
     if queue.reserves:
         reserve(session, rounds.books, queue.leaf, assignment)
-    message = message or "no victims found"
-    if session.notes_added:  # else no plugin added a note to anyone
-        notes = session.notes(key)
-        if notes:
-            message = "; ".join([message, *notes])
-    rounds.pending[key] = pending(key, reason, message)
+    rounds.pending[key] = pending(key, reason, _noted(session, key, message))
     _record_scan(session, workload, assignment)
     return _DONE
 

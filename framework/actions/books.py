@@ -96,8 +96,7 @@ class Books:
         """The node room ``evict`` gives for ``victim``, when it was evicted without it."""
         assert self.own is not None
         if self.own.placements is not None:
-            for node, requests in victim.room:
-                self.own.give_room(node, requests)
+            self.own.give_rooms(victim.room)
 
     def commit(self) -> None:
         if self.own is not None:
@@ -338,8 +337,7 @@ def _evict_all(
             for fr, amount in victim.usage.items():
                 total[fr] = total.get(fr, 0) + amount
         if nodes and statement.placements is not None:
-            for node, requests in victim.room:
-                statement.give_room(node, requests)
+            statement.give_rooms(victim.room)
     for leaf, usage in by_leaf.values():
         statement.remove_usage(leaf, usage)
     return new

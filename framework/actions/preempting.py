@@ -24,14 +24,16 @@ def preempt(
     per victim workload, ``preempted_at`` its place) and explained; the preemptor's pending
     entry (``PendingPreemption``, waiting for its victims) is returned."""
     chosen = books.victims
+    relied = session.relied
     new: dict[str, list[Candidate]] = {}
     evicted, with_room = books.evicted, books.with_room  # by still_fits, when it kept them
     books.evicted = False
     for victim in assignment.victims:
-        if victim.unit in chosen:
+        unit = victim.unit
+        if unit in chosen:
             continue
-        chosen[victim.unit] = victim
-        session.relied[victim.unit] = victim
+        chosen[unit] = victim
+        relied[unit] = victim
         if not evicted:
             books.evict(victim)
         elif not with_room:
@@ -47,12 +49,25 @@ def preempt(
                 session.decisions.pod_actions.append(PodAction(pod.key, "ForceDelete", workload.key))
             continue
         if not victim.evicted:
-            new.setdefault(victim.key, []).append(victim)
+            units = new.get(victim.key)
+            if units is None:
+                new[victim.key] = [victim]
+            else:
+                units.append(victim)
     entries = preempted_at
+    preemptor = workload.key
+    all_taken = session.taken
+    unit_cache = session.unit_cache
+    preempted = session.decisions.preempted
+    explanations = session.decisions.explanations if session.explaining else None
     for victim_key, units in sorted(new.items()):
-        whole = any(u.count is None for u in units)
-        taken = session.taken.setdefault(victim_key, Taken(preemptor=workload.key, reason=units[0].reason))
-        session.unit_cache.pop(victim_key, None)
+        first = units[0]
+        whole = first.count is None if len(units) == 1 else any(u.count is None for u in units)
+        found = all_taken.get(victim_key)
+        if found is None:
+            found = all_taken[victim_key] = Taken(preemptor=preemptor, reason=first.reason)
+        taken = found
+        unit_cache.pop(victim_key, None)
         pods: list[str] = []
         count: int | None = None
         if whole:
@@ -63,28 +78,32 @@ def preempt(
             pods = [p.key for u in units for p in u.pods]
             taken.pod_names.extend(pods)
             taken.scaled.extend(pods)
-            taken.pod_set = units[0].pod_set
+            taken.pod_set = first.pod_set
         # One entry per victim workload: what the whole session takes from it,
         # named after the first preemptor that took from it (SEMANTICS §6).
         index = entries.get(victim_key)
         if index is None:
-            entries[victim_key] = len(session.decisions.preempted)
-            session.decisions.preempted.append(
-                Preempted(victim_key, workload.key, units[0].reason, count, tuple(sorted(pods)), units[0].pod_set)
+            entries[victim_key] = len(preempted)
+            preempted.append(
+                Preempted(victim_key, preemptor, first.reason, count, tuple(sorted(pods)) if pods else (), first.pod_set)
             )
         else:
-            before = session.decisions.preempted[index]
+            before = preempted[index]
             total = None if taken.whole else taken.pods
-            session.decisions.preempted[index] = replace(
+            preempted[index] = replace(
                 before, count=total, pods=tuple(sorted(taken.scaled)) if total is not None else ()
             )
-        unit = units[0]
-        taken_what = "the whole workload" if whole else f"{count} pod(s)"
-        session.explain(
-            victim_key,
-            f"chosen as a victim of {workload.key} ({unit.reason}): {taken_what} from queue "
-            f"{unit.leaf.name}, priority {unit.priority}",
-        )
+        if explanations is not None:  # session.explain
+            taken_what = "the whole workload" if whole else f"{count} pod(s)"
+            line = (
+                f"chosen as a victim of {preemptor} ({first.reason}): {taken_what} from queue "
+                f"{first.leaf.name}, priority {first.priority}"
+            )
+            lines = explanations.get(victim_key)
+            if lines is None:
+                explanations[victim_key] = [line]
+            else:
+                lines.append(line)
     # A Deployment's pods, and the surplus pods of a shrinking elastic workload, are
     # named one by one (SEMANTICS §4, §6).
     waiting = tuple(

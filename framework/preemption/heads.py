@@ -50,14 +50,16 @@ class Kept:
     over as it is (see :func:`judge`)."""
 
     __slots__ = (
-        "answers", "assignment", "count", "created", "head", "level", "pod_sets", "priority", "requests", "tried"
+        "_scan", "answers", "assignment", "count", "created", "head", "level", "nofit", "pod_sets", "priority",
+        "requests", "tried",
     )
 
     def __init__(self, head: Workload, assignment: Assignment) -> None:
         self.head = head
         self.assignment = assignment
         # Its borrowing level as the rounds order their entries (none without a fit).
-        self.level = assignment.level if assignment.mode != NOFIT else 0
+        self.nofit = assignment.mode == NOFIT
+        self.level = assignment.level if not self.nofit else 0
         self.priority = head.priority
         self.created = head.created
         self.pod_sets = head.pod_sets
@@ -70,6 +72,15 @@ class Kept:
             if assignment.mode == NOCANDIDATES
             else None
         )
+        self._scan: dict[str, dict[str, int]] | None = None
+
+    def scan(self) -> dict[str, dict[str, int]]:
+        """A copy of its assignment's flavor scan, made once: the one every head it judges
+        stores (``Decisions.flavor_scans`` is read, never changed, by whoever writes it)."""
+        scan = self._scan
+        if scan is None:
+            scan = self._scan = dict(self.assignment.flavor_scan)
+        return scan
 
 
 def _judgeable(session: Session, workload: Workload) -> bool:
@@ -146,7 +157,9 @@ def judge(
     else:
         root = leaf.root.index
         known = states.get(root)
-        state = states[root] = search_state(session, leaf) if known is None else known
+        if known is None:
+            known = states[root] = search_state(session, leaf)
+        state = known
     if kept[0] != state:
         return None
     first = pod_sets[0] if pod_sets else None

@@ -36,6 +36,7 @@ from .assignment import Assignment, VictimSearch
 from .candidates import Candidate, Runs, Taken, base_order, using
 from .counters import Counters
 from .hooks import MEMO_SAFE_ATTRIBUTE
+from .orderkeys import composed_key, default_key, keys_of
 from .registry import Impl, Policy, Registry, bad_answer
 from .statement import Statement
 
@@ -65,7 +66,7 @@ _ASSIGNABLE = frozenset({"defer_pods"})
 
 class Session:
     __slots__ = (
-        "_built", "_notes", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
+        "_built", "_notes", "_order_key", "_preemptible", "_quiet", "_veto_reasons", "_workload_keys",
         "accounting", "actions", "counters", "cross_queue_enabled", "decisions", "defer_pods",
         "explaining", "in_queue_enabled", "memo", "notes_added", "now", "placements", "policy",
         "registry", "relied", "snapshot", "state", "statement", "taken", "timings", "unit_cache",
@@ -126,7 +127,8 @@ class Session:
         self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
         self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
-        self.workload_key: Callable[[Workload], tuple[Any, ...]] = self._default_key
+        self.workload_key: Callable[[Workload], tuple[Any, ...]] = default_key
+        self._order_key: Callable[[Workload], tuple[Any, ...]] = default_key  # uncached
         self.policy: Policy | None = None  # the ordering and search hooks, taken at open
         self._built = True
 
@@ -152,23 +154,8 @@ class Session:
     def open(self) -> None:
         self.registry.call_all("session_open", session=self)
         keys = self.registry.call_all("workload_order", session=self)
-        registry = self.registry
-
-        def composed(w: Workload) -> tuple[Any, ...]:
-            parts: list[Any] = []
-            for name, key in keys:
-                # Each plugin's part is (0, *key); a key that raises gives (1,), which
-                # sorts after every answer, so one broken plugin cannot stop ordering.
-                try:
-                    parts.append((0, *key(w)))
-                except KeyboardInterrupt:
-                    raise
-                except BaseException as exc:
-                    registry.record_failure(name, "workload_order", exc)
-                    parts.append((1,))
-            return (*parts, w.created, *w.tiebreak)
-
-        object.__setattr__(self, "workload_key", self._cached(composed if keys else self._default_key))
+        object.__setattr__(self, "_order_key", composed_key(keys, self.registry))
+        object.__setattr__(self, "workload_key", self._cached(self._order_key))
         quiet = self._quiet
         impls = self.registry.impls("is_preemptible")
         asked = [i for i in impls if i.plugin not in quiet or quiet[i.plugin] is not None]
@@ -194,9 +181,9 @@ class Session:
         self.registry.call_all("session_close", session=self)
         return self.decisions
 
-    @staticmethod
-    def _default_key(w: Workload) -> tuple[Any, ...]:
-        return (w.created, *w.tiebreak)
+    def order_keys(self, workloads: Iterable[Workload]) -> list[tuple[Any, ...]]:
+        """``[self.workload_key(w) for w in workloads]`` in one loop, kept alike."""
+        return keys_of(self._workload_keys, self._order_key, workloads)
 
     def _cached(self, key: Callable[[Workload], tuple[Any, ...]]) -> Callable[[Workload], tuple[Any, ...]]:
         cache = self._workload_keys
@@ -414,17 +401,21 @@ def collect_runs(
     session: Session, preemptor: Workload, request: VictimSearch, *, with_room: bool, defer_pods: bool = False
 ) -> tuple[list[Candidate], Runs | None]:
     """:func:`collect_candidates`, with the runs they come in (``candidates.using``)."""
-    session.defer_pods = defer_pods
+    # ``session.defer_pods = ...`` through its slot: two per search, without the
+    # session's ``__setattr__`` (``defer_pods`` may always be assigned).
+    _set_defer_pods(session, defer_pods)
     hook = "preemption_candidates"
     try:
         answers = session.registry.call_all(hook, session=session, preemptor=preemptor, assignment=request)
     finally:
-        session.defer_pods = False
+        _set_defer_pods(session, False)
     filtered = session.state.get(_FILTERED)
     if filtered is None:
         filtered = session.state[_FILTERED] = {}
     return using([found for _, found in answers], request.needed, with_room, filtered=filtered)
 
+
+_set_defer_pods: Callable[[Session, bool], None] = Session.__dict__["defer_pods"].__set__
 
 _FILTERED = "_filtered_runs"  # in ``session.state``: ``candidates.using``'s filtered runs
 

@@ -27,7 +27,7 @@ same maps, keys in the same order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from ..model import FR, Workload
 from ..nodes import Placements
@@ -218,6 +218,20 @@ class Statement:
         assert self.placements is not None
         self.placements.give_back_tentatively(node, requests)
         self.ops.append((_GIVE, node, requests))
+        self._nodes_touched = True
+        self._held_nodes = True
+
+    def give_rooms(self, room: Sequence[tuple[str, Mapping[str, int]]]) -> None:
+        """:meth:`give_room` of each (node, requests) of ``room`` (a candidate's), in order."""
+        if not room:
+            return
+        placements = self.placements
+        assert placements is not None
+        give = placements.give_back_tentatively
+        ops = self.ops
+        for node, requests in room:
+            give(node, requests)
+            ops.append((_GIVE, node, requests))
         self._nodes_touched = True
         self._held_nodes = True
 
