@@ -114,6 +114,10 @@ def test_a_commit_reads_again_only_the_child_whose_usage_it_moved(monkeypatch: p
     above = cohort_reclaim._above(session, org, frozenset({CPU}), statement.epoch(org))
     assert [node.name for node in above] == ["c1"]
     assert reads == ["c0", "c1", "c1"], "c0's usage did not move: not read again"
+    statement.add_usage(tree.leaves["q02"], {CPU: 500})  # c0 moves, within its quota
+    statement.commit()
+    assert cohort_reclaim._above(session, org, frozenset({CPU}), statement.epoch(org)) is above
+    assert reads == ["c0", "c1", "c1", "c0"], "c1 is compared with its usage at the last reading"
 
 
 def test_a_commit_that_moves_no_childs_standing_keeps_the_answers() -> None:
