@@ -184,30 +184,46 @@ def _above(session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int 
     if found is not None and found[0] is read:
         return found[1]
     above = [child for child, over in read if over and not needed.isdisjoint(over)]
+    if found is not None and found[1] == above:
+        above = found[1]  # the same children: the answers kept beside it stand
     kept[(node.index, needed)] = (read, above)
     return above
 
 
 def _reading(session: Session, node: QuotaNode, epoch: int) -> list[tuple[QuotaNode, frozenset[FR]]]:
-    """:func:`_above_on` of ``node`` at the tree's ``epoch``: read again after a commit to
-    the tree only if the committed usage of one of its children changed (a commit moves
-    the usage of one queue and its ancestors: most cohorts of the tree stay as they
-    were), else the same list, which every answer made from it is kept beside."""
+    """:func:`_above_on` of ``node`` at the tree's ``epoch``. After a commit to the tree, only
+    the children whose committed usage changed (compared with a copy kept with the reading)
+    are read again: a commit moves the usage of one queue and its ancestors, and what a child
+    is above nominal on is a function of its own usage. While what every child is above
+    nominal on stays as it was, the reading is the same list, which every answer made from
+    it is kept beside; else a new list, holding the unchanged children's entries."""
     children: dict[int, tuple[int, list[tuple[QuotaNode, frozenset[FR]]], list[dict[FR, int]]]] | None
     children = session.state.get(ABOVE_ON)
     if children is None:
         children = session.state[ABOVE_ON] = {}
     entry = children.get(node.index)
-    if entry is not None:
-        if entry[0] == epoch:
-            return entry[1]
-        all_usage = session.accounting.usage
-        if [all_usage[child.index] for child in node.children] == entry[2]:
-            children[node.index] = (epoch, entry[1], entry[2])
-            return entry[1]
-    read = _above_on(session, node)
     all_usage = session.accounting.usage
-    children[node.index] = (epoch, read, [dict(all_usage[child.index]) for child in node.children])
+    if entry is None:
+        read = _above_on(session, node)
+        children[node.index] = (epoch, read, [dict(all_usage[child.index]) for child in node.children])
+        return read
+    if entry[0] == epoch:
+        return entry[1]
+    read, copies = entry[1], entry[2]
+    changed: list[tuple[QuotaNode, frozenset[FR]]] | None = None
+    for i, child in enumerate(node.children):
+        usage = all_usage[child.index]
+        if usage == copies[i]:
+            continue
+        copies[i] = dict(usage)
+        over = _over(child, usage)
+        if over != read[i][1]:
+            if changed is None:
+                changed = list(read)
+            changed[i] = (child, over)
+    if changed is not None:
+        read = changed
+    children[node.index] = (epoch, read, copies)
     return read
 
 
@@ -274,15 +290,16 @@ def _above_on(session: Session, node: QuotaNode) -> list[tuple[QuotaNode, frozen
     """Each child of ``node``, in order, with the flavor-resources it uses more of than its
     nominal (subtree) quota."""
     all_usage = session.accounting.usage
-    out = []
-    for child in node.children:
-        subtree = child.subtree
-        usage = all_usage[child.index]
-        over = [fr for fr, used in usage.items() if used > subtree.get(fr, 0)]
-        # A flavor-resource it does not use is above a quota only below zero.
-        over.extend(fr for fr, quota in subtree.items() if quota < 0 and fr not in usage)
-        out.append((child, frozenset(over)))
-    return out
+    return [(child, _over(child, all_usage[child.index])) for child in node.children]
+
+
+def _over(node: QuotaNode, usage: Mapping[FR, int]) -> frozenset[FR]:
+    """The flavor-resources ``node`` uses more of than its nominal (subtree) quota."""
+    subtree = node.subtree
+    over = [fr for fr, used in usage.items() if used > subtree.get(fr, 0)]
+    # A flavor-resource it does not use is above a quota only below zero.
+    over.extend(fr for fr, quota in subtree.items() if quota < 0 and fr not in usage)
+    return frozenset(over)
 
 
 def _offer(

@@ -43,6 +43,7 @@ from ..quota import QuotaNode
 from ..session import Candidate, Offer, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
+from .retaken import retaken_units
 from .units import candidate_units, queue_units_of, unit_flags, units_like
 
 __all__ = ["QueueUnits", "queue_units"]
@@ -312,7 +313,8 @@ def _patch(
     changes: list[str],
 ) -> QueueUnits:
     """``old`` with the units of the workloads named in ``changes`` since it was made built
-    again (``candidate_units``: the session dropped their cache entries when it took)."""
+    again (``candidate_units``: the session dropped their cache entries when it took; a whole
+    unit taken is made again from the one ``old`` holds, ``retaken.retaken_units``)."""
     units, bounds, made, running, positions = old.units, old.bounds, old.made, old.running, old.positions
     names = dict.fromkeys(changes[old.patched :])
     if names and positions is None:
@@ -325,9 +327,7 @@ def _patch(
         if i is None:
             continue
         workload = running[i]
-        new = candidate_units(
-            session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-        )
+        new = retaken_units(session, workload, leaf, reason, group, only_within_nominal, made[i])
         start = sum(map(len, made[:i]))
         end = start + len(made[i])
         made[i] = new

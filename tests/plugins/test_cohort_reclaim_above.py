@@ -82,15 +82,16 @@ def test_every_answer_is_the_direct_reading_of_the_usage(steps: list[Any]) -> No
 
 
 def counted_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The cohorts whose children's usage is read (``_above_on``) from now on, in order."""
+    """The queues and cohorts whose usage is read for what they are above nominal on
+    (``_over``) from now on, in order."""
     reads: list[str] = []
-    real = cohort_reclaim._above_on
+    real = cohort_reclaim._over
 
-    def counting(session: Session, node: QuotaNode) -> Any:
+    def counting(node: QuotaNode, usage: Any) -> Any:
         reads.append(node.name)
-        return real(session, node)
+        return real(node, usage)
 
-    monkeypatch.setattr(cohort_reclaim, "_above_on", counting)
+    monkeypatch.setattr(cohort_reclaim, "_over", counting)
     return reads
 
 
@@ -103,11 +104,11 @@ def test_two_needed_sets_between_the_same_commits_read_the_children_once(monkeyp
     cpu, memory = FRS[0], FRS[1]
     assert [c.name for c in cohort_reclaim._above(session, c0, frozenset({cpu}), epoch)] == []
     assert [c.name for c in cohort_reclaim._above(session, c0, frozenset({memory}), epoch)] == []
-    assert reads == ["c0"]
+    assert reads == ["q00", "q01", "q02"]
     # q01 goes above its 2 cpu, committed: read again, and above on cpu only.
     session.statement.add_usage(tree.leaves["q01"], {cpu: 3000})
     session.statement.commit()
     epoch = session.statement.epoch(c0)
     assert [c.name for c in cohort_reclaim._above(session, c0, frozenset({cpu}), epoch)] == ["q01"]
     assert [c.name for c in cohort_reclaim._above(session, c0, frozenset({memory}), epoch)] == []
-    assert reads == ["c0", "c0"]
+    assert reads == ["q00", "q01", "q02", "q01"]
