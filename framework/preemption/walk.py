@@ -70,10 +70,13 @@ class Walk:
         the start of the attempt plus the victims' usage so far, see
         :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
         grown more), and then every waiting victim is taken first, so the test sees
-        exactly the state of the step-by-step walk. The lender test of a candidate reads
-        the usage of its queue and of the cohorts above it up to (not including) the
-        preemptor's path: all inside the subtree of the highest of them (its *top*, a
-        child of a path node). A victim changes the usage of its own queue and
+        exactly the state of the step-by-step walk. A failed test tightens the bound to the
+        Available it read, and the test within nominal (an attempt that may not borrow) is
+        known without running it: only victims of the preemptor's own queue lower the
+        leaf's usage, each by exactly its own (:meth:`_over_nominal`). The lender test of
+        a candidate reads the usage of its queue and of the cohorts above it up to (not
+        including) the preemptor's path: all inside the subtree of the highest of them
+        (its *top*, a child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
         the test reads: the test is first asked on a lower bound of what they leave
         (``waiting.py``), and only when that is not enough are they taken before it; the
@@ -145,6 +148,8 @@ class Walk:
                         for fr in room:
                             room[fr] += summed.get(fr, 0)
                     rest = islice(candidates, count, None)
+            # Per requested flavor-resource the test within nominal fails on: how far over.
+            over = self._over_nominal() if room is not None and not allow_borrowing else None
             for candidate in rest:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
@@ -201,6 +206,13 @@ class Walk:
                         continue
                     if queue is preemptor_leaf:
                         own.append(candidate)
+                        if over:
+                            for fr in list(over):
+                                left = over[fr] - usage.get(fr, 0)
+                                if left > 0:
+                                    over[fr] = left
+                                else:
+                                    del over[fr]
                     else:
                         if top is None:
                             found = chains.get(queue)
@@ -236,8 +248,12 @@ class Walk:
                             # The first test: what a leading run would have covered.
                             walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims) - 1)
                             stepped = False
+                        if over:
+                            continue  # the test within nominal fails
                         self._take_all(own, others, pending)
                         if not self._fits_quota(allow_borrowing):
+                            # Available now, exactly: the bound goes on from there.
+                            room = self._headroom()
                             continue
                         quota_fits = True
                         if freed is not None:
@@ -278,6 +294,18 @@ class Walk:
         accounting = self.session.accounting
         leaf = self.leaf
         return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
+
+    def _over_nominal(self) -> dict[FR, int]:
+        """Per requested flavor-resource whose test within nominal fails now, how far the
+        leaf's usage with the request is above the leaf's nominal."""
+        used = self.session.accounting.usage[self.leaf.index]
+        subtree = self.leaf.subtree
+        over = {}
+        for fr, amount in self.usage.items():
+            above = used.get(fr, 0) + amount - subtree.get(fr, 0)
+            if above > 0:
+                over[fr] = above
+        return over
 
     def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
