@@ -15,7 +15,7 @@ from itertools import islice
 
 from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
-from ..quota import QuotaNode, lender_may_give
+from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, short_of, slack
 from .fillback import fill_back
@@ -165,24 +165,23 @@ class Walk:
                     found = chains.get(queue)
                     chain = found if found is not None else self._chain(queue)
                     top = chain[-1] if chain else queue
-                    gives = False
-                    if others:
-                        waiting = others.get(top)
-                        if waiting:
-                            held = [fr for fr in needed if fr in usage]
-                            if lender_gives_anyway(all_usage, chain, held, pending):
-                                gives = True
+                    held = [fr for fr in needed if fr in usage]
+                    if not lender_gives_anyway(all_usage, chain, held, pending):
+                        # Not known on the lower bound: the victims waiting under the top
+                        # are taken, and the same test, with nothing waiting under the
+                        # chain (no sums in ``pending`` for its nodes), is the exact one,
+                        # ``quota.lender_may_give``; so is the first, when nothing waited.
+                        waiting = others.pop(top, None) if others else None
+                        if waiting is not None:
+                            forget(waiting, chains, pending)
+                            self._take(waiting)
+                        if waiting is None or not lender_gives_anyway(all_usage, chain, held, pending):
+                            kinds = refused.get(queue)
+                            if kinds is None:
+                                refused[queue] = {tuple(usage)}
                             else:
-                                del others[top]
-                                forget(waiting, chains, pending)
-                                self._take(waiting)
-                    if not gives and not self._lender_may_give(candidate):
-                        kinds = refused.get(queue)
-                        if kinds is None:
-                            refused[queue] = {tuple(usage)}
-                        else:
-                            kinds.add(tuple(usage))
-                        continue
+                                kinds.add(tuple(usage))
+                            continue
                 if (
                     not candidate.single_pod
                     and candidate.pod_set is not None
@@ -365,12 +364,6 @@ class Walk:
             1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
         )
         return taken >= count - spec.min_count
-
-    def _lender_may_give(self, candidate: Candidate) -> bool:
-        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
-        return lender_may_give(
-            self.session.accounting, self.leaf, candidate.leaf, candidate.usage, self.needed, self.path
-        )
 
     def _preemptible(self, candidate: Candidate) -> bool:
         cached = self.verdicts.get(id(candidate))

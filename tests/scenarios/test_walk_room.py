@@ -105,13 +105,15 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     nominal before each), then ``c`` is at its nominal: ``c3`` is refused, and so is
     ``c4`` without asking. 5 cores are not 6: ``h`` stays pending, nothing is preempted.
     The lender test is asked about ``c1`` and ``c3`` only (``c2`` passes on the lower
-    bound of the waiting victims, ``waiting.py``)."""
+    bound of the waiting victims, ``waiting.py``): asked with nothing waiting under the
+    lender, the test the walk asks is the exact one."""
     asked: list[str] = []
-    real = walk_module.lender_may_give
+    real = walk_module.lender_gives_anyway
 
-    def counting(accounting: Any, leaf: Any, lender: Any, usage: Any, needed: Any, path: Any = None) -> bool:
-        asked.append(lender.name)
-        return real(accounting, leaf, lender, usage, needed, path)
+    def counting(all_usage: Any, chain: Any, held: Any, pending: Any) -> bool:
+        if not any(node in pending for node in chain):
+            asked.append(chain[0].name)
+        return real(all_usage, chain, held, pending)
 
     policy = PreemptionPolicy(
         within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority"
@@ -124,7 +126,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
         ],
     )
     plain = _decided(parsed)
-    monkeypatch.setattr(walk_module, "lender_may_give", counting)
+    monkeypatch.setattr(walk_module, "lender_gives_anyway", counting)
     decided = _decided(parsed)
     assert decided == plain
     result = json.loads(decided[0])
