@@ -19,8 +19,9 @@ from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, short_of, slack
 from .fillback import fill_back
+from .margins import Margins, drop, gives, keep
 from .room import FreedRoom
-from .waiting import forget, leading_run, lender_gives_anyway, remember, walked
+from .waiting import leading_run, walked
 
 __all__ = ["Walk"]
 
@@ -79,7 +80,7 @@ class Walk:
         (its *top*, a child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
         the test reads: the test is first asked on a lower bound of what they leave
-        (``waiting.py``), and only when that is not enough are they taken before it; the
+        (``margins.py``), and only when that is not enough are they taken before it; the
         others (and the victims of the preemptor's own queue, whose usage leaves only the
         path) keep waiting. Victims are taken from the quota first; their node room comes
         free only when the quota fits, before the pods' fit test reads it. Once the
@@ -117,9 +118,10 @@ class Walk:
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         quota_fits = False  # the quota fit at a step of this (lazy) attempt
-        # Per queue or cohort off the preemptor's path: the needed usage of the waiting
-        # victims under it (see ``waiting.py``).
-        pending: dict[QuotaNode, dict[FR, int]] = {}
+        # Per queue or cohort off the preemptor's path asked about: how far above its
+        # nominal it is, less the needed usage of the victims waiting under it
+        # (``margins.py``). A walk that takes each victim at once reads it afresh.
+        margins: Margins = {}
         # Per queue, the flavor-resources of its candidates the lender test refused.
         refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
         ask = session.may_veto  # without a plugin that may refuse, every candidate passes
@@ -166,16 +168,16 @@ class Walk:
                     chain = found if found is not None else self._chain(queue)
                     top = chain[-1] if chain else queue
                     held = [fr for fr in needed if fr in usage]
-                    if not lender_gives_anyway(all_usage, chain, held, pending):
+                    if not gives(all_usage, chain, held, needed, margins if lazy else {}):
                         # Not known on the lower bound: the victims waiting under the top
                         # are taken, and the same test, with nothing waiting under the
-                        # chain (no sums in ``pending`` for its nodes), is the exact one,
-                        # ``quota.lender_may_give``; so is the first, when nothing waited.
+                        # chain, is the exact one (``quota.lender_may_give``); so is the
+                        # first, when nothing waited.
                         waiting = others.pop(top, None) if others else None
                         if waiting is not None:
-                            forget(waiting, chains, pending)
+                            drop(waiting, chains, margins)
                             self._take(waiting)
-                        if waiting is None or not lender_gives_anyway(all_usage, chain, held, pending):
+                        if waiting is None or not gives(all_usage, chain, held, needed, margins):
                             kinds = refused.get(queue)
                             if kinds is None:
                                 refused[queue] = {tuple(usage)}
@@ -224,7 +226,7 @@ class Walk:
                             waiting.append(candidate)
                         if held is None:
                             held = [fr for fr in needed if fr in usage]
-                        remember(chain, usage, held, pending)
+                        keep(all_usage, chain, usage, held, needed, margins)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:
@@ -249,7 +251,7 @@ class Walk:
                             stepped = False
                         if over:
                             continue  # the test within nominal fails
-                        self._take_all(own, others, pending)
+                        self._take_all(own, others, margins)
                         if not self._fits_quota(allow_borrowing):
                             # Available now, exactly: the bound goes on from there.
                             room = self._headroom()
@@ -259,7 +261,7 @@ class Walk:
                             freed.give(victims)
                     if freed is not None and not freed.fits():
                         continue
-                    self._take_all(own, others, pending)
+                    self._take_all(own, others, margins)
                     self._fill_back(victims, allow_borrowing, freed)
                     level = self._level()
                     return victims, level
@@ -332,14 +334,14 @@ class Walk:
         self,
         own: list[Candidate],
         others: dict[QuotaNode, list[Candidate]],
-        pending: dict[QuotaNode, dict[FR, int]],
+        margins: Margins,
     ) -> None:
-        """Take every waiting victim from the quota."""
+        """Take every waiting victim from the quota (the margins no longer hold)."""
         self._take(own)
         for waiting in others.values():
             self._take(waiting)
         others.clear()
-        pending.clear()
+        margins.clear()
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
