@@ -80,7 +80,9 @@ def keep(
                 margin[fr] -= amount
 
 
-def drop(waiting: list[Candidate], chains: dict[QuotaNode, tuple[QuotaNode, ...]], margins: Margins) -> None:
+def drop(
+    waiting: list[Candidate], chains: dict[QuotaNode, tuple[QuotaNode, ...]], margins: Margins
+) -> None:
     """The victims ``waiting`` under one top are taken: the margins of their chains no
     longer hold (read again when next asked)."""
     for victim in waiting:

@@ -30,7 +30,8 @@ def _queue(name: str, parent: str, cpu: int, memory: int, lending: int | None) -
         "cpu": ResourceQuota(cpu * 1000, None, None if lending is None else lending * 1000),
         "memory": ResourceQuota(memory * 1000),
     }
-    return QueueSpec(name, parent, (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),))
+    groups = (ResourceGroup(("cpu", "memory"), (FlavorQuotas("default", quotas),)),)
+    return QueueSpec(name, parent, groups)
 
 
 def _tree(rng: random.Random) -> QuotaTree:
@@ -41,7 +42,8 @@ def _tree(rng: random.Random) -> QuotaTree:
         specs.append(cohort(f"c{i}", rng.choice(parents)))
         parents.append(f"c{i}")
     for i in range(rng.randint(2, 6)):
-        specs.append(_queue(f"q{i}", rng.choice(parents[1:] or parents), rng.randint(0, 4), rng.randint(0, 4), rng.choice([None, 0, 1])))
+        cpu, memory, lending = rng.randint(0, 4), rng.randint(0, 4), rng.choice([None, 0, 1])
+        specs.append(_queue(f"q{i}", rng.choice(parents[1:]), cpu, memory, lending))
     return QuotaTree({spec.name: spec for spec in specs})
 
 

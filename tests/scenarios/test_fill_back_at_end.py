@@ -139,14 +139,18 @@ def _lenders(seed: int) -> Any:
         for i in range(rnd.randint(5, 30))
     ]
     workloads += [
-        workload(f"h{i}", rnd.choice(names), rnd.randint(1, 6), priority=rnd.randint(3, 5), created=rnd.randint(0, 50))
+        workload(
+            f"h{i}", rnd.choice(names), rnd.randint(1, 6), priority=rnd.randint(3, 5), created=rnd.randint(0, 50)
+        )
         for i in range(rnd.randint(1, 4))
     ]
     return inventory(queues, workloads)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.integers(min_value=0, max_value=100_000), st.sampled_from(("lenders", "lenders", "lending", "random")))
+@given(
+    st.integers(min_value=0, max_value=100_000), st.sampled_from(("lenders", "lenders", "lending", "random"))
+)
 def test_fill_back_decides_random_queue_trees_as_adding_each_victim_at_once(seed: int, kind: str) -> None:
     """Random trees (many lenders; reserves and no borrowing limits, where the slack is
     mostly exact; borrowing limits), both attempts: the same decisions and explanations as

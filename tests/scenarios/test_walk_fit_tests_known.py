@@ -43,7 +43,8 @@ def _decided(parsed: Any, registry: Registry | None = None) -> tuple[str, str, s
     """The decisions, explanations and veto counts of a session."""
     registry = registry or Registry([("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)])
     decisions = run_session(snapshot(parsed, NOW), registry, actions=("allocate", "preempt"))
-    return decisions.to_json(), json.dumps(decisions.explanations, sort_keys=True), repr(sorted(registry.vetoes.items()))
+    explained = json.dumps(decisions.explanations, sort_keys=True)
+    return decisions.to_json(), explained, repr(sorted(registry.vetoes.items()))
 
 
 def _step_by_step(patch: pytest.MonkeyPatch) -> None:
@@ -123,8 +124,14 @@ def test_a_walk_within_nominal_runs_no_fit_test_before_the_preemptors_own_victim
         ],
         [
             workload("a1", "a", 1, created=1, admitted=True, admitted_at=10),
-            *(workload(f"b{i}", "b", 1, created=1, admitted=True, admitted_at=100 - 20 * i) for i in (1, 2, 3)),
-            *(workload(f"c{i}", "c", 1, created=1, admitted=True, admitted_at=90 - 20 * i) for i in (1, 2, 3)),
+            *(
+                workload(f"b{i}", "b", 1, created=1, admitted=True, admitted_at=100 - 20 * i)
+                for i in (1, 2, 3)
+            ),
+            *(
+                workload(f"c{i}", "c", 1, created=1, admitted=True, admitted_at=90 - 20 * i)
+                for i in (1, 2, 3)
+            ),
             workload("h", "a", 4, priority=5, created=2),
         ],
     )
@@ -165,7 +172,10 @@ def test_a_failed_fit_test_tightens_the_running_bound_to_the_available_it_read()
         ],
         [
             workload("b1", "b", 3, created=1, admitted=True, admitted_at=90),
-            *(workload(f"c{i}", "c", 1, created=1, admitted=True, admitted_at=90 - 10 * i) for i in (1, 2, 3)),
+            *(
+                workload(f"c{i}", "c", 1, created=1, admitted=True, admitted_at=90 - 10 * i)
+                for i in (1, 2, 3)
+            ),
             workload("h", "a", 4, priority=5, created=2),
         ],
     )
