@@ -37,6 +37,14 @@ test and its undo. Three facts tell many answers without the test:
 
 Only quota answers are known this way; node room and scenario filters are asked as the
 step-by-step fill-back asks them (nothing a plugin is asked depends on a skipped step).
+
+**Put back at the end.** In an exact fill-back the quota is read only where a victim's
+usage passes a local reserve on its way (``_arriving``: nodes keeping a reserve of a
+requested flavor-resource, off the path) and, after fill-back, by the walk's level. A
+victim whose entry is on the path has no such node on its way, so putting it back changes
+nothing a later step reads: when no scenario filter is asked (the only plugin hook
+fill-back calls), such victims are added to the quota once per queue at the end, summed
+(adding usage is additive: the same values as adding them one by one).
 """
 
 from __future__ import annotations
@@ -106,6 +114,11 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     # The slack answers every quota test (see the module notes), and stays exact.
     exact = _exact_slack(leaf, walk.usage)
     path = walk.path
+    # Per victim queue: whether its entry is on the path (its usage reaches it whole).
+    direct: dict[QuotaNode, bool] = {}
+    # Victims put back whose usage is added only at the end, summed per queue (see the
+    # module notes): only in an exact fill-back, which no scenario filter reads.
+    back: dict[QuotaNode, dict[FR, int]] | None = {} if _adds_at_end(walk, exact) else None
     all_usage = session.accounting.usage
     saved: tuple[int, ...] = ()
     for i in range(len(victims) - 2, -1, -1):
@@ -123,6 +136,7 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             if least is None:
                 least = failed[entry] = []
             least_of[victim.leaf] = least
+            direct[victim.leaf] = entry in path
         known = False
         for place, amount in least:
             if usage.get(frs[place], 0) >= amount:
@@ -137,8 +151,11 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             _remember(least, shape, [put > room for put, room in zip(shape, nominal, strict=True)].index(True))
             continue
         drop = shape
+        later = False  # its usage is added at the end
         if exact:
-            if entries.of(victim.leaf) not in path:
+            if direct[victim.leaf]:
+                later = back is not None
+            else:
                 drop = _arriving(all_usage, victim.leaf, path, frs, shape)
             short = _over(slack, drop)
             if short >= 0:
@@ -148,7 +165,8 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
         else:
             sure = covers(slack, shape)
         mark = statement.checkpoint()
-        statement.add_usage(victim.leaf, usage)
+        if not later:
+            statement.add_usage(victim.leaf, usage)
         # The quota is tested before the room is taken back: a victim the quota
         # still needs (most of them) costs no node change.
         if sure:
@@ -181,10 +199,21 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
             if remainders is not None and not victim.single_pod:
                 remainders[id(victim.workload)] -= 1
             slack, nominal = kept
+            if later:
+                assert back is not None
+                summed = back.get(victim.leaf)
+                if summed is None:
+                    back[victim.leaf] = dict(usage)
+                else:
+                    for fr, amount in usage.items():
+                        summed[fr] = summed.get(fr, 0) + amount
             continue
         if freed is not None:
             freed.undo(victim, saved)
         statement.rollback(mark)
+    if back:
+        for queue, summed in back.items():
+            statement.add_usage(queue, summed)
 
 
 class Entries:
@@ -215,6 +244,12 @@ class Entries:
                 return queue
             node = node.parent
         return queue if node is None else node
+
+
+def _adds_at_end(walk: FillingWalk, exact: bool) -> bool:
+    """Whether victims put back that enter the path whole are added to the quota only at
+    the end (see the module notes): in an exact fill-back that no scenario filter reads."""
+    return exact and not walk.filters
 
 
 def _exact_slack(leaf: QuotaNode, request: Mapping[FR, int]) -> bool:

@@ -15,12 +15,13 @@ from itertools import islice
 
 from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
-from ..quota import QuotaNode, lender_may_give
+from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, short_of, slack
 from .fillback import fill_back
+from .margins import Margins, drop, gives, keep
 from .room import FreedRoom
-from .waiting import forget, leading_run, lender_gives_anyway, remember, walked
+from .waiting import leading_run, walked
 
 __all__ = ["Walk"]
 
@@ -70,13 +71,16 @@ class Walk:
         the start of the attempt plus the victims' usage so far, see
         :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
         grown more), and then every waiting victim is taken first, so the test sees
-        exactly the state of the step-by-step walk. The lender test of a candidate reads
-        the usage of its queue and of the cohorts above it up to (not including) the
-        preemptor's path: all inside the subtree of the highest of them (its *top*, a
-        child of a path node). A victim changes the usage of its own queue and
+        exactly the state of the step-by-step walk. A failed test tightens the bound to the
+        Available it read, and the test within nominal (an attempt that may not borrow) is
+        known without running it: only victims of the preemptor's own queue lower the
+        leaf's usage, each by exactly its own (:meth:`_over_nominal`). The lender test of
+        a candidate reads the usage of its queue and of the cohorts above it up to (not
+        including) the preemptor's path: all inside the subtree of the highest of them
+        (its *top*, a child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
         the test reads: the test is first asked on a lower bound of what they leave
-        (``waiting.py``), and only when that is not enough are they taken before it; the
+        (``margins.py``), and only when that is not enough are they taken before it; the
         others (and the victims of the preemptor's own queue, whose usage leaves only the
         path) keep waiting. Victims are taken from the quota first; their node room comes
         free only when the quota fits, before the pods' fit test reads it. Once the
@@ -114,9 +118,10 @@ class Walk:
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         quota_fits = False  # the quota fit at a step of this (lazy) attempt
-        # Per queue or cohort off the preemptor's path: the needed usage of the waiting
-        # victims under it (see ``waiting.py``).
-        pending: dict[QuotaNode, dict[FR, int]] = {}
+        # Per queue or cohort off the preemptor's path asked about: how far above its
+        # nominal it is, less the needed usage of the victims waiting under it
+        # (``margins.py``). A walk that takes each victim at once reads it afresh.
+        margins: Margins = {}
         # Per queue, the flavor-resources of its candidates the lender test refused.
         refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
         ask = session.may_veto  # without a plugin that may refuse, every candidate passes
@@ -145,6 +150,8 @@ class Walk:
                         for fr in room:
                             room[fr] += summed.get(fr, 0)
                     rest = islice(candidates, count, None)
+            # Per requested flavor-resource the test within nominal fails on: how far over.
+            over = self._over_nominal() if room is not None and not allow_borrowing else None
             for candidate in rest:
                 if candidate.only_within_nominal and allow_borrowing:
                     continue
@@ -160,24 +167,23 @@ class Walk:
                     found = chains.get(queue)
                     chain = found if found is not None else self._chain(queue)
                     top = chain[-1] if chain else queue
-                    gives = False
-                    if others:
-                        waiting = others.get(top)
-                        if waiting:
-                            held = [fr for fr in needed if fr in usage]
-                            if lender_gives_anyway(all_usage, chain, held, pending):
-                                gives = True
+                    held = [fr for fr in needed if fr in usage]
+                    if not gives(all_usage, chain, held, needed, margins if lazy else {}):
+                        # Not known on the lower bound: the victims waiting under the top
+                        # are taken, and the same test, with nothing waiting under the
+                        # chain, is the exact one (``quota.lender_may_give``); so is the
+                        # first, when nothing waited.
+                        waiting = others.pop(top, None) if others else None
+                        if waiting is not None:
+                            drop(waiting, chains, margins)
+                            self._take(waiting)
+                        if waiting is None or not gives(all_usage, chain, held, needed, margins):
+                            kinds = refused.get(queue)
+                            if kinds is None:
+                                refused[queue] = {tuple(usage)}
                             else:
-                                del others[top]
-                                forget(waiting, chains, pending)
-                                self._take(waiting)
-                    if not gives and not self._lender_may_give(candidate):
-                        kinds = refused.get(queue)
-                        if kinds is None:
-                            refused[queue] = {tuple(usage)}
-                        else:
-                            kinds.add(tuple(usage))
-                        continue
+                                kinds.add(tuple(usage))
+                            continue
                 if (
                     not candidate.single_pod
                     and candidate.pod_set is not None
@@ -201,6 +207,13 @@ class Walk:
                         continue
                     if queue is preemptor_leaf:
                         own.append(candidate)
+                        if over:
+                            for fr in list(over):
+                                left = over[fr] - usage.get(fr, 0)
+                                if left > 0:
+                                    over[fr] = left
+                                else:
+                                    del over[fr]
                     else:
                         if top is None:
                             found = chains.get(queue)
@@ -213,7 +226,7 @@ class Walk:
                             waiting.append(candidate)
                         if held is None:
                             held = [fr for fr in needed if fr in usage]
-                        remember(chain, usage, held, pending)
+                        keep(all_usage, chain, usage, held, needed, margins)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:
@@ -236,15 +249,19 @@ class Walk:
                             # The first test: what a leading run would have covered.
                             walked(session.state, preemptor_leaf, needed, allow_borrowing, len(victims) - 1)
                             stepped = False
-                        self._take_all(own, others, pending)
+                        if over:
+                            continue  # the test within nominal fails
+                        self._take_all(own, others, margins)
                         if not self._fits_quota(allow_borrowing):
+                            # Available now, exactly: the bound goes on from there.
+                            room = self._headroom()
                             continue
                         quota_fits = True
                         if freed is not None:
                             freed.give(victims)
                     if freed is not None and not freed.fits():
                         continue
-                    self._take_all(own, others, pending)
+                    self._take_all(own, others, margins)
                     self._fill_back(victims, allow_borrowing, freed)
                     level = self._level()
                     return victims, level
@@ -279,6 +296,18 @@ class Walk:
         leaf = self.leaf
         return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
 
+    def _over_nominal(self) -> dict[FR, int]:
+        """Per requested flavor-resource whose test within nominal fails now, how far the
+        leaf's usage with the request is above the leaf's nominal."""
+        used = self.session.accounting.usage[self.leaf.index]
+        subtree = self.leaf.subtree
+        over = {}
+        for fr, amount in self.usage.items():
+            above = used.get(fr, 0) + amount - subtree.get(fr, 0)
+            if above > 0:
+                over[fr] = above
+        return over
+
     def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking
         usage away is additive). Nothing listens to the evictions (:meth:`may_skip_walk`)."""
@@ -305,14 +334,14 @@ class Walk:
         self,
         own: list[Candidate],
         others: dict[QuotaNode, list[Candidate]],
-        pending: dict[QuotaNode, dict[FR, int]],
+        margins: Margins,
     ) -> None:
-        """Take every waiting victim from the quota."""
+        """Take every waiting victim from the quota (the margins no longer hold)."""
         self._take(own)
         for waiting in others.values():
             self._take(waiting)
         others.clear()
-        pending.clear()
+        margins.clear()
 
     def may_skip_walk(self) -> bool:
         """Whether a walk may let victims wait, and one known to fail leave out what
@@ -337,12 +366,6 @@ class Walk:
             1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
         )
         return taken >= count - spec.min_count
-
-    def _lender_may_give(self, candidate: Candidate) -> bool:
-        """Never push a lender — or a cohort between it and the common ancestor — below nominal."""
-        return lender_may_give(
-            self.session.accounting, self.leaf, candidate.leaf, candidate.usage, self.needed, self.path
-        )
 
     def _preemptible(self, candidate: Candidate) -> bool:
         cached = self.verdicts.get(id(candidate))

@@ -18,6 +18,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.preemption import fillback as fillback_module
+from preemptd.framework.preemption import margins as margins_module
 from preemptd.framework.preemption import room as room_module
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.run import run_session
@@ -104,14 +105,15 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     7 - 4 = 3. Each attempt (with borrowing, then within nominal) takes ``c1`` and ``c2`` (``c`` is still above its
     nominal before each), then ``c`` is at its nominal: ``c3`` is refused, and so is
     ``c4`` without asking. 5 cores are not 6: ``h`` stays pending, nothing is preempted.
-    The lender test is asked about ``c1`` and ``c3`` only (``c2`` passes on the lower
-    bound of the waiting victims, ``waiting.py``)."""
+    The lender test reads ``c``'s usage for ``c1`` and ``c3`` only (``c2`` passes on the
+    lower bound of the waiting victims, ``margins.py``; for ``c3`` it does not, ``c1`` and
+    ``c2`` are taken and the usage read again: the exact test)."""
     asked: list[str] = []
-    real = walk_module.lender_may_give
+    real = margins_module._margin
 
-    def counting(accounting: Any, leaf: Any, lender: Any, usage: Any, needed: Any, path: Any = None) -> bool:
-        asked.append(lender.name)
-        return real(accounting, leaf, lender, usage, needed, path)
+    def counting(used: Any, subtree: Any, needed: Any) -> Any:
+        asked.append("c" if subtree == {("default", "cpu"): 2000} else "?")
+        return real(used, subtree, needed)
 
     policy = PreemptionPolicy(
         within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority"
@@ -124,7 +126,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
         ],
     )
     plain = _decided(parsed)
-    monkeypatch.setattr(walk_module, "lender_may_give", counting)
+    monkeypatch.setattr(margins_module, "_margin", counting)
     decided = _decided(parsed)
     assert decided == plain
     result = json.loads(decided[0])
