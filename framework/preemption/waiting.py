@@ -24,7 +24,7 @@ from ..model import FR
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate
 
-__all__ = ["WORTH", "Leading", "forget", "leading_run", "lender_gives_anyway", "remember", "walked"]
+__all__ = ["WORTH", "Leading", "leading_run", "lender_gives_anyway", "remember", "walked"]
 
 Pending = dict[QuotaNode, dict[FR, int]]
 # A queue and the cohorts above it off the preemptor's path, up to its top (the last).
@@ -44,13 +44,6 @@ def remember(chain: Chain, usage: Mapping[FR, int], held: list[FR], pending: Pen
         else:
             for fr, amount in amounts:
                 sums[fr] = sums.get(fr, 0) + amount
-
-
-def forget(waiting: list[Candidate], chains: dict[QuotaNode, Chain], pending: Pending) -> None:
-    """Drop the sums of the nodes under one top: only its waiting victims are in them."""
-    for victim in waiting:
-        for node in chains[victim.leaf]:
-            pending.pop(node, None)
 
 
 def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list[FR], pending: Pending) -> bool:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR, FlavorQuotas, QueueSpec, ResourceGroup, ResourceQuota
 from preemptd.framework.preemption.margins import Margins, drop, gives, keep
-from preemptd.framework.preemption.waiting import forget, lender_gives_anyway, remember
+from preemptd.framework.preemption.waiting import Chain, Pending, lender_gives_anyway, remember
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree, lender_may_give
 from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate
 from preemptd.framework.testing import cohort, workload
@@ -24,6 +24,14 @@ from preemptd.framework.testing import cohort, workload
 CPU: FR = ("default", "cpu")
 MEM: FR = ("default", "memory")
 
+
+
+def forget(waiting: list[Candidate], chains: dict[QuotaNode, Chain], pending: Pending) -> None:
+    """The lower bound's sums of the nodes under one top dropped when its waiting victims
+    are taken from the quota: only they are in those sums."""
+    for victim in waiting:
+        for node in chains[victim.leaf]:
+            pending.pop(node, None)
 
 def _queue(name: str, parent: str, cpu: int, memory: int, lending: int | None) -> QueueSpec:
     quotas = {
