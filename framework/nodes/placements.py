@@ -6,6 +6,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
+from .filling import Filling
 from .pool import (
     NodePool,
     PodTally,
@@ -24,8 +25,9 @@ __all__ = ["Placements"]
 _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
 
 
-class Placements(SharedIndexes):
-    """Free room per node during one session, with best-fit placement."""
+class Placements(SharedIndexes, Filling):
+    """Free room per node during one session, with best-fit placement (the placing of
+    identical pods: :class:`~.filling.Filling`)."""
 
     __slots__ = ("_moved", "_own", "_stale", "free", "pool")
 
@@ -184,42 +186,6 @@ class Placements(SharedIndexes):
             if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
                 best = key
         return best
-
-    def place_pods(
-        self,
-        flavor: str,
-        requests: Mapping[str, int],
-        count: int,
-        selector: Mapping[str, str],
-        tolerations: Sequence[Toleration],
-        take: Callable[[str, Mapping[str, int]], None] | None = None,
-        *,
-        additive: bool = False,
-    ) -> list[str]:
-        """Place up to ``count`` identical pods best fit, one at a time; the nodes chosen
-        (fewer than ``count``: not all fit). Each pod's room is taken before the next is
-        placed, with ``take`` (a statement's ``take_room``, or what binds the pod) or else
-        :meth:`take`. A node stays the best fit while the next pod fits there (its key
-        only went down): the pods it still holds go there at once, their room taken in
-        one call when ``take`` is ``additive`` (it may be handed their room summed)."""
-        take_room = take if take is not None else self.take
-        requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
-        gpus = gpu_amount(requests)
-        chosen: list[str] = []
-        while len(chosen) < count:
-            node = self.best_fit(flavor, requests, selector, tolerations)
-            if node is None:
-                break
-            room = self.free[node]
-            most = min(count - len(chosen), gpu_amount(room) // gpus if gpus else count)  # all GPU kinds, as best fit
-            fits = max(pods_held(room, requested, most), 1)
-            chosen.extend([node] * fits)
-            if additive:
-                take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
-                continue
-            for _ in range(fits):
-                take_room(node, requests)
-        return chosen
 
     def fit_all(
         self,
