@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
 from .filling import Filling
 from .pool import (
+    GPU_KINDS,
     NodePool,
     PodTally,
     _fits,
@@ -20,6 +21,8 @@ from .pool import (
 from .shared import SharedIndexes
 
 __all__ = ["Placements"]
+
+_GPU_ONE, _GPU_TWO = GPU_KINDS  # every GPU kind, summed in a fixed order
 
 # No room kept beside the placements (a plain dict: asked once per node a scan passes).
 _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
@@ -352,15 +355,18 @@ class Placements(SharedIndexes, Filling):
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
             for index in self._node_flavors[name]:
-                index.delete(old_gpus, old_cpu, name)
-                index.insert(new_gpus, new_cpu, name)
+                index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
         stale.clear()
         moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self._owned(node_name)
+        # _owned, inline (a search and each placed node pass here).
+        free = self.free.get(node_name)
         if free is None:
             return
+        if node_name not in self._own:
+            free = self.free[node_name] = dict(free)
+            self._own.add(node_name)
         moved = self._moved
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
@@ -370,18 +376,13 @@ class Placements(SharedIndexes, Filling):
                 for resource, amount in requests.items():
                     free[resource] = free.get(resource, 0) + sign * amount
                 return  # a node of no flavor: not in any index
-            gpus = 0
-            for resource in GPU_RESOURCES:
-                gpus += free.get(resource, 0)
-            indexed = before = (gpus, free.get("cpu", 0))
+            indexed = before = (free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0), free.get("cpu", 0))
         else:
             indexed = self._stale[node_name]
         for resource, amount in requests.items():
             free[resource] = free.get(resource, 0) + sign * amount
         # Room changes additively, so (gpus, cpu) moves by the request's own.
-        gpus = 0
-        for resource in GPU_RESOURCES:
-            gpus += requests.get(resource, 0)
+        gpus = requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
         now = (before[0] + sign * gpus, before[1] + sign * requests.get("cpu", 0))
         if now != indexed:
             self._stale[node_name] = indexed
@@ -407,5 +408,4 @@ class Placements(SharedIndexes, Filling):
         if (old_gpus, old_cpu) != (new_gpus, new_cpu):
             self._own_index()
             for index in self._node_flavors.get(node_name, ()):
-                index.delete(old_gpus, old_cpu, node_name)
-                index.insert(new_gpus, new_cpu, node_name)
+                index.move(old_gpus, old_cpu, new_gpus, new_cpu, node_name)

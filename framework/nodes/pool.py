@@ -146,6 +146,31 @@ class _FlavorIndex:
             del self.buckets[gpus]
             del self.keys[bisect_left(self.keys, gpus)]
 
+    def move(self, gpus: int, cpu: int, new_gpus: int, new_cpu: int, name: str) -> None:
+        """:meth:`delete` then :meth:`insert` of ``name``. A node that keeps its bucket is
+        moved within it, searched for once, and replaced where it is when it keeps its place
+        (the entries beside it still enclose it)."""
+        if new_gpus != gpus:
+            self.delete(gpus, cpu, name)
+            self.insert(new_gpus, new_cpu, name)
+            return
+        bucket = self.buckets[gpus]
+        old = (cpu, name)
+        new = (new_cpu, name)
+        i = bisect_left(bucket, old)
+        if new < old:
+            if i == 0 or bucket[i - 1] < new:
+                bucket[i] = new
+                return
+            del bucket[i]
+            insort(bucket, new, 0, i)
+            return
+        if i + 1 == len(bucket) or new < bucket[i + 1]:
+            bucket[i] = new
+            return
+        del bucket[i]
+        insort(bucket, new, i)
+
 
 class PodTally:
     """How many of ``count`` identical pods the nodes of one flavor take, node by node.
