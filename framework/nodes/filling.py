@@ -73,7 +73,8 @@ class Filling:
         take_room = take if take is not None else self.take
         gpus = requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
         cpu = requests.get("cpu", 0)
-        requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
+        # The positive requests, what counts the pods a node holds (one pod needs no count).
+        requested = [(r, amount) for r, amount in requests.items() if amount > 0] if count > 1 else []
         nodes = self.pool.nodes
         free = self.free
         stale = self._stale
@@ -136,15 +137,17 @@ class Filling:
             if best is None:
                 return chosen
             node = best[2]
-            room = free[node]
-            # The pods it holds: by the free GPUs of every kind together (its key's), and by
-            # each requested resource.
-            fits = left if not gpus else min(left, best[0] // gpus)
-            for resource, amount in requested:
-                held = room.get(resource, 0) // amount
-                if held < fits:
-                    fits = held
-            fits = max(fits, 1)
+            fits = 1
+            if left > 1:
+                # The pods it holds: by the free GPUs of every kind together (its key's), and
+                # by each requested resource.
+                room = free[node]
+                fits = left if not gpus else min(left, best[0] // gpus)
+                for resource, amount in requested:
+                    held = room.get(resource, 0) // amount
+                    if held < fits:
+                        fits = held
+                fits = max(fits, 1)
             chosen.extend([node] * fits)
             left -= fits
             if additive:
