@@ -89,6 +89,7 @@ class Filling:
         at = 0  # the first of ``waiting`` not passed
         found: tuple[int, int, str] | None = None  # the index's answer, walked from ``after``
         after: tuple[int, int, str] | None = None
+        place = 0  # where the walk found ``found`` in its bucket (checked before it is used)
         walk = True
         left = count
         while True:
@@ -101,7 +102,13 @@ class Filling:
                     key = keys[i]
                     bucket = index.buckets[key]
                     if after is not None and key == after[0]:
-                        first = bisect_right(bucket, (after[1], after[2]))
+                        entry = (after[1], after[2])
+                        if place < len(bucket) and bucket[place] == entry:
+                            first = place + 1  # the bucket is as the last walk left it
+                        else:
+                            first = bisect_right(bucket, entry)
+                    elif bucket[0] >= (cpu, ""):
+                        first = 0
                     else:
                         first = bisect_left(bucket, (cpu, ""))
                     for j in range(first, len(bucket)):
@@ -115,6 +122,7 @@ class Filling:
                         else:
                             if node_matches(nodes[name], selector, tolerations):
                                 found = (key, node_cpu, name)
+                                place = j
                                 break
                     if found is not None:
                         break
