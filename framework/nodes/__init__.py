@@ -8,7 +8,8 @@ that still fits, then the least free cpu, then the node name. Scanning 4,000
 nodes per pod would be quadratic over a burst of pods, so each flavor keeps
 its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
 the first fitting node found walking buckets upwards from the request is the
-best fit.
+best fit. The identical pods of a pod set are placed with one such walk, resumed
+after each node they fill (``filling.py``).
 
 A victim search frees and takes room tentatively, and undoes it after every
 attempt; re-sorting a node in its bucket each time cost more than the search

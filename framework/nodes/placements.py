@@ -6,7 +6,9 @@ from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
+from .filling import Filling
 from .pool import (
+    GPU_KINDS,
     NodePool,
     PodTally,
     _fits,
@@ -20,12 +22,15 @@ from .shared import SharedIndexes
 
 __all__ = ["Placements"]
 
+_GPU_ONE, _GPU_TWO = GPU_KINDS  # every GPU kind, summed in a fixed order
+
 # No room kept beside the placements (a plain dict: asked once per node a scan passes).
 _NO_CHANGES: Mapping[str, Mapping[str, int]] = {}
 
 
-class Placements(SharedIndexes):
-    """Free room per node during one session, with best-fit placement."""
+class Placements(SharedIndexes, Filling):
+    """Free room per node during one session, with best-fit placement (the placing of
+    identical pods: :class:`~.filling.Filling`)."""
 
     __slots__ = ("_moved", "_own", "_stale", "free", "pool")
 
@@ -184,42 +189,6 @@ class Placements(SharedIndexes):
             if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
                 best = key
         return best
-
-    def place_pods(
-        self,
-        flavor: str,
-        requests: Mapping[str, int],
-        count: int,
-        selector: Mapping[str, str],
-        tolerations: Sequence[Toleration],
-        take: Callable[[str, Mapping[str, int]], None] | None = None,
-        *,
-        additive: bool = False,
-    ) -> list[str]:
-        """Place up to ``count`` identical pods best fit, one at a time; the nodes chosen
-        (fewer than ``count``: not all fit). Each pod's room is taken before the next is
-        placed, with ``take`` (a statement's ``take_room``, or what binds the pod) or else
-        :meth:`take`. A node stays the best fit while the next pod fits there (its key
-        only went down): the pods it still holds go there at once, their room taken in
-        one call when ``take`` is ``additive`` (it may be handed their room summed)."""
-        take_room = take if take is not None else self.take
-        requested = [(resource, amount) for resource, amount in requests.items() if amount > 0]
-        gpus = gpu_amount(requests)
-        chosen: list[str] = []
-        while len(chosen) < count:
-            node = self.best_fit(flavor, requests, selector, tolerations)
-            if node is None:
-                break
-            room = self.free[node]
-            most = min(count - len(chosen), gpu_amount(room) // gpus if gpus else count)  # all GPU kinds, as best fit
-            fits = max(pods_held(room, requested, most), 1)
-            chosen.extend([node] * fits)
-            if additive:
-                take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
-                continue
-            for _ in range(fits):
-                take_room(node, requests)
-        return chosen
 
     def fit_all(
         self,
@@ -386,15 +355,18 @@ class Placements(SharedIndexes):
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
             for index in self._node_flavors[name]:
-                index.delete(old_gpus, old_cpu, name)
-                index.insert(new_gpus, new_cpu, name)
+                index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
         stale.clear()
         moved.clear()
 
     def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
-        free = self._owned(node_name)
+        # _owned, inline (a search and each placed node pass here).
+        free = self.free.get(node_name)
         if free is None:
             return
+        if node_name not in self._own:
+            free = self.free[node_name] = dict(free)
+            self._own.add(node_name)
         moved = self._moved
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
@@ -404,18 +376,13 @@ class Placements(SharedIndexes):
                 for resource, amount in requests.items():
                     free[resource] = free.get(resource, 0) + sign * amount
                 return  # a node of no flavor: not in any index
-            gpus = 0
-            for resource in GPU_RESOURCES:
-                gpus += free.get(resource, 0)
-            indexed = before = (gpus, free.get("cpu", 0))
+            indexed = before = (free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0), free.get("cpu", 0))
         else:
             indexed = self._stale[node_name]
         for resource, amount in requests.items():
             free[resource] = free.get(resource, 0) + sign * amount
         # Room changes additively, so (gpus, cpu) moves by the request's own.
-        gpus = 0
-        for resource in GPU_RESOURCES:
-            gpus += requests.get(resource, 0)
+        gpus = requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
         now = (before[0] + sign * gpus, before[1] + sign * requests.get("cpu", 0))
         if now != indexed:
             self._stale[node_name] = indexed
@@ -441,5 +408,4 @@ class Placements(SharedIndexes):
         if (old_gpus, old_cpu) != (new_gpus, new_cpu):
             self._own_index()
             for index in self._node_flavors.get(node_name, ()):
-                index.delete(old_gpus, old_cpu, node_name)
-                index.insert(new_gpus, new_cpu, node_name)
+                index.move(old_gpus, old_cpu, new_gpus, new_cpu, node_name)

@@ -57,7 +57,7 @@ def node_matches(
 class NodePool:
     """The static node view of a snapshot: which nodes serve which flavor."""
 
-    __slots__ = ("by_flavor", "free", "layout", "nodes")
+    __slots__ = ("by_flavor", "free", "layout", "nodes", "sharing")
 
     def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
         self.nodes = dict(sorted(nodes.items()))
@@ -67,6 +67,8 @@ class NodePool:
         self.by_flavor: dict[str, list[str]] = {}
         # The nodes of each set of flavors, a node's flavors in ``by_flavor`` order.
         self.layout: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
+        # Per flavor with nodes, every flavor one of its nodes also serves (itself too).
+        self.sharing: dict[str, frozenset[str]] = {}
         if not self.nodes:
             return
         for flavor in sorted(flavors.values(), key=lambda f: f.name):
@@ -85,6 +87,11 @@ class NodePool:
         for name, of in flavors_of.items():
             layout.setdefault(tuple(of), []).append(name)
         self.layout = tuple((of, tuple(names)) for of, names in layout.items())
+        sharing: dict[str, set[str]] = {}
+        for served in layout:
+            for flavor_name in served:
+                sharing.setdefault(flavor_name, set()).update(served)
+        self.sharing = {flavor_name: frozenset(found) for flavor_name, found in sharing.items()}
 
     def lay_out(self, index: Mapping[str, _FlavorIndex]) -> dict[str, list[_FlavorIndex]]:
         """Per node, the indexes of its flavors from ``index`` (a placements' own): one
@@ -138,6 +145,31 @@ class _FlavorIndex:
         if not bucket:
             del self.buckets[gpus]
             del self.keys[bisect_left(self.keys, gpus)]
+
+    def move(self, gpus: int, cpu: int, new_gpus: int, new_cpu: int, name: str) -> None:
+        """:meth:`delete` then :meth:`insert` of ``name``. A node that keeps its bucket is
+        moved within it, searched for once, and replaced where it is when it keeps its place
+        (the entries beside it still enclose it)."""
+        if new_gpus != gpus:
+            self.delete(gpus, cpu, name)
+            self.insert(new_gpus, new_cpu, name)
+            return
+        bucket = self.buckets[gpus]
+        old = (cpu, name)
+        new = (new_cpu, name)
+        i = bisect_left(bucket, old)
+        if new < old:
+            if i == 0 or bucket[i - 1] < new:
+                bucket[i] = new
+                return
+            del bucket[i]
+            insort(bucket, new, 0, i)
+            return
+        if i + 1 == len(bucket) or new < bucket[i + 1]:
+            bucket[i] = new
+            return
+        del bucket[i]
+        insort(bucket, new, i)
 
 
 class PodTally:

@@ -41,7 +41,7 @@ node) nor under a plugin's victim strategy (it may read the walk's targets).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import is_
 
 from ..model import FR, PodSet, Workload
@@ -134,8 +134,6 @@ APART = True
 it off to compare with the search that keeps them)."""
 
 Target = tuple[PodSet, int, str]
-_NODES = "_nodes_of_flavors"
-"""Where a session keeps (``session.state``) the nodes of each flavor, as a set."""
 
 
 def search_targets(
@@ -155,29 +153,18 @@ def search_targets(
         or (policy is not None and policy.strategy is not None)
     ):
         return targets
-    kept = [t for t in targets if t[1] != 1 or not _apart(session, t, targets) or not fits_now([t])]
+    sharing = placements.pool.sharing
+    kept = [t for t in targets if t[1] != 1 or not _apart(sharing, t, targets) or not fits_now([t])]
     return kept if kept and len(kept) < len(targets) else targets
 
 
-def _apart(session: Session, target: Target, targets: list[Target]) -> bool:
+def _apart(sharing: Mapping[str, frozenset[str]], target: Target, targets: list[Target]) -> bool:
     """Whether the flavor of ``target`` has nodes, none of them a node of another target's
-    flavor (the nodes of a flavor are the snapshot's: kept for the session)."""
-    placements = session.placements
-    assert placements is not None
-    by_flavor = placements.pool.by_flavor
-    kept: dict[str, frozenset[str]] | None = session.state.get(_NODES)
-    if kept is None:
-        kept = session.state[_NODES] = {}
-    for flavor in {t[2] for t in targets}:
-        if flavor not in kept:
-            kept[flavor] = frozenset(by_flavor.get(flavor, ()))
-    mine = kept[target[2]]
-    if not mine:
-        return False
-    for other in targets:
-        if other is not target and (other[2] == target[2] or not mine.isdisjoint(kept[other[2]])):
-            return False
-    return True
+    flavor. ``sharing``: per flavor with nodes, the flavors its nodes serve
+    (``NodePool.sharing``, read from the pool's layout: no node is visited)."""
+    flavor = target[2]
+    shared = sharing.get(flavor)
+    return shared is not None and all(other is target or other[2] not in shared for other in targets)
 
 
 def _replicas(session: Session, preemptor: Workload, leaf: QuotaNode, target: tuple[PodSet, int, str]) -> SearchResult:

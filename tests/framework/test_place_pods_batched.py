@@ -5,11 +5,11 @@ least free GPUs that still fit, then the least free cpu, then the node name), ch
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.model import Flavor, Node, Toleration
+from preemptd.framework.model import Flavor, Node
 from preemptd.framework.nodes import NodePool, Placements
 
 GPU = "nvidia.com/gpu"
@@ -75,32 +75,24 @@ def test_placing_pods_chooses_the_nodes_one_at_a_time_best_fit_chooses(seed: int
             single.sync()
 
 
-class _Counting(Placements):
-    """Placements that note every best-fit answer."""
-
-    __slots__ = ("asked",)
-
-    def best_fit(
-        self, flavor: str, requests: Mapping[str, int], selector: Mapping[str, str], tolerations: Sequence[Toleration]
-    ) -> str | None:
-        found = super().best_fit(flavor, requests, selector, tolerations)
-        self.asked.append(found)
-        return found
-
-
 def test_the_pods_a_node_still_holds_are_placed_without_looking_again() -> None:
     """Two nodes of 8 GPUs, one with 3 free: five 1-GPU pods go three to the fuller node
-    (the least free GPUs that fit), then two to the other; best fit is asked twice, not five
-    times."""
+    (the least free GPUs that fit), then two to the other; with a summing ``take``, each
+    node's room is taken once, for all its pods."""
     nodes = {
         "big": Node("big", {"pool": "a100"}, {GPU: 8, "cpu": 64_000}),
         "full": Node("full", {"pool": "a100"}, {GPU: 8, "cpu": 64_000}),
     }
     pool = NodePool(nodes, FLAVORS)
     pool.free["full"][GPU] = 3
-    placements = _Counting(pool)
-    placements.asked = []
-    chosen = placements.place_pods("a100", {GPU: 1, "cpu": 1_000}, 5, {}, ())
+    placements = Placements(pool)
+    taken: list[tuple[str, dict[str, int]]] = []
+
+    def take(node: str, requests: Mapping[str, int]) -> None:
+        taken.append((node, dict(requests)))
+        placements.take_tentatively(node, requests)
+
+    chosen = placements.place_pods("a100", {GPU: 1, "cpu": 1_000}, 5, {}, (), take, additive=True)
     assert ["full", "full", "full", "big", "big"] == chosen
-    assert ["full", "big"] == placements.asked
+    assert [("full", {GPU: 3, "cpu": 3_000}), ("big", {GPU: 2, "cpu": 2_000})] == taken
     assert 0 == placements.free["full"][GPU] and 6 == placements.free["big"][GPU]
