@@ -45,6 +45,20 @@ def _direct(session: Session, node: QuotaNode, needed: frozenset[FR]) -> list[st
     ]
 
 
+def apply_changes(session: Session, changes: list[Any], added: dict[tuple[str, FR], int]) -> None:
+    """Usage added at a leaf, or removed where as much was added before (``added``: the
+    running totals), through the session's statement."""
+    statement = session.statement
+    for name, fr, amount, add in changes:
+        leaf = session.snapshot.tree.leaves[name]
+        if add:
+            statement.add_usage(leaf, {fr: amount})
+            added[(name, fr)] = added.get((name, fr), 0) + amount
+        elif added.get((name, fr), 0) >= amount:
+            statement.remove_usage(leaf, {fr: amount})
+            added[(name, fr)] -= amount
+
+
 _CHANGE = st.tuples(st.sampled_from(LEAVES), st.sampled_from(FRS), st.integers(1, 3000), st.booleans())
 _STEP = st.tuples(
     st.lists(_CHANGE, max_size=3),  # usage added or removed at a leaf
@@ -62,14 +76,7 @@ def test_every_answer_is_the_direct_reading_of_the_usage(steps: list[Any]) -> No
     cohorts = [tree.nodes[name] for name in ("org", "c0", "c1")]
     added: dict[tuple[str, FR], int] = {}
     for changes, commit, asked in steps:
-        for name, fr, amount, add in changes:
-            leaf = tree.leaves[name]
-            if add:
-                statement.add_usage(leaf, {fr: amount})
-                added[(name, fr)] = added.get((name, fr), 0) + amount
-            elif added.get((name, fr), 0) >= amount:
-                statement.remove_usage(leaf, {fr: amount})
-                added[(name, fr)] -= amount
+        apply_changes(session, changes, added)
         if commit:
             statement.commit()
         epoch = None if statement.ops else statement.epoch(cohorts[0])

@@ -24,7 +24,7 @@ from preemptd.framework.session import Session
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
 from preemptd.plugins import cohort_reclaim, priority
 
-from tests.plugins.test_cohort_reclaim_above import counted_readings
+from tests.plugins.test_cohort_reclaim_above import apply_changes, counted_readings
 
 PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
 FRS: list[FR] = [("default", "cpu"), ("default", "memory"), ("other", "cpu")]
@@ -78,14 +78,7 @@ def test_every_answer_after_commits_is_a_reading_of_every_child_from_scratch(ste
     cohorts = [tree.nodes[name] for name in ("org", "c0", "c1")]
     added: dict[tuple[str, FR], int] = {}
     for changes, commit, asked in steps:
-        for name, fr, amount, add in changes:
-            leaf = tree.leaves[name]
-            if add:
-                statement.add_usage(leaf, {fr: amount})
-                added[(name, fr)] = added.get((name, fr), 0) + amount
-            elif added.get((name, fr), 0) >= amount:
-                statement.remove_usage(leaf, {fr: amount})
-                added[(name, fr)] -= amount
+        apply_changes(session, changes, added)
         if commit:
             statement.commit()
         epoch = None if statement.ops else statement.epoch(cohorts[0])

@@ -135,21 +135,10 @@ def test_a_walk_within_nominal_runs_no_fit_test_before_the_preemptors_own_victim
             workload("h", "a", 4, priority=5, created=2),
         ],
     )
-    with pytest.MonkeyPatch.context() as patch:
-        _step_by_step(patch)
-        plain = _decided(parsed)
-    with pytest.MonkeyPatch.context() as patch:
-        answers = _counting_tests(patch)
-        decided = _decided(parsed)
-    assert decided == plain
-    result = json.loads(decided[0])
+    result, answers, each_step = _fit_tests_both_ways(parsed)
     assert sorted(p["workload"] for p in result["preempted"]) == ["ns/a1", "ns/b1", "ns/b2", "ns/c1"]
     assert answers == [True]
-    with pytest.MonkeyPatch.context() as patch:
-        _testing_each_step(patch)
-        answers = _counting_tests(patch)
-        assert _decided(parsed) == plain
-    assert answers == [False, False, False, True]
+    assert each_step == [False, False, False, True]
 
 
 def test_a_failed_fit_test_tightens_the_running_bound_to_the_available_it_read() -> None:
@@ -179,21 +168,27 @@ def test_a_failed_fit_test_tightens_the_running_bound_to_the_available_it_read()
             workload("h", "a", 4, priority=5, created=2),
         ],
     )
+    result, answers, each_step = _fit_tests_both_ways(parsed)
+    assert sorted(p["workload"] for p in result["preempted"]) == ["ns/b1", "ns/c1", "ns/c2"]
+    assert answers == [False, True]
+    assert each_step == [False, False, True]
+
+
+def _fit_tests_both_ways(parsed: Any) -> tuple[dict[str, Any], list[bool], list[bool]]:
+    """The first decision of ``parsed``, checked equal to the step-by-step walk's, with the
+    quota fit tests' answers in order: of this walk, and of a walk testing at every step
+    its bound allows (whose decisions must be the same too)."""
     with pytest.MonkeyPatch.context() as patch:
         _step_by_step(patch)
         plain = _decided(parsed)
     with pytest.MonkeyPatch.context() as patch:
         answers = _counting_tests(patch)
-        decided = _decided(parsed)
-    assert decided == plain
-    result = json.loads(decided[0])
-    assert sorted(p["workload"] for p in result["preempted"]) == ["ns/b1", "ns/c1", "ns/c2"]
-    assert answers == [False, True]
+        assert _decided(parsed) == plain
     with pytest.MonkeyPatch.context() as patch:
         _testing_each_step(patch)
-        answers = _counting_tests(patch)
+        each_step = _counting_tests(patch)
         assert _decided(parsed) == plain
-    assert answers == [False, False, True]
+    return json.loads(plain[0]), answers, each_step
 
 
 def _world(seed: int) -> Any:
