@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, insort
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
@@ -339,27 +339,47 @@ class Placements(SharedIndexes, Filling):
 
     def take_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
         """:meth:`take`, leaving the index alone until :meth:`sync`."""
-        self._defer(node_name, requests, -1)
+        self.defer(node_name, requests, -1)
 
     def give_back_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
         """:meth:`give_back`, leaving the index alone until :meth:`sync`."""
-        self._defer(node_name, requests, 1)
+        self.defer(node_name, requests, 1)
 
     def sync(self) -> None:
-        """Move every stale node to its place in the index."""
+        """Move every stale node to its place in the index (``_FlavorIndex.move``, inline
+        for a node that keeps its bucket: each commit's nodes pass here)."""
         stale = self._stale
         if not stale:
             return
         self._own_index()
         moved = self._moved
+        node_flavors = self._node_flavors
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
-            for index in self._node_flavors[name]:
-                index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
+            for index in node_flavors[name]:
+                if new_gpus != old_gpus:
+                    index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
+                    continue
+                bucket = index.buckets[old_gpus]
+                new = (new_cpu, name)
+                i = bisect_left(bucket, (old_cpu, name))
+                if new_cpu < old_cpu:
+                    if i == 0 or bucket[i - 1] < new:
+                        bucket[i] = new
+                        continue
+                    del bucket[i]
+                    insort(bucket, new, 0, i)
+                elif i + 1 == len(bucket) or new < bucket[i + 1]:
+                    bucket[i] = new
+                else:
+                    del bucket[i]
+                    insort(bucket, new, i)
         stale.clear()
         moved.clear()
 
-    def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+    def defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+        """Change the room of ``node_name`` by ``sign`` (-1 take, 1 give back) times
+        ``requests``, leaving the index alone until :meth:`sync` (what a statement calls)."""
         # _owned, inline (a search and each placed node pass here).
         free = self.free.get(node_name)
         if free is None:
@@ -397,7 +417,7 @@ class Placements(SharedIndexes, Filling):
             return
         if node_name in self._stale:
             # Its place in the index is the stale one; sync (or a later change) moves it.
-            self._defer(node_name, requests, sign)
+            self.defer(node_name, requests, sign)
             return
         old_gpus = gpu_amount(free)
         old_cpu = free.get("cpu", 0)
