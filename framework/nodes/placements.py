@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Callable, Mapping, Sequence
 
 from ..model import GPU_RESOURCES, Flavor, PodSet, Toleration
@@ -346,34 +346,16 @@ class Placements(SharedIndexes, Filling):
         self.defer(node_name, requests, 1)
 
     def sync(self) -> None:
-        """Move every stale node to its place in the index (``_FlavorIndex.move``, inline
-        for a node that keeps its bucket: each commit's nodes pass here)."""
+        """Move every stale node to its place in the index."""
         stale = self._stale
         if not stale:
             return
         self._own_index()
         moved = self._moved
-        node_flavors = self._node_flavors
         for name, (old_gpus, old_cpu) in stale.items():
             new_gpus, new_cpu = moved[name]
-            for index in node_flavors[name]:
-                if new_gpus != old_gpus:
-                    index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
-                    continue
-                bucket = index.buckets[old_gpus]
-                new = (new_cpu, name)
-                i = bisect_left(bucket, (old_cpu, name))
-                if new_cpu < old_cpu:
-                    if i == 0 or bucket[i - 1] < new:
-                        bucket[i] = new
-                        continue
-                    del bucket[i]
-                    insort(bucket, new, 0, i)
-                elif i + 1 == len(bucket) or new < bucket[i + 1]:
-                    bucket[i] = new
-                else:
-                    del bucket[i]
-                    insort(bucket, new, i)
+            for index in self._node_flavors[name]:
+                index.move(old_gpus, old_cpu, new_gpus, new_cpu, name)
         stale.clear()
         moved.clear()
 

@@ -1,6 +1,6 @@
 """A statement's node room changes and the index moves at commit (``Statement`` and
-``Placements.defer`` / ``sync``): a room change is one call into the placements, a commit
-moves a node that keeps its bucket without a call per node, and after every commit or
+``Placements.defer`` / ``sync``): a room change is one call into the placements, and after
+every commit or
 rollback to the last commit each flavor's index is the one a fresh index of the room would
 be (free GPUs of every kind together, then free cpu, then name: SEMANTICS §6), as when the
 same changes move the index at once (``Placements.take`` / ``give_back``)."""
@@ -90,23 +90,6 @@ def test_a_statements_room_change_is_one_call_into_the_placements() -> None:
     mark = statement.checkpoint()
     statement.take_room("n5", {"cpu": 7})
     assert _calls_into_nodes(lambda: statement.rollback(mark)) == ["defer"]
-
-
-def test_a_commit_moves_nodes_that_keep_their_bucket_without_a_call_per_node() -> None:
-    """Six nodes of 8 GPUs and 64 cpu: taking cpu only on one node, or on five, leaves each
-    in its bucket; the commit's sync makes the same calls for five nodes as for one (none
-    per node), and the index is then the fresh one (n1 with 1 cpu taken is passed by no
-    one; the five with 2 to 6 cpu taken come first, the most taken first)."""
-    calls = []
-    for taken in (("n1",), ("n1", "n2", "n3", "n4", "n5")):
-        placements = _placements()
-        statement = _statement(placements)
-        for i, node in enumerate(taken):
-            statement.take_room(node, {"cpu": 1_000 * (len(taken) - i + 1)})
-        calls.append(_calls_into_nodes(statement.commit))
-        assert _indexed(placements) == _fresh(placements)
-    assert calls[0] == calls[1]
-    assert [name for _, _, name in _indexed(placements)["a100"]] == ["n1", "n2", "n3", "n4", "n5", "n0"]
 
 
 @settings(max_examples=300, deadline=None)
