@@ -339,11 +339,11 @@ class Placements(SharedIndexes, Filling):
 
     def take_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
         """:meth:`take`, leaving the index alone until :meth:`sync`."""
-        self._defer(node_name, requests, -1)
+        self.defer(node_name, requests, -1)
 
     def give_back_tentatively(self, node_name: str, requests: Mapping[str, int]) -> None:
         """:meth:`give_back`, leaving the index alone until :meth:`sync`."""
-        self._defer(node_name, requests, 1)
+        self.defer(node_name, requests, 1)
 
     def sync(self) -> None:
         """Move every stale node to its place in the index."""
@@ -359,7 +359,9 @@ class Placements(SharedIndexes, Filling):
         stale.clear()
         moved.clear()
 
-    def _defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+    def defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+        """Change the room of ``node_name`` by ``sign`` (-1 take, 1 give back) times
+        ``requests``, leaving the index alone until :meth:`sync` (what a statement calls)."""
         # _owned, inline (a search and each placed node pass here).
         free = self.free.get(node_name)
         if free is None:
@@ -397,7 +399,7 @@ class Placements(SharedIndexes, Filling):
             return
         if node_name in self._stale:
             # Its place in the index is the stale one; sync (or a later change) moves it.
-            self._defer(node_name, requests, sign)
+            self.defer(node_name, requests, sign)
             return
         old_gpus = gpu_amount(free)
         old_cpu = free.get("cpu", 0)

@@ -11,7 +11,7 @@ epoch. Between commits the state of a tree is therefore named by its epoch, whic
 is what the session's search memo keys on (``preemption/memo.py``). A change
 later rolled back may still bump an epoch: a spurious bump only costs a memo miss.
 
-Node room changes tentatively (``Placements.take_tentatively``): the sorted node
+Node room changes tentatively (``Placements.defer``, one call per change): the sorted node
 index is brought up to date on commit, and when a rollback returns to the last
 commit, not after every operation a search undoes.
 
@@ -103,10 +103,10 @@ class Statement:
                 accounting.add_all(target, amounts)  # type: ignore[arg-type]
             elif kind == _TAKE:
                 assert placements is not None
-                placements.give_back_tentatively(target, amounts)  # type: ignore[arg-type]
+                placements.defer(target, amounts, 1)  # type: ignore[arg-type]
             else:
                 assert placements is not None
-                placements.take_tentatively(target, amounts)  # type: ignore[arg-type]
+                placements.defer(target, amounts, -1)  # type: ignore[arg-type]
         if not ops:
             # Back at the last commit: nothing touched is kept.
             self._touched.clear()
@@ -139,9 +139,9 @@ class Statement:
             for i in range(len(ops) - 1, checkpoint - 1, -1):
                 kind, target, amounts = ops[i]
                 if kind == _TAKE:
-                    placements.give_back_tentatively(target, amounts)  # type: ignore[arg-type]
+                    placements.defer(target, amounts, 1)  # type: ignore[arg-type]
                 elif kind == _GIVE:
-                    placements.take_tentatively(target, amounts)  # type: ignore[arg-type]
+                    placements.defer(target, amounts, -1)  # type: ignore[arg-type]
         del ops[checkpoint:]
         all_usage = self.accounting.usage
         for index, saved in held.items():
@@ -209,14 +209,14 @@ class Statement:
 
     def take_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
-        self.placements.take_tentatively(node, requests)
+        self.placements.defer(node, requests, -1)
         self.ops.append((_TAKE, node, requests))
         self._nodes_touched = True
         self._held_nodes = True
 
     def give_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
-        self.placements.give_back_tentatively(node, requests)
+        self.placements.defer(node, requests, 1)
         self.ops.append((_GIVE, node, requests))
         self._nodes_touched = True
         self._held_nodes = True
@@ -227,10 +227,10 @@ class Statement:
             return
         placements = self.placements
         assert placements is not None
-        give = placements.give_back_tentatively
+        defer = placements.defer
         ops = self.ops
         for node, requests in room:
-            give(node, requests)
+            defer(node, requests, 1)
             ops.append((_GIVE, node, requests))
         self._nodes_touched = True
         self._held_nodes = True
@@ -256,9 +256,9 @@ class Statement:
         placements = self.placements
         if nodes and placements is not None and candidate.room:
             # give_room, inlined: a victim search evicts once per step.
-            give = placements.give_back_tentatively
+            defer = placements.defer
             for node, requests in candidate.room:
-                give(node, requests)
+                defer(node, requests, 1)
                 ops.append((_GIVE, node, requests))
             self._nodes_touched = True
             self._held_nodes = True

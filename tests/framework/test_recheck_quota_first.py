@@ -71,14 +71,15 @@ def _with_view(session: Session) -> Books:
 def _counting_takes() -> Iterator[list[str]]:
     """Every node room taken tentatively (by a statement's ``take_room``), by node."""
     taken: list[str] = []
-    original = Placements.take_tentatively
+    original = Placements.defer
 
-    def counting(self: Placements, node: str, requests: Mapping[str, int]) -> None:
-        taken.append(node)
-        original(self, node, requests)
+    def counting(self: Placements, node: str, requests: Mapping[str, int], sign: int) -> None:
+        if sign < 0:
+            taken.append(node)
+        original(self, node, requests, sign)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Placements, "take_tentatively", counting)
+        patch.setattr(Placements, "defer", counting)
         yield taken
 
 
