@@ -9,16 +9,33 @@ are read from the snapshot alone (``units._room``: the pods and pods placed at s
 of the workload, never what the session took), so they are the ones the unit the list held
 carries, and the workload's pods, scattered in memory, are not read again. Any other
 workload's units are :func:`.units.candidate_units`' own.
+
+A patched list's running usage totals (``QueueUnits.totals``, which the quota bound reads per
+run) are spliced from the totals of the list before (:func:`spliced_totals`): the units
+outside the replaced segments are the same objects, with the same usage, so only the new
+units' usage is read; the rest is slicing and summing, read in C. A queue's lists are patched
+after every take from it and most are read again, so in deep queues reading every unit's usage
+again per patch grew with the queue's depth times its takes.
 """
 
 from __future__ import annotations
 
-from ..model import Workload
+from itertools import accumulate, islice
+from operator import sub
+
+from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Session
-from .units import _cached_units, _elastic_pod_set, _whole
+from .units import _cached_units, _elastic_pod_set, _whole, unit_flags
 
-__all__ = ["retaken_units"]
+__all__ = ["Origin", "retaken_units", "spliced_totals", "usage_totals"]
+
+Flags = dict[tuple[frozenset[FR], bool], list[bool]]
+Sums = dict[tuple[frozenset[FR], bool, FR], list[int]]
+# A patched list's origin: the flags and totals of the list before (``QueueUnits.flags`` and
+# ``sums``), and the segments ``(start, end, new units)`` replaced since, each in the list as
+# the earlier ones left it.
+Origin = tuple[Flags, list[tuple[int, int, list[Candidate]]], Sums]
 
 
 def retaken_units(
@@ -47,3 +64,36 @@ def retaken_units(
     made = [_whole(workload, leaf, usage, reason, group, unit.room, unit.unit, only_within_nominal, evicted, session.now)]
     unit_cache[key] = {(leaf.index, reason, group, only_within_nominal, False): made}
     return made
+
+
+def spliced_totals(origin: Origin | None, key: tuple[frozenset[FR], bool, FR]) -> list[int] | None:
+    """``QueueUnits.totals`` of a patched list (``origin``) for ``key`` (needed, ``with_room``,
+    flavor-resource), from the totals of the list before; ``None`` when that list has none
+    for ``key`` (or no flags: which units it kept is then not known).
+
+    Per unit kept before, its usage is the difference of two running totals; each segment
+    replaced is a range of the kept units (counted by the flags then), whose values are
+    replaced by the kept new units' usage, and the flags are spliced as ``using`` splices
+    them. The running sum of those values is the totals, value for value."""
+    if origin is None:
+        return None
+    flags_before, splices, sums_before = origin
+    needed, with_room, fr = key
+    flags = flags_before.get((needed, with_room))
+    sums = sums_before.get(key)
+    if flags is None or sums is None:
+        return None
+    values = list(map(sub, islice(sums, 1, None), sums))
+    for start, end, new in splices:
+        new_flags = unit_flags(new, needed, with_room)
+        first = sum(flags[:start])
+        values[first : first + sum(flags[start:end])] = [
+            unit.usage.get(fr, 0) for unit, kept in zip(new, new_flags, strict=True) if kept
+        ]
+        flags = [*flags[:start], *new_flags, *flags[end:]]
+    return list(accumulate(values, initial=0))
+
+
+def usage_totals(kept: list[Candidate], fr: FR) -> list[int]:
+    """Per i, the usage of ``fr`` of the first i units of ``kept``, each unit read."""
+    return list(accumulate([unit.usage.get(fr, 0) for unit in kept], initial=0))

@@ -43,7 +43,7 @@ from ..quota import QuotaNode
 from ..session import Candidate, Offer, Session
 from ..session.candidates import UnitIndex
 from .kept import KeptUnits, kept_units
-from .retaken import retaken_units
+from .retaken import Origin, retaken_units, spliced_totals, usage_totals
 from .units import candidate_units, queue_units_of, unit_flags, units_like
 
 __all__ = ["QueueUnits", "queue_units"]
@@ -83,9 +83,9 @@ class QueueUnits:
         self.reads: dict[tuple[frozenset[FR], bool], int] = {}
         # (needed, with_room) -> per unit, whether :meth:`using` keeps it (``unit_flags``: alike
         # in every class), shared with ``sums`` by the lists made from this one; ``origin``, a
-        # patched list's: the flags of the list before and the segments replaced since.
+        # patched list's: the flags and sums before and the segments replaced since (``retaken``).
         self.flags: dict[tuple[frozenset[FR], bool], list[bool]] = {}
-        self.origin: tuple[dict[tuple[frozenset[FR], bool], list[bool]], list[tuple[int, int, list[Candidate]]]] | None = None
+        self.origin: Origin | None = None
 
     def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
         """:meth:`using` once searches were handed as many units as the list holds: keeping
@@ -124,8 +124,8 @@ class QueueUnits:
         key = (needed, with_room, fr)
         found = self.sums.get(key)
         if found is None:
-            kept = self.using(needed, with_room)[0]
-            found = self.sums[key] = list(accumulate([unit.usage.get(fr, 0) for unit in kept], initial=0))
+            made = spliced_totals(self.origin, key)
+            found = self.sums[key] = made or usage_totals(self.using(needed, with_room)[0], fr)
         return found
 
     def count_between(self, low: int | None, high: int | None, needed: frozenset[FR], with_room: bool) -> int:
@@ -337,7 +337,7 @@ def _patch(
             bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
     patched = QueueUnits(units, bounds, running, made, len(changes))
     patched.positions = positions
-    patched.origin = (old.flags, splices)
+    patched.origin = (old.flags, splices, old.sums)
     return patched
 
 
