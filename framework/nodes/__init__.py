@@ -13,8 +13,9 @@ after each node they fill (``filling.py``).
 
 A victim search frees and takes room tentatively, and undoes it after every
 attempt; re-sorting a node in its bucket each time cost more than the search
-itself. Room changed through :meth:`Placements.take_tentatively` and
-:meth:`Placements.give_back_tentatively` changes only the node's free room: the
+itself. Room changed through :meth:`Placements.defer` (what a statement calls;
+``take_tentatively`` and ``give_back_tentatively`` are its two-argument forms, for a
+``take`` callback) changes only the node's free room: the
 node is marked stale, with the place the index still holds for it, and is moved
 in the index by :meth:`Placements.sync` (the session's statement syncs on commit,
 and when a rollback brings it back to the last commit). Until then every query

@@ -35,17 +35,31 @@ CLUSTERS = {
 }
 
 
+def decide_recorded(objects: list[dict[str, Any]], *patches: tuple[object, str, object]) -> tuple[Any, Books, Session]:
+    """One default session over ``objects`` with each ``(target, name, value)`` of
+    ``patches`` set, and the view (``Books``) and the session its rounds made."""
+    made: list[tuple[Books, Session]] = []
+    original_books = allocate.Books
+
+    def recording(session: Session) -> Books:
+        books = original_books(session)
+        made.append((books, session))
+        return books
+
+    actions, registry_of = default_session()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(allocate, "Books", recording)
+        for target, name, value in patches:
+            patch.setattr(target, name, value)
+        decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
+    ((books, session),) = made
+    return decisions, books, session
+
+
 def _run(objects: list[dict[str, Any]], kept: dict[bool, int] | None) -> tuple[Any, ...]:
     """Decisions, explanations and the final view without victims; ``kept`` (when given)
     counts the re-checks that kept their evictions, by whether they gave node room."""
-    books: list[Books] = []
-    original_books = allocate.Books
     original_still_fits = allocate.still_fits
-
-    def recording(session: Session) -> Books:
-        made = original_books(session)
-        books.append(made)
-        return made
 
     def still_fits(session: Session, view: Books, leaf: Any, assignment: Any) -> bool:
         fits = original_still_fits(session, view, leaf, assignment)
@@ -58,12 +72,7 @@ def _run(objects: list[dict[str, Any]], kept: dict[bool, int] | None) -> tuple[A
                 kept[view.with_room] += 1
         return fits
 
-    actions, registry_of = default_session()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allocate, "Books", recording)
-        patch.setattr(allocate, "still_fits", still_fits)
-        decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
-    (view,) = books
+    decisions, view, _ = decide_recorded(objects, (allocate, "still_fits", still_fits))
     own = view.own
     assert own is not None and not own.ops
     free = own.placements.free if own.placements is not None else None

@@ -21,12 +21,11 @@ from preemptd.framework.actions import allocate
 from preemptd.framework.actions.books import Books, place, still_fits
 from preemptd.framework.model import PodSet, Workload
 from preemptd.framework.quota import QuotaNode
-from preemptd.framework.run import run_session
 from preemptd.framework.session import Assignment, PodSetAssignment, Registry, Session, Statement
 from preemptd.framework.testing import snapshot
 
-from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, SIZES, generate_saturated, generate_spec
+from tests.framework.test_recheck_keeps_evictions import decide_recorded
 
 CLUSTERS = {
     "contended-40-nodes": lambda: generate_spec(
@@ -46,16 +45,6 @@ def _run(objects: list[dict[str, Any]], seen: dict[str, int] | None) -> tuple[An
     None, every placement a re-check kept is given back so that the admission places the
     pods itself (the re-check as it was before it placed them), else ``seen`` counts the
     re-checks of entries without victims by outcome."""
-    made: list[Books] = []
-    sessions: list[Session] = []
-    original_books = allocate.Books
-
-    def recording(session: Session) -> Books:
-        books = original_books(session)
-        made.append(books)
-        sessions.append(session)
-        return books
-
     def checked(session: Session, books: Books, leaf: QuotaNode, assignment: Assignment) -> bool:
         room = dict(session.placements.free) if session.placements is not None else None
         own = books.own
@@ -77,13 +66,7 @@ def _run(objects: list[dict[str, Any]], seen: dict[str, int] | None) -> tuple[An
             books.placed = False
         return fits
 
-    actions, registry_of = default_session()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allocate, "Books", recording)
-        patch.setattr(allocate, "still_fits", checked)
-        decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
-    (books,) = made
-    (session,) = sessions
+    decisions, books, session = decide_recorded(objects, (allocate, "still_fits", checked))
     assert session.placements is not None
     own = books.own
     own_room = own.placements.free if own is not None and own.placements is not None else None

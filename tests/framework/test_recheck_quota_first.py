@@ -23,18 +23,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from preemptd.framework.actions import allocate
 from preemptd.framework.actions import books as books_module
 from preemptd.framework.actions.books import Books, still_fits
 from preemptd.framework.model import FR, PodSet, Workload
 from preemptd.framework.nodes import Placements
 from preemptd.framework.quota import Accounting, QuotaNode
-from preemptd.framework.run import run_session
 from preemptd.framework.session import Assignment, PodSetAssignment, Registry, Session, Statement
 from preemptd.framework.testing import snapshot
 
-from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, SIZES, generate_saturated, generate_spec
+from tests.framework.test_recheck_keeps_evictions import decide_recorded
 
 
 def _entry(count: int) -> tuple[Session, QuotaNode, Assignment, str]:
@@ -214,16 +212,7 @@ def _run(objects: list[dict[str, Any]], ceiling: bool, seen: dict[str, int]) -> 
     """Decisions, explanations, the session's room and the view's (room and quota) at the
     end; without ``ceiling`` the re-check asks the view's and the physical quota always.
     ``seen`` counts the flavor-resources the session's quota let through."""
-    made: list[Books] = []
-    sessions: list[Session] = []
-    original_books = allocate.Books
     lets = books_module._session_lets
-
-    def recording(session: Session) -> Books:
-        books = original_books(session)
-        made.append(books)
-        sessions.append(session)
-        return books
 
     def session_lets(ceiling_: Accounting, leaf: QuotaNode, fr: FR, amount: int, allowed: bool) -> bool:
         if not ceiling:
@@ -232,13 +221,7 @@ def _run(objects: list[dict[str, Any]], ceiling: bool, seen: dict[str, int]) -> 
         seen["let"] += answer
         return answer
 
-    actions, registry_of = default_session()
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(allocate, "Books", recording)
-        patch.setattr(books_module, "_session_lets", session_lets)
-        decisions = run_session(snapshot(objects, NOW_MS), registry_of(), actions=actions)
-    (books,) = made
-    (session,) = sessions
+    decisions, books, session = decide_recorded(objects, (books_module, "_session_lets", session_lets))
     assert session.placements is not None
     own = books.own
     view = (own.accounting.usage, own.placements.free if own.placements is not None else None) if own else None

@@ -11,6 +11,7 @@ that two needed sets asked between the same commits cost one reading.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -45,18 +46,27 @@ def _direct(session: Session, node: QuotaNode, needed: frozenset[FR]) -> list[st
     ]
 
 
-def apply_changes(session: Session, changes: list[Any], added: dict[tuple[str, FR], int]) -> None:
-    """Usage added at a leaf, or removed where as much was added before (``added``: the
-    running totals), through the session's statement."""
+def applied_steps(session: Session, steps: list[Any]) -> Iterator[tuple[Any, int | None]]:
+    """Each step's usage changes at leaves (a removal only where as much was added before),
+    committed or left uncommitted while its questions are asked (and committed after):
+    yields the questions and the tree's epoch, or None while uncommitted."""
     statement = session.statement
-    for name, fr, amount, add in changes:
-        leaf = session.snapshot.tree.leaves[name]
-        if add:
-            statement.add_usage(leaf, {fr: amount})
-            added[(name, fr)] = added.get((name, fr), 0) + amount
-        elif added.get((name, fr), 0) >= amount:
-            statement.remove_usage(leaf, {fr: amount})
-            added[(name, fr)] -= amount
+    org = session.snapshot.tree.nodes["org"]
+    added: dict[tuple[str, FR], int] = {}
+    for changes, commit, asked in steps:
+        for name, fr, amount, add in changes:
+            leaf = session.snapshot.tree.leaves[name]
+            if add:
+                statement.add_usage(leaf, {fr: amount})
+                added[(name, fr)] = added.get((name, fr), 0) + amount
+            elif added.get((name, fr), 0) >= amount:
+                statement.remove_usage(leaf, {fr: amount})
+                added[(name, fr)] -= amount
+        if commit:
+            statement.commit()
+        yield asked, None if statement.ops else statement.epoch(org)
+        if not commit:
+            statement.commit()
 
 
 _CHANGE = st.tuples(st.sampled_from(LEAVES), st.sampled_from(FRS), st.integers(1, 3000), st.booleans())
@@ -71,21 +81,13 @@ _STEP = st.tuples(
 @given(st.lists(_STEP, min_size=1, max_size=8))
 def test_every_answer_is_the_direct_reading_of_the_usage(steps: list[Any]) -> None:
     session = _session()
-    statement = session.statement
     tree = session.snapshot.tree
     cohorts = [tree.nodes[name] for name in ("org", "c0", "c1")]
-    added: dict[tuple[str, FR], int] = {}
-    for changes, commit, asked in steps:
-        apply_changes(session, changes, added)
-        if commit:
-            statement.commit()
-        epoch = None if statement.ops else statement.epoch(cohorts[0])
+    for asked, epoch in applied_steps(session, steps):
         for needed in asked:
             for node in cohorts:
                 found = cohort_reclaim._above(session, node, needed, epoch)
                 assert [child.name for child in found] == _direct(session, node, needed), (node.name, needed)
-        if not commit:
-            statement.commit()
 
 
 def counted_readings(monkeypatch: pytest.MonkeyPatch) -> list[str]:

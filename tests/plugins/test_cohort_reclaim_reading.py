@@ -22,13 +22,16 @@ from preemptd.framework.model import FR
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.session import Session
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
-from preemptd.plugins import cohort_reclaim, priority
+from preemptd.plugins import cohort_reclaim
 
-from tests.plugins.test_cohort_reclaim_above import apply_changes, counted_readings
+from tests.plugins.test_cohort_reclaim_above import (
+    FRS,
+    LEAVES,
+    PLUGINS,
+    applied_steps,
+    counted_readings,
+)
 
-PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
-FRS: list[FR] = [("default", "cpu"), ("default", "memory"), ("other", "cpu")]
-LEAVES = [f"q{c}{i}" for c in range(2) for i in range(3)]
 CPU = FRS[0]
 
 
@@ -73,15 +76,9 @@ _STEP = st.tuples(
 @given(st.lists(_STEP, min_size=1, max_size=10))
 def test_every_answer_after_commits_is_a_reading_of_every_child_from_scratch(steps: list[Any]) -> None:
     session = _session()
-    statement = session.statement
     tree = session.snapshot.tree
     cohorts = [tree.nodes[name] for name in ("org", "c0", "c1")]
-    added: dict[tuple[str, FR], int] = {}
-    for changes, commit, asked in steps:
-        apply_changes(session, changes, added)
-        if commit:
-            statement.commit()
-        epoch = None if statement.ops else statement.epoch(cohorts[0])
+    for asked, epoch in applied_steps(session, steps):
         for needed, high in asked:
             for node in cohorts:
                 found = cohort_reclaim._reached(session, node, needed, epoch, high)
@@ -90,8 +87,6 @@ def test_every_answer_after_commits_is_a_reading_of_every_child_from_scratch(ste
             for node in cohorts:
                 kept = session.state[cohort_reclaim.ABOVE_ON][node.index][1]
                 assert kept == cohort_reclaim._above_on(session, node), node.name
-        if not commit:
-            statement.commit()
 
 
 def test_a_commit_reads_again_only_the_child_whose_usage_it_moved(monkeypatch: pytest.MonkeyPatch) -> None:
