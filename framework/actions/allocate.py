@@ -12,7 +12,9 @@ A head a kept head of its queue judges (``preemption/heads.py``) is pending with
 message of its own. When it reserves nothing and no plugin listens to admissions and
 evictions, processing it reads and changes nothing the round's other entries read, so
 it is processed where it is judged instead of being ordered among them; the round
-remembers only whether it was the least entry, the one never offered again.
+remembers only which queues it processed so, to tell whether one of them was the least
+entry, the one never offered again, when that is asked (rarely: only when the first
+entry in order is to be offered again).
 
 An admitted elastic workload below its count is in its queue's order too, as a
 pending workload of its priority and creation time (§4 Growth, docs/elastic.md):
@@ -61,6 +63,7 @@ class _Queue:
     reserves: bool  # a preemptor without victims reserves quota (not ``reclaimWithinCohort: Any``)
     pos: int = 0
     blocked: bool = False
+    level: int = 0  # the borrowing level of its head last processed at once (``_least_first``)
 
 
 @dataclass(slots=True)
@@ -123,10 +126,13 @@ def run_rounds(session: Session) -> None:
     # Without a listener to admissions and evictions, processing an entry asks no plugin
     # anything: a judged head that reserves nothing is processed where it is judged.
     quiet = AT_ONCE and statement.on_admit is None and statement.on_evict is None
+    explanations = session.decisions.explanations if session.explaining else None
+    flavor_scans = session.decisions.flavor_scans
+    pending_of = rounds.pending
     while True:
         entries = []
         offering = []  # the queues offering a head this round, in order
-        least: tuple[int, tuple[object, ...]] | None = None  # the least order of a head processed at once
+        at_once: list[_Queue] = []  # the queues whose head was processed at once
         states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
         for queue in queues:
             if queue.blocked:
@@ -145,12 +151,26 @@ def run_rounds(session: Session) -> None:
                 if quiet and (kept.nofit or not queue.reserves):
                     # Pending with a message of its own and nothing reserved: it changes
                     # nothing another entry of the round reads, so it is processed now
-                    # (only the first entry of the round is told apart, by ``least``).
-                    # ``(level, key) < least``, without the pair made first.
-                    level = kept.level
-                    if least is None or level < least[0] or (level == least[0] and queue.keys[pos] < least[1]):
-                        least = (level, queue.keys[pos])
-                    _judged(session, rounds, queue, workload, kept, message)
+                    # (only the first entry of the round is told apart, ``_least_first``).
+                    queue.level = kept.level
+                    at_once.append(queue)
+                    key = workload.key
+                    if explanations is not None:  # _judged, nothing reserved
+                        lines = explanations.get(key)
+                        if lines is None:
+                            explanations[key] = [kept.tried]
+                        else:
+                            lines.append(kept.tried)
+                    if kept.nofit:
+                        made = pending(key, "NoFit", message or "no flavor fits")
+                    elif message and not session.notes_added:
+                        made = pending(key, "PreemptionNoCandidates", message)
+                    else:
+                        made = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
+                    pending_of[key] = made
+                    scan = kept.scan
+                    if scan is not None:
+                        flavor_scans[key] = scan
                     queue.pos += 1
                     if queue.strict:
                         _block(session, rounds, queue, workload)
@@ -167,9 +187,6 @@ def run_rounds(session: Session) -> None:
             # A queue blocked or emptied stays so: the later rounds go over the others only.
             queues = offering
         entries.sort(key=_ORDER)
-        # The first entry of the round, which is never offered again: the least in order
-        # of all, heads processed at once included.
-        first = 0 if least is None or (entries and entries[0].order < least) else -1
         relied_on: set[tuple[object, ...]] = set()
         for i, entry in enumerate(_picked(session, entries) if picker else entries):
             queue = entry.queue
@@ -193,16 +210,25 @@ def run_rounds(session: Session) -> None:
             growing = workload.admission is not None and not workload.is_deployment  # _grows
             if growing:
                 rounds.pending.pop(workload.key, None)  # running: never listed pending
-            if outcome == _AGAIN and i != first:
+            if outcome == _AGAIN and (i or not _least_first(entries[0], at_once)):
                 continue
-            # The first entry of a round is never offered again, so every round
-            # finishes at least one workload and the session ends.
+            # The first entry of a round (the least in order of all, heads processed at
+            # once included) is never offered again, so every round finishes at least
+            # one workload and the session ends.
             queue.pos += 1
             if queue.strict and outcome != _ADMITTED and not growing:
                 _block(session, rounds, queue, workload)
     session.decisions.pending.extend(rounds.pending.values())
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
+
+
+def _least_first(entry: _Entry, at_once: list[_Queue]) -> bool:
+    """Whether ``entry``, the least of a round's entries in order, is also less than
+    every head the round processed at once (each its queue's last one, made the pair
+    the entries are ordered by only here)."""
+    order = entry.order
+    return all(order < (queue.level, queue.keys[queue.pos - 1]) for queue in at_once)
 
 
 def _block(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload) -> None:
@@ -347,8 +373,8 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
         rounds.pending[key] = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
-    if assignment.flavor_scan:  # _record_scan: a judged head stores no scan of its own
-        session.decisions.flavor_scans[key] = judged.scan()
+    if judged.scan is not None:  # _record_scan: a judged head stores no scan of its own
+        session.decisions.flavor_scans[key] = judged.scan
 
 
 def _noted(session: Session, key: str, message: str) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..model import Workload
 from ..quota import QuotaNode
 from ..session import NOCANDIDATES, NOFIT, Assignment, SearchResult, Session
-from .memo import Answers, Said, answers_now, counted, plugins_said, search_state, tally
+from .memo import Answers, Said, answers_now, plugins_said, search_state, tally
 
 __all__ = ["Before", "Kept", "State", "head_counts", "judge", "judged_head", "keep_head"]
 
@@ -50,11 +50,11 @@ class Kept:
     over as it is (see :func:`judge`)."""
 
     __slots__ = (
-        "_scan", "answers", "assignment", "count", "created", "head", "level", "nofit", "pod_sets", "priority",
-        "requests", "tried",
+        "answers", "assignment", "count", "counters", "created", "first", "head", "level", "nofit", "pod_sets",
+        "priority", "requests", "scan", "tally", "tried",
     )
 
-    def __init__(self, head: Workload, assignment: Assignment) -> None:
+    def __init__(self, head: Workload, assignment: Assignment, session: Session) -> None:
         self.head = head
         self.assignment = assignment
         # Its borrowing level as the rounds order their entries (none without a fit).
@@ -66,21 +66,22 @@ class Kept:
         first = head.pod_sets[0] if head.pod_sets else None
         self.count = first.count if first is not None else -1
         self.requests = first.requests if first is not None else None
+        # Its only pod set, when it has one (compared field by field, :func:`judge`).
+        self.first = first if len(head.pod_sets) == 1 else None
+        # What a judgement counts, held so that judging reads no session state by name.
+        self.tally = tally(session)
+        self.counters = session.counters
         self.tried = f"flavors as for {head.key}: the same pod sets, no lower priority, the same state"
         self.answers = (
             Answers(assignment.usage, assignment.needed, assignment.node_short)
             if assignment.mode == NOCANDIDATES
             else None
         )
-        self._scan: dict[str, dict[str, int]] | None = None
-
-    def scan(self) -> dict[str, dict[str, int]]:
-        """A copy of its assignment's flavor scan, made once: the one every head it judges
-        stores (``Decisions.flavor_scans`` is read, never changed, by whoever writes it)."""
-        scan = self._scan
-        if scan is None:
-            scan = self._scan = dict(self.assignment.flavor_scan)
-        return scan
+        # A copy of its assignment's flavor scan (complete once it is kept), the one every
+        # head it judges stores (``Decisions.flavor_scans`` is read, never changed, by whoever
+        # writes it); ``None`` when it has none (a judged head then stores none).
+        scan = assignment.flavor_scan
+        self.scan: dict[str, dict[str, int]] | None = dict(scan) if scan else None
 
 
 def _judgeable(session: Session, workload: Workload) -> bool:
@@ -123,7 +124,7 @@ def keep_head(
     kept = heads.get(leaf.index)
     if kept is None or kept[0] != state:
         kept = heads[leaf.index] = (state, [])
-    kept[1].append(Kept(workload, assignment))
+    kept[1].append(Kept(workload, assignment, session))
 
 
 def judge(
@@ -145,13 +146,10 @@ def judge(
     if kept is None:
         return None
     # Heads are kept only in a session whose scan is known and whose memo is on (both
-    # fixed for the session, ``_judgeable``): what is left to ask is the head's own.
+    # fixed for the session, ``_judgeable``): what is left to ask is the head's own. An
+    # elastic head (a pod set with a min count) has the pod sets of no kept head.
     if session.statement.ops or workload.flavor_scan or workload.is_deployment or workload.admission is not None:
         return None
-    pod_sets = workload.pod_sets
-    for pod_set in pod_sets:  # ``workload.is_elastic``, without a generator
-        if pod_set.min_count is not None:
-            return None
     if states is None:
         state = search_state(session, leaf)
     else:
@@ -162,8 +160,14 @@ def judge(
         state = known
     if kept[0] != state:
         return None
+    pod_sets = workload.pod_sets
     first = pod_sets[0] if pod_sets else None
-    count, requests = (first.count, first.requests) if first is not None else (-1, None)
+    if first is not None:
+        count, requests = first.count, first.requests
+        if len(pod_sets) != 1:
+            first = None
+    else:
+        count, requests = -1, None
     priority, created = workload.priority, workload.created
     for head in kept[1]:
         # The kept head's pod sets equal these, and it is no weaker (its priority higher,
@@ -172,36 +176,41 @@ def judge(
             continue
         if priority > head.priority or (priority == head.priority and created < head.created):
             continue
-        if first is not None and len(pod_sets) == 1:
-            # Count and requests are equal, neither has a min count: the rest of PodSet.
-            them = head.pod_sets[0]
-            if len(head.pod_sets) != 1 or not (
+        them = head.first
+        if first is not None and them is not None:
+            # One pod set each, count and requests equal, the kept one no min count: the
+            # rest of PodSet.
+            if not (
                 them.name == first.name
+                and first.min_count is None
                 and them.node_selector == first.node_selector
                 and them.tolerations == first.tolerations
             ):
                 continue
         elif head.pod_sets != pod_sets:
             continue
-        message = head.assignment.message
         answers = head.answers
-        if answers is not None:
-            # The answer its own search would get: the same request, a weaker preemptor
-            # (memo.dominated, its failures filtered once for this request).
-            found = answers.current(state)
-            if found is None:
-                found = answers_now(session, leaf, answers, state)
-            if found is None:
-                return None
-            for p, c, said in found:
-                if priority < p or (priority == p and created >= c):
-                    message = said
-                    break
-            else:
-                return None
-            counted(session)
-        session.counters.judged += 1
-        return head, message
+        if answers is None:
+            head.counters.judged += 1
+            return head, head.assignment.message
+        # The answer its own search would get: the same request, a weaker preemptor
+        # (memo.dominated, its failures filtered once for this request).
+        failures = answers.failures
+        found: list[tuple[int, int, str]] | None
+        if answers.state == state and failures is not None and answers.seen == len(failures):
+            found = answers.found  # Answers.current
+        else:
+            found = answers_now(session, leaf, answers, state)
+        if found is None:
+            return None
+        for p, c, said in found:
+            if priority < p or (priority == p and created >= c):
+                counters = head.counters
+                counters.dominated += 1  # memo.counted, with the tally held
+                head.tally.answered += 1
+                counters.judged += 1
+                return head, said
+        return None
     return None
 
 

@@ -124,8 +124,8 @@ def test_heads_judged_by_one_kept_head_share_one_copy_of_its_flavor_scan() -> No
     kept: list[heads.Kept] = []
     real = heads.Kept.__init__
 
-    def recording(self: heads.Kept, head: Workload, assignment: Any) -> None:
-        real(self, head, assignment)
+    def recording(self: heads.Kept, head: Workload, assignment: Any, session: Any) -> None:
+        real(self, head, assignment, session)
         kept.append(self)
 
     actions, registry = default_session()
