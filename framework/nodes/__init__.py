@@ -9,7 +9,10 @@ nodes per pod would be quadratic over a burst of pods, so each flavor keeps
 its nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``;
 the first fitting node found walking buckets upwards from the request is the
 best fit. The identical pods of a pod set are placed with one such walk, resumed
-after each node they fill (``filling.py``).
+after each node they fill (``filling.py``). A bucket's entry is one integer,
+``cpu << shift | rank``, the rank being the node's place among the pool's sorted
+names: integers order as the (cpu, name) pairs do, and a search of a bucket (what
+keeping it sorted mostly costs) compares integers, not pairs of a number and a string.
 
 A victim search frees and takes room tentatively, and undoes it after every
 attempt; re-sorting a node in its bucket each time cost more than the search

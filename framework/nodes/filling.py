@@ -90,6 +90,11 @@ class Filling:
         found: tuple[int, int, str] | None = None  # the index's answer, walked from ``after``
         after: tuple[int, int, str] | None = None
         place = 0  # where the walk found ``found`` in its bucket (checked before it is used)
+        code = 0  # ``found``'s entry in its bucket
+        names = index.names
+        mask = index.mask
+        shift = index.shift
+        floor = cpu << shift  # no entry of a node short of cpu reaches it
         walk = True
         left = count
         while True:
@@ -102,17 +107,17 @@ class Filling:
                     key = keys[i]
                     bucket = index.buckets[key]
                     if after is not None and key == after[0]:
-                        entry = (after[1], after[2])
-                        if place < len(bucket) and bucket[place] == entry:
+                        if place < len(bucket) and bucket[place] == code:
                             first = place + 1  # the bucket is as the last walk left it
                         else:
-                            first = bisect_right(bucket, entry)
-                    elif bucket[0] >= (cpu, ""):
+                            first = bisect_right(bucket, code)
+                    elif bucket[0] >= floor:
                         first = 0
                     else:
-                        first = bisect_left(bucket, (cpu, ""))
+                        first = bisect_left(bucket, floor)
                     for j in range(first, len(bucket)):
-                        node_cpu, name = bucket[j]
+                        code = bucket[j]
+                        name = names[code & mask]
                         if stale and name in stale:
                             continue
                         room = free[name]
@@ -121,7 +126,7 @@ class Filling:
                                 break
                         else:
                             if node_matches(nodes[name], selector, tolerations):
-                                found = (key, node_cpu, name)
+                                found = (key, code >> shift, name)
                                 place = j
                                 break
                     if found is not None:

@@ -46,7 +46,7 @@ class Placements(SharedIndexes, Filling):
         self._stale: dict[str, tuple[int, int]] = {}
         self._moved: dict[str, tuple[int, int]] = {}
         for flavor, members in pool.by_flavor.items():
-            index = self._index[flavor] = _FlavorIndex()
+            index = self._index[flavor] = _FlavorIndex(pool.names, pool.ranks)
             for name in members:
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
@@ -165,15 +165,19 @@ class Placements(SharedIndexes, Filling):
         free = self.free
         stale = self._stale
         keys = index.keys
+        names = index.names
+        mask = index.mask
+        shift = index.shift
         best: tuple[int, int, str] | None = None
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
-            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                node_cpu, name = bucket[j]
+            for j in range(bisect_left(bucket, cpu << shift), len(bucket)):
+                code = bucket[j]
+                name = names[code & mask]
                 if (stale and name in stale) or name in skip:
                     continue
                 if _fits(free[name], requests) and node_matches(nodes[name], selector, tolerations):
-                    best = (k, node_cpu, name)
+                    best = (k, code >> shift, name)
                     break
             if best is not None:
                 break
@@ -318,10 +322,13 @@ class Placements(SharedIndexes, Filling):
         free = self.free
         stale = self._stale
         keys = index.keys
+        names = index.names
+        mask = index.mask
+        floor = cpu << index.shift
         for k in keys[bisect_left(keys, gpus) :]:
             bucket = index.buckets[k]
-            for j in range(bisect_left(bucket, (cpu, "")), len(bucket)):
-                name = bucket[j][1]
+            for j in range(bisect_left(bucket, floor), len(bucket)):
+                name = names[bucket[j] & mask]
                 if (stale and name in stale) or (changed and name in changed):
                     continue
                 fits = pods_held(free[name], requested, wanted - found)

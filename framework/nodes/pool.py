@@ -1,8 +1,8 @@
 """The static node view, the terms a pod is placed with, and how a node is judged.
 
 :class:`NodePool` says which nodes serve which flavor; :class:`_FlavorIndex` keeps a
-flavor's nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)`` (see the
-package notes); :class:`PodTally` judges one node for a pod set as the placements' count
+flavor's nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``, an
+entry one integer (see the package notes); :class:`PodTally` judges one node for a pod set as the placements' count
 does.
 """
 
@@ -57,10 +57,13 @@ def node_matches(
 class NodePool:
     """The static node view of a snapshot: which nodes serve which flavor."""
 
-    __slots__ = ("by_flavor", "free", "layout", "nodes", "sharing")
+    __slots__ = ("by_flavor", "free", "layout", "names", "nodes", "ranks", "sharing")
 
     def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
         self.nodes = dict(sorted(nodes.items()))
+        # The node names in order, and each one's place there (a flavor index's ranks).
+        self.names: tuple[str, ...] = tuple(self.nodes)
+        self.ranks: dict[str, int] = {name: i for i, name in enumerate(self.names)}
         self.free: dict[str, dict[str, int]] = {
             name: dict(node.allocatable) for name, node in self.nodes.items()
         }
@@ -120,28 +123,51 @@ def _fits(free: Mapping[str, int], requests: Mapping[str, int]) -> bool:
 
 
 class _FlavorIndex:
-    __slots__ = ("buckets", "keys")
+    """A flavor's nodes bucketed by free GPUs, each bucket sorted by (free cpu, name).
 
-    def __init__(self) -> None:
-        self.buckets: dict[int, list[tuple[int, str]]] = {}
+    An entry is one integer, ``cpu << shift | rank`` (``rank``: the name's place among
+    ``names``, sorted, below ``1 << shift``), so a bucket orders its entries as it would
+    order (cpu, name) pairs, and a search compares integers, not pairs (see the notes)."""
+
+    __slots__ = ("buckets", "keys", "mask", "names", "ranks", "shift")
+
+    def __init__(self, names: Sequence[str], ranks: Mapping[str, int] | None = None) -> None:
+        """``names``: every node the index may hold, sorted; ``ranks``: each one's place
+        there (made when not given)."""
+        self.names = names
+        self.ranks = ranks if ranks is not None else {name: i for i, name in enumerate(names)}
+        self.shift = max(1, len(names).bit_length())
+        self.mask = (1 << self.shift) - 1
+        self.buckets: dict[int, list[int]] = {}
         self.keys: list[int] = []
 
     def copy(self) -> _FlavorIndex:
-        copied = _FlavorIndex()
+        copied = _FlavorIndex.__new__(_FlavorIndex)
+        copied.names = self.names
+        copied.ranks = self.ranks
+        copied.shift = self.shift
+        copied.mask = self.mask
         copied.keys = list(self.keys)
         copied.buckets = {k: list(v) for k, v in self.buckets.items()}
         return copied
+
+    def entries(self, gpus: int) -> list[tuple[int, str]]:
+        """The bucket of ``gpus`` as (cpu, name) pairs, in its order."""
+        names = self.names
+        mask = self.mask
+        shift = self.shift
+        return [(code >> shift, names[code & mask]) for code in self.buckets.get(gpus, ())]
 
     def insert(self, gpus: int, cpu: int, name: str) -> None:
         bucket = self.buckets.get(gpus)
         if bucket is None:
             bucket = self.buckets[gpus] = []
             insort(self.keys, gpus)
-        insort(bucket, (cpu, name))
+        insort(bucket, cpu << self.shift | self.ranks[name])
 
     def delete(self, gpus: int, cpu: int, name: str) -> None:
         bucket = self.buckets[gpus]
-        del bucket[bisect_left(bucket, (cpu, name))]
+        del bucket[bisect_left(bucket, cpu << self.shift | self.ranks[name])]
         if not bucket:
             del self.buckets[gpus]
             del self.keys[bisect_left(self.keys, gpus)]
@@ -155,8 +181,10 @@ class _FlavorIndex:
             self.insert(new_gpus, new_cpu, name)
             return
         bucket = self.buckets[gpus]
-        old = (cpu, name)
-        new = (new_cpu, name)
+        rank = self.ranks[name]
+        shift = self.shift
+        old = cpu << shift | rank
+        new = new_cpu << shift | rank
         i = bisect_left(bucket, old)
         if new < old:
             if i == 0 or bucket[i - 1] < new:

@@ -55,10 +55,13 @@ def fit_witness(placements: Placements, flavor_name: str, flavor: Flavor, pod_se
     witness: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     found = 0
     keys = index.keys
+    names = index.names
+    mask = index.mask
+    floor = cpu << index.shift
     for k in reversed(keys[bisect_left(keys, gpus) :]):
         bucket = index.buckets[k]
-        for j in range(len(bucket) - 1, bisect_left(bucket, (cpu, "")) - 1, -1):
-            name = bucket[j][1]
+        for j in range(len(bucket) - 1, bisect_left(bucket, floor) - 1, -1):
+            name = names[bucket[j] & mask]
             room = free[name]
             fits = pods_held(room, requested, count - found)
             if fits > 0 and node_matches(nodes[name], selector, tolerations):

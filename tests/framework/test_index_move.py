@@ -13,9 +13,11 @@ from preemptd.framework.nodes.pool import _FlavorIndex
 
 
 def _twins(rng: random.Random) -> tuple[_FlavorIndex, _FlavorIndex, dict[str, tuple[int, int]]]:
-    moved, plain = _FlavorIndex(), _FlavorIndex()
+    count = rng.randint(1, 25)
+    names = [f"n{i:02}" for i in range(count)]
+    moved, plain = _FlavorIndex(names), _FlavorIndex(names)
     places: dict[str, tuple[int, int]] = {}
-    for i in range(rng.randint(1, 25)):
+    for i in range(count):
         name = f"n{i:02}"
         places[name] = (rng.choice((-1, 0, 1, 2, 8)), rng.choice((-500, 0, 1_000, 2_000, 4_000)))
         moved.insert(*places[name], name)
@@ -27,20 +29,20 @@ def test_a_node_that_keeps_its_place_is_replaced_where_it_is() -> None:
     """Three nodes of one bucket by cpu 1,000 / 2,000 / 3,000: the middle one going to 1,500
     or 2,500 keeps its place, to 500 or 3,500 it passes a neighbour; a node may also leave
     its bucket, which then goes."""
-    index = _FlavorIndex()
+    index = _FlavorIndex(("a", "b", "c", "d"))
     for cpu, name in ((1_000, "a"), (2_000, "b"), (3_000, "c")):
         index.insert(8, cpu, name)
     index.move(8, 2_000, 8, 1_500, "b")
-    assert [(1_000, "a"), (1_500, "b"), (3_000, "c")] == index.buckets[8]
+    assert [(1_000, "a"), (1_500, "b"), (3_000, "c")] == index.entries(8)
     index.move(8, 1_500, 8, 2_500, "b")
-    assert [(1_000, "a"), (2_500, "b"), (3_000, "c")] == index.buckets[8]
+    assert [(1_000, "a"), (2_500, "b"), (3_000, "c")] == index.entries(8)
     index.move(8, 2_500, 8, 500, "b")
-    assert [(500, "b"), (1_000, "a"), (3_000, "c")] == index.buckets[8]
+    assert [(500, "b"), (1_000, "a"), (3_000, "c")] == index.entries(8)
     index.move(8, 500, 8, 3_500, "b")
-    assert [(1_000, "a"), (3_000, "c"), (3_500, "b")] == index.buckets[8]
+    assert [(1_000, "a"), (3_000, "c"), (3_500, "b")] == index.entries(8)
     index.insert(2, 0, "d")
     index.move(2, 0, 8, 3_000, "d")
-    assert [8] == index.keys and [(1_000, "a"), (3_000, "c"), (3_000, "d"), (3_500, "b")] == index.buckets[8]
+    assert [8] == index.keys and [(1_000, "a"), (3_000, "c"), (3_000, "d"), (3_500, "b")] == index.entries(8)
 
 
 @settings(max_examples=300, deadline=None)

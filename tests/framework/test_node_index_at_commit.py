@@ -72,7 +72,7 @@ def _fresh(placements: Placements) -> dict[str, list[tuple[int, int, str]]]:
 
 def _indexed(placements: Placements) -> dict[str, list[tuple[int, int, str]]]:
     return {
-        flavor: [(k, cpu, name) for k in index.keys for cpu, name in index.buckets[k]]
+        flavor: [(k, cpu, name) for k in index.keys for cpu, name in index.entries(k)]
         for flavor, index in placements._index.items()
     }
 

@@ -141,4 +141,5 @@ def test_a_statement_moves_nodes_in_the_index_on_commit_not_per_operation() -> N
     assert room.best_fit("f", {"cpu": 3000}, {}, ()) == "n1"
     statement.give_room("n2", {"cpu": 3000})
     statement.commit()
-    assert room._index["f"].buckets == {0: [(4000, "n1"), (5000, "n2")]}
+    assert room._index["f"].keys == [0]
+    assert room._index["f"].entries(0) == [(4000, "n1"), (5000, "n2")]

@@ -197,4 +197,4 @@ def test_placing_pods_chooses_what_placing_them_one_by_one_chooses(seed: int) ->
         expected = sorted(
             (gpu_amount(rooms[name]), rooms[name].get("cpu", 0), name) for name in placements.pool.by_flavor[flavor]
         )
-        assert expected == [(k, cpu, name) for k in index.keys for cpu, name in index.buckets[k]]
+        assert expected == [(k, cpu, name) for k in index.keys for cpu, name in index.entries(k)]
