@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from ..model import PodSet, Toleration
 from ..nodes import GPU_KINDS, PodTally, pod_terms
 from ..session import Candidate, Session
+from .givenroom import GivenRoom, kept_given
 
 __all__ = ["FreedRoom"]
 
@@ -46,11 +47,13 @@ class FreedRoom:
     """Node room freed by one walk's victims, and how many pods of each target it holds."""
 
     __slots__ = (
-        "counted", "exact", "extra", "free", "known", "last", "live", "session", "started", "tallies",
-        "targets", "terms", "took", "totals",
+        "counted", "epoch", "exact", "extra", "free", "known", "last", "live", "session", "shared", "started",
+        "tallies", "targets", "terms", "took", "totals",
     )
 
-    def __init__(self, session: Session, targets: Sequence[tuple[PodSet, int, str]]) -> None:
+    def __init__(
+        self, session: Session, targets: Sequence[tuple[PodSet, int, str]], epoch: int | None = None
+    ) -> None:
         placements = session.placements
         assert placements is not None
         self.session = session
@@ -71,6 +74,10 @@ class FreedRoom:
         self.took: list[tuple[str, Mapping[str, int], int]] = []
         # Several pod sets: per live pod set, the pods each node touched takes now.
         self.counted: list[dict[str, int]] = []
+        # The session's node epoch when the placements hold its committed room, and the nodes
+        # whose room map is shared with a kept first give (``givenroom.py``).
+        self.epoch = epoch
+        self.shared: set[str] = set()
 
     def _start(self) -> None:
         """Count each pod set on the walk's starting room (nothing freed yet)."""
@@ -97,6 +104,9 @@ class FreedRoom:
     def give(self, victims: Sequence[Candidate]) -> None:
         """Free the room of ``victims``' pods."""
         if not self.started:
+            if self.exact and self.epoch is not None and len(victims) > 1:
+                self._give_first(list(victims))
+                return
             self._start()
         live = self.live
         if self.exact:
@@ -111,6 +121,41 @@ class FreedRoom:
             for victim in victims:
                 for node, requests in victim.room:
                     change(node, requests, 1)
+
+    def _give_first(self, victims: list[Candidate]) -> None:
+        """:meth:`give` of the first victims of a walk of one pod set on committed room:
+        from a kept first give of the same pods that ``victims`` begin with, and kept for
+        the next (``givenroom.py``)."""
+        assert self.epoch is not None
+        spec, count, flavor = self.targets[0]
+        kept = kept_given(self.session.state, self.epoch)
+        key = (flavor, count, id(spec))
+        found = kept.get(key)
+        rest: list[Candidate] = victims
+        if found is not None and found.spec is spec and found.begins(victims):
+            self.started = True
+            self.tallies = found.tallies
+            self.terms = found.terms
+            self.live = found.live
+            self.totals = list(found.totals)
+            self.last = found.last
+            self.counted = [{} for _ in found.live]
+            self.known = dict(found.known)
+            self.extra = dict(found.extra)
+            self.shared = set(found.extra)
+            rest = victims[len(found.victims) :]
+            if not rest:
+                return
+        else:
+            self._start()
+        if self.live:
+            self._follow(rest, self.known, False)
+        extra = self.extra
+        kept[key] = GivenRoom(
+            spec, victims, self.tallies, self.terms, self.live, tuple(self.totals), self.last, dict(self.known),
+            dict(extra),
+        )
+        self.shared = set(extra)
 
     def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
         """:meth:`give` when one pod set is followed (``known``: the pods each node the
@@ -137,6 +182,7 @@ class FreedRoom:
         gpus = tally.gpus
         all_free = self.free
         all_extra = self.extra
+        shared = self.shared
         total = self.totals[0]
         for victim in victims:
             for node, requests in victim.room:
@@ -155,12 +201,15 @@ class FreedRoom:
                     if gpus_after < gpus:
                         continue  # short of the GPUs before and after (see above)
                     before = 0 if short(free, None) else takes(node, free, None)
-                elif gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
-                    # Short of the GPUs before and after (see above): a count it has is 0.
-                    for resource, amount in requests.items():
-                        extra[resource] = extra.get(resource, 0) + amount
-                    continue
                 else:
+                    if node in shared:  # kept for later walks too: changed in a copy
+                        extra = all_extra[node] = dict(extra)
+                        shared.discard(node)
+                    if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
+                        # Short of the GPUs before and after (see above): a count it has is 0.
+                        for resource, amount in requests.items():
+                            extra[resource] = extra.get(resource, 0) + amount
+                        continue
                     counted = known.get(node)
                     if counted is not None:
                         before = counted
@@ -220,6 +269,9 @@ class FreedRoom:
             if not before:
                 continue
             extra = all_extra[node]
+            if node in self.shared:  # kept for later walks too: changed in a copy
+                extra = all_extra[node] = dict(extra)
+                self.shared.discard(node)
             for resource, amount in requests.items():
                 extra[resource] -= amount
             after = known[node] = on(node, all_free[node], extra)

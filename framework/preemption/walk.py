@@ -113,8 +113,13 @@ class Walk:
         nodes = bool(self.targets) and not hopeless
         room = self._headroom() if self.may_skip_walk() and not hopeless else None
         lazy = hopeless or room is not None
-        # The node room of lazy victims, beside the placements (``room.py``).
-        freed = FreedRoom(session, self.targets) if self.targets and lazy and not hopeless else None
+        # The node room of lazy victims, beside the placements (``room.py``); named by the
+        # node epoch while the placements hold the committed room (``givenroom.py``).
+        freed = (
+            FreedRoom(session, self.targets, None if statement.ops else statement.node_epoch)
+            if self.targets and lazy and not hopeless
+            else None
+        )
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         quota_fits = False  # the quota fit at a step of this (lazy) attempt
