@@ -16,7 +16,9 @@ Searches that cannot succeed. The state at any step of an attempt is the committ
 state less a subset of the candidates the attempt may take, so if the request does not
 fit with *all* of them removed at once, no step fits and the attempt fails
 (:func:`may_fit`, the bound). A cheaper necessary condition decides first: the headroom
-plus the candidates' whole usage must reach the request. A search the bound proves
+plus the candidates' whole usage must reach the request; and for an attempt that
+must end within nominal, the leaf's own candidates must bring the leaf there (only
+they lower its usage). A search the bound proves
 hopeless still walks its candidates in the same order for what the plugins are told
 and answer — vetoes, their counts, min-runtime's notes — but runs no fit test and takes
 nothing it does not have to (``Walk.attempt`` with ``hopeless``), which is exact under
@@ -110,14 +112,22 @@ def may_fit(
     units of one class, and its sums are read from the running totals its source keeps,
     not candidate by candidate; for a run whose source keeps none, its sum is kept in
     ``sums`` (a session's, see :data:`RunSums`). Each flavor-resource's usage is read
-    once, for both tests (:class:`_Freed`)."""
+    once, for both tests (:class:`_Freed`).
+
+    An attempt that must end within nominal is tested on the leaf's own nominal before
+    the removals are worked out: only the leaf's own candidates lower its usage (no
+    queue is below a leaf), by exactly their usage (the removal at the leaf is their
+    sum), so when they cannot bring it within nominal the fit test fails after every
+    removal, and nothing else is read."""
     short: list[FR] = []
     freed = _Freed(candidates, allow_borrowing, runs, sums)
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
-        within = allow_borrowing or accounting.used(leaf, fr) + amount <= leaf.subtree.get(fr, 0)
-        if room >= amount and within:
+        over = 0 if allow_borrowing else accounting.used(leaf, fr) + amount - leaf.subtree.get(fr, 0)
+        if room >= amount and over <= 0:
             continue
+        if over > 0 and freed.own(fr, leaf) < over:
+            return False
         short.append(fr)
         if room < amount and room + freed.total(fr) < amount:
             return False
@@ -185,6 +195,14 @@ class _Freed:
 
     def total(self, fr: FR) -> int:
         return sum(self._values(fr))
+
+    def own(self, fr: FR, leaf: QuotaNode) -> int:
+        """What the candidates of ``leaf`` hold of ``fr`` (asked by an attempt that must
+        end within nominal: it may take every candidate): from the runs' sums, or read
+        from those candidates alone."""
+        if self.runs is not None:
+            return self.by_queue(fr).get(leaf, 0)
+        return sum([c.usage.get(fr, 0) for c in self.candidates if c.leaf is leaf])
 
     def by_queue(self, fr: FR) -> dict[QuotaNode, int]:
         """Per queue that frees some of ``fr``, in the order queues first come, how much
