@@ -84,13 +84,15 @@ def clusters(draw: st.DrawFn) -> list[dict[str, Any]]:
     return objects
 
 
-def _workload(name: str, queue: str, cpu: int, minute: int, admitted: int | None = None) -> dict[str, Any]:
+def _workload(
+    name: str, queue: str, cpu: int, minute: int, admitted: int | None = None, priority: int = 0
+) -> dict[str, Any]:
     pod_set = {"name": "main", "count": 1, "requests": {"cpu": str(cpu)}}
     workload: dict[str, Any] = {
         "apiVersion": "preemptd.io/v1alpha1",
         "kind": "Workload",
         "metadata": {"name": name, "namespace": "ml", "creationTimestamp": f"2026-01-01T00:{minute:02d}:00Z"},
-        "spec": {"queueName": queue, "priority": 0, "podSets": [pod_set]},
+        "spec": {"queueName": queue, "priority": priority, "podSets": [pod_set]},
     }
     if admitted is not None:
         workload["status"] = {
@@ -129,6 +131,30 @@ TREE_LOOP = [
 ]
 
 
+# Found by the generator: two reclaims in opposite directions, three sessions apart.
+RECLAIMED_BACK = [
+    FLAVOR,
+    _queue("root", None, 0, {}),
+    _queue("left", "root", None, {"fairSharing": {"weight": "1"}}),
+    _queue("q0", "left", 2, POLICY),
+    _queue("q1", "left", 3, POLICY),
+    *(
+        _workload(name, queue, cpu, minute, admitted, priority)
+        for name, queue, cpu, minute, admitted, priority in (
+            ("w0", "q0", 1, 0, None, 0),
+            ("w1", "q0", 1, 1, None, 0),
+            ("w2", "q0", 3, 2, 12, 0),
+            ("w3", "q1", 1, 3, None, 0),
+            ("w4", "q1", 2, 4, None, 1),
+            ("w5", "q0", 3, 5, 15, 1),
+            ("w6", "q0", 2, 6, 16, 1),
+            ("w7", "q0", 3, 7, 17, 0),
+            ("w8", "q1", 1, 8, None, 0),
+        )
+    ),
+]
+
+
 def _cycle(
     objects: list[dict[str, Any]], now: str, tmp: Path, capsys: pytest.CaptureFixture[str], config_text: str = CONFIG
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -159,20 +185,48 @@ def _requeue_evicted(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(objects=clusters(), config=st.sampled_from([CONFIG, CONFIG, FINAL_ONLY, INITIAL_ONLY]))
 @example(objects=TREE_LOOP, config=CONFIG)
+@example(objects=RECLAIMED_BACK, config=FINAL_ONLY)
 def test_stepped_sessions_never_preempt_back_and_forth(
     objects: list[dict[str, Any]], config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A workload preempted for a preemptor that the previous session admitted is never
-    preempted in turn for that workload: after p took v's place, v never takes p's."""
-    taken: set[tuple[str, str]] = set()  # (victim, preemptor) over all sessions so far
+    preempted in turn for that workload: after p took v's place, v never takes p's —
+    unless both were reclaims (``InCohortReclamation``): a queue within its nominal taking
+    back quota from one that borrows it, which can turn round only after the other queue
+    borrows again (RECLAIMED_BACK)."""
+    taken: dict[tuple[str, str], str] = {}  # (victim, preemptor) over all sessions so far: the reason
     for step in range(5):
         raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys, config)
         decisions = json.loads(raw)
         for victim in decisions["preempted"]:
             pair = (victim["workload"], victim["preemptor"])
-            assert (pair[1], pair[0]) not in taken, f"step {step}: {pair[0]} preempted for {pair[1]}, its own victim"
-            taken.add(pair)
+            reason = victim["reason"]
+            before = taken.get((pair[1], pair[0]))
+            reclaimed_back = before == reason == "InCohortReclamation"
+            assert before is None or reclaimed_back, f"step {step}: {pair[0]} preempted for {pair[1]}, its own victim"
+            taken[pair] = reason
         objects = _requeue_evicted(applied)
+
+
+def test_a_reclaim_turns_round_only_after_the_reclaimed_queue_borrows_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """RECLAIMED_BACK stepped with the final-share strategy alone (SEMANTICS §2 steps 4-5,
+    §3): q1 (nominal 3) reclaims from q0 (11 cpu admitted, nominal 2) and w6 makes room for
+    w4; two sessions on, q1 admits w3 within nominal and w8 by borrowing in the rounds
+    where q0's head w5 no longer fits and then finds no victims, so q0's next head w6,
+    within q0's nominal, reclaims from q1, whose only running workload is w4."""
+    objects = RECLAIMED_BACK
+    reclaims = []
+    for step in range(4):
+        raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys, FINAL_ONLY)
+        decisions = json.loads(raw)
+        reclaims.append({(v["workload"], v["preemptor"], v["reason"]) for v in decisions["preempted"]})
+        admitted = {a["workload"]: a["borrowing"] for a in decisions["admitted"]}
+        objects = _requeue_evicted(applied)
+    assert ("ml/w6", "ml/w4", "InCohortReclamation") in reclaims[0]
+    assert admitted == {"ml/w3": False, "ml/w8": True}  # the last session's
+    assert reclaims[3] == {("ml/w4", "ml/w6", "InCohortReclamation")}
 
 
 def test_fair_victims_left_within_nominal_do_not_come_back_before_their_preemptor(
