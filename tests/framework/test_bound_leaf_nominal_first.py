@@ -66,7 +66,7 @@ def _expected(accounting: Accounting, leaf: QuotaNode, request: dict[Any, int], 
 
 @settings(max_examples=400, deadline=None)
 @given(st.integers(min_value=0, max_value=10**9))
-def test_attempts_sharing_their_reads_answer_as_removing_every_candidate_one_by_one(seed: int) -> None:
+def test_each_attempt_answers_as_removing_every_candidate_it_may_take_one_by_one(seed: int) -> None:
     rng = random.Random(seed)
     tree = _tree(rng)
     leaves: list[QuotaNode] = list(tree.leaves.values())
