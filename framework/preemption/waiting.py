@@ -178,29 +178,34 @@ class Leading:
         remainder, or the end; with ``most``, also once that many are accepted."""
         cands = self.cands
         accepted = self.accepted
+        at = self.at
         sums = self.sums
         tracked = list(sums.items())
         last = [(sums[fr], amount) for fr, amount in need]
+        leaf_at = self.leaf_at
+        leaf_sums = self.leaf_sums
+        all_patterns = self.patterns
+        j = len(accepted)
         for i in range(len(cands), len(candidates)):
             candidate = candidates[i]
             cands.append(candidate)
-            if candidate.only_within_nominal and allow_borrowing:
+            if allow_borrowing and candidate.only_within_nominal:
                 continue
             if not candidate.single_pod and candidate.pod_set is not None:
                 self.end = i
                 return
             usage = candidate.usage
-            j = len(accepted)
             accepted.append(candidate)
-            self.at.append(i)
+            at.append(i)
             for fr, running in tracked:
                 running.append((running[-1] if running else 0) + usage.get(fr, 0))
             leaf = candidate.leaf
-            places = self.leaf_at.get(leaf)
+            places = leaf_at.get(leaf)
             if places is None:
-                places = self.leaf_at[leaf] = []
-                self.leaf_sums[leaf] = {}
-            by_fr = self.leaf_sums[leaf]
+                places = leaf_at[leaf] = []
+                by_fr = leaf_sums[leaf] = {}
+            else:
+                by_fr = leaf_sums[leaf]
             count = len(places)
             places.append(j)
             for fr, running in by_fr.items():
@@ -209,15 +214,19 @@ class Leading:
                 if fr not in by_fr:
                     by_fr[fr] = [0] * count + [amount]
             if candidate.group != CLASS_SAME_QUEUE:
-                patterns = self.patterns.get(leaf)
+                patterns = all_patterns.get(leaf)
                 if patterns is None:
-                    patterns = self.patterns[leaf] = {}
+                    patterns = all_patterns[leaf] = {}
                 held = tuple(usage)
                 if held not in patterns:
                     patterns[held] = j
-            if all(running[-1] >= amount for running, amount in last):
+            j += 1
+            for running, amount in last:
+                if running[-1] < amount:
+                    break
+            else:
                 return
-            if most and j + 1 >= most:
+            if most and j >= most:
                 return
 
     def run(
