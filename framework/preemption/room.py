@@ -157,6 +157,13 @@ class FreedRoom:
         )
         self.shared = set(extra)
 
+    def _unshared(self, node: str) -> dict[str, int]:
+        """The room map of ``node``, about to change, made the walk's own: a map shared with a
+        kept first give (``givenroom.py``) stays as later walks will start from it."""
+        extra = self.extra[node] = dict(self.extra[node])
+        self.shared.discard(node)
+        return extra
+
     def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
         """:meth:`give` when one pod set is followed (``known``: the pods each node the
         walk touched takes now). ``keep_all``: several pod sets, so the room of every node
@@ -202,9 +209,8 @@ class FreedRoom:
                         continue  # short of the GPUs before and after (see above)
                     before = 0 if short(free, None) else takes(node, free, None)
                 else:
-                    if node in shared:  # kept for later walks too: changed in a copy
-                        extra = all_extra[node] = dict(extra)
-                        shared.discard(node)
+                    if node in shared:
+                        extra = self._unshared(node)
                     if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
                         # Short of the GPUs before and after (see above): a count it has is 0.
                         for resource, amount in requests.items():
@@ -268,10 +274,7 @@ class FreedRoom:
             before = known.get(node)
             if not before:
                 continue
-            extra = all_extra[node]
-            if node in self.shared:  # kept for later walks too: changed in a copy
-                extra = all_extra[node] = dict(extra)
-                self.shared.discard(node)
+            extra = all_extra[node] if node not in self.shared else self._unshared(node)
             for resource, amount in requests.items():
                 extra[resource] -= amount
             after = known[node] = on(node, all_free[node], extra)
