@@ -2,8 +2,8 @@
 
 :class:`NodePool` says which nodes serve which flavor; :class:`_FlavorIndex` keeps a
 flavor's nodes bucketed by free GPUs, each bucket sorted by ``(free cpu, name)``, an
-entry one integer (see the package notes); :class:`PodTally` judges one node for a pod set as the placements' count
-does.
+entry one integer (see the package notes); :class:`PodTally` judges one node for a pod
+set as the placements' count does.
 """
 
 from __future__ import annotations
