@@ -112,7 +112,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
         found = kept.get(key)
         if found is not None:
             assignment.left_out += found[1]
-            return found[0].copy_offer()
+            return found[0]  # the framework only reads an answer (hook ``preemption_candidates``)
         subtrees: dict[tuple[object, ...], dict[tuple[int, bool], _Kept]]
         subtrees = session.state.setdefault(SUBTREES, {})
         parts = subtrees.get(asked)
@@ -144,7 +144,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
                     out.add(*run)
                 assignment.left_out += part[1]
     if key is not None:
-        kept[key] = (out.copy_offer(), assignment.left_out - left_out)
+        kept[key] = (out, assignment.left_out - left_out)
     return out
 
 

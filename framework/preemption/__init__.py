@@ -12,9 +12,14 @@ the other way round (Kueue's ``preemptionOracle`` keeps the same direction).
 
 from __future__ import annotations
 
+from ..session.candidates import UNIT_SOURCES
 from .memo import asked_again
 from .unitindex import QueueUnits, queue_units
 from .units import candidate_units, pod_unit
 from .victims import find_victims
+
+# The candidate index's lists hold only units the framework made: an answer of their
+# runs alone is not checked candidate by candidate (``session.registry``).
+UNIT_SOURCES.add(QueueUnits)
 
 __all__ = ["QueueUnits", "asked_again", "candidate_units", "find_victims", "pod_unit", "queue_units"]

@@ -33,7 +33,8 @@ from ..session import (
     sort_candidates,
     with_vetoes,
 )
-from ..session.candidates import Merged, base_order
+from ..session.candidates import base_order
+from ..session.merged import Merged
 from .bound import RunSums, may_fit
 from .strategy import by_strategy
 from .walk import Walk

@@ -8,11 +8,10 @@ workload: the whole workload, one pod of an elastic workload above its
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter, index
-from typing import Any, Protocol, SupportsIndex
+from operator import attrgetter
+from typing import Any, Protocol
 
 from ..model import FR, Pod, Workload
 from ..quota import QuotaNode
@@ -25,9 +24,9 @@ __all__ = [
     "IN_COHORT_RECLAIM",
     "IN_COHORT_RECLAIM_WHILE_BORROWING",
     "IN_QUEUE",
+    "UNIT_SOURCES",
     "Candidate",
     "DeferredPods",
-    "Merged",
     "Offer",
     "Runs",
     "Source",
@@ -193,18 +192,25 @@ class Source(Protocol):
         ...
 
 
+UNIT_SOURCES: set[type] = set()
+"""The :class:`Source` types whose units are candidates the framework made (the candidate
+index's lists register theirs): an intact :class:`Offer` of their runs alone holds only
+candidates, and the registry checks it without reading them."""
+
+
 class Offer(list[Candidate]):
     """A plugin's answer made of runs ``units[start:end]`` of :class:`Source` lists,
-    which it keeps beside the candidates (:meth:`add`): the framework then filters the
-    answer and sums its usage per run instead of per candidate. An answer changed any
-    other way than by :meth:`add` is read as a plain list."""
+    which it keeps beside the candidates (:meth:`add`): the framework then reads the
+    answer by its runs, filtering and summing its usage per run instead of per candidate.
+    An answer changed any other way than by :meth:`add` is read as a plain list."""
 
-    __slots__ = ("runs", "size")
+    __slots__ = ("foreign", "runs", "size")
 
     def __init__(self, runs: Sequence[tuple[Source, int, int]] = ()) -> None:
         # A new list is empty: list.__init__ has nothing to do.
         self.runs: list[tuple[Source, int, int]] = []
         self.size = 0  # the candidates :meth:`add` appended
+        self.foreign = 0  # the runs :meth:`add` appended of a source not in UNIT_SOURCES
         for source, start, end in runs:
             self.add(source, start, end)
 
@@ -214,6 +220,7 @@ class Offer(list[Candidate]):
         copied.extend(self)
         copied.runs = list(self.runs)
         copied.size = self.size
+        copied.foreign = self.foreign
         return copied
 
     def add(self, source: Source, start: int, end: int) -> None:
@@ -222,6 +229,8 @@ class Offer(list[Candidate]):
             self.extend(source.units[start:end])
             self.runs.append((source, start, end))
             self.size += end - start
+            if type(source) not in UNIT_SOURCES:
+                self.foreign += 1
 
     def intact(self) -> bool:
         """Whether the candidates are still exactly the runs' (only :meth:`add` changed it)."""
@@ -256,7 +265,9 @@ def using(
     runs when every answer is an intact :class:`Offer` or empty and the runs are long
     (then no candidate is read here once the sources keep their filtered units).
     ``filtered``: the session's runs filtered here, by source and range, for the
-    sources that keep none yet (a source's units never change)."""
+    sources that keep none yet (a source's units never change). An intact
+    :class:`Offer` is read by its runs, never by its own items (so the registry checks
+    the sources of its runs, not each candidate: :data:`UNIT_SOURCES`)."""
     runs = 0
     for found in answers:
         if type(found) is Offer and found.intact():
@@ -264,7 +275,7 @@ def using(
         elif found:
             runs = -1
             break
-    # Runs of a few candidates each cost more to read as runs than one by one.
+    # Runs of a few candidates each cost more to hand over as runs than as one list.
     if runs >= 0 and sum(map(len, answers)) >= long_run * runs:
         out: list[Candidate] = []
         parts: list[tuple[Source, int, int, list[Candidate] | None]] = []
@@ -291,158 +302,44 @@ def using(
                     out.extend(kept[first:last])
                     parts.append((source, first, last, None))
         return out, Runs(needed, with_room, parts)
+    if runs >= 0:
+        # Short runs: each filtered once per session, as above.
+        return _filtered_runs(answers, needed, with_room, filtered), None
     raw: list[Candidate] = []
     for found in answers:
-        raw.extend(found)
+        if type(found) is Offer and found.intact():
+            for source, start, end in found.runs:
+                raw.extend(source.units[start:end])
+        else:
+            raw.extend(found)
     return _kept(raw, needed, with_room), None
+
+
+def _filtered_runs(
+    answers: list[list[Candidate]],
+    needed: frozenset[FR],
+    with_room: bool,
+    filtered: dict[tuple[Any, ...], list[Candidate]] | None,
+) -> list[Candidate]:
+    """What :func:`_kept` keeps of ``answers``, every one an intact :class:`Offer` or empty,
+    read run by run: each run's kept candidates taken from ``filtered`` (by source and
+    range) or filtered there, so a run handed to several searches is read once."""
+    if filtered is None:
+        filtered = {}
+    out: list[Candidate] = []
+    for found in answers:
+        if not found:
+            continue
+        for source, start, end in found.runs:  # type: ignore[attr-defined]
+            place = (source, needed, with_room, start, end)
+            items = filtered.get(place)
+            if items is None:
+                items = filtered[place] = _kept(source.units[start:end], needed, with_room)
+            out.extend(items)
+    return out
 
 
 def _kept(raw: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[Candidate]:
     if with_room:
         return [c for c in raw if c.room or not needed.isdisjoint(c.usage) or isinstance(c, DeferredPods)]
     return [c for c in raw if not needed.isdisjoint(c.usage)]
-
-
-_list_len = list.__len__
-_list_item = list.__getitem__
-_list_extend = list.extend
-_FIRST_WINDOW = 32  # candidates per run the first stretch of a merge looks at
-
-
-class Merged(list[Candidate]):
-    """The stable merge of ``runs``, each already in victim order (sorted by ``sort_key``,
-    stably), made only as far as it is read: what ``sort_candidates`` with the base order
-    makes of the runs' concatenation, in the same order (a key that comes in several runs
-    comes first from the earliest run, and in a run's own order).
-
-    It is a list: the made part is its storage, and every use of a list (length, index,
-    slice, iteration, comparison, search, copy, change) answers as the whole merged list
-    would, making what it reads first (a change makes it all). A walk that reads the
-    first tenth of its candidates makes little more than that tenth.
-
-    Each stretch looks at a window of the next ``w`` units of each run (``w`` doubling):
-    the first unit past a window that comes first in the merge — by key, then by run —
-    bounds what is known; every unit of the windows before it is placed (those of its
-    own run's window all are; of an earlier run, those with a key up to its key; of a
-    later run, those with a smaller key), and those are the merge's next units, sorted
-    stably in run order. Nothing past a window can come before that bound: its run's
-    units are in order."""
-
-    __slots__ = ("_at", "_runs", "_size", "_window")
-
-    def __init__(self, runs: Sequence[list[Candidate]]) -> None:
-        super().__init__()
-        live = [run for run in runs if run]
-        self._runs: list[list[Candidate]] | None = live or None  # None: all made
-        self._at = [0] * len(live)
-        self._size = sum(map(len, live))
-        self._window = _FIRST_WINDOW
-
-    def _more(self) -> bool:
-        """Make the next stretch; ``False`` when everything is made."""
-        runs = self._runs
-        if runs is None:
-            return False
-        at = self._at
-        live = [i for i, run in enumerate(runs) if at[i] < len(run)]
-        if len(live) <= 1:
-            for i in live:
-                _list_extend(self, runs[i][at[i] :])
-            self._runs = None
-            return bool(live)
-        window = self._window
-        self._window = window * 2
-        bound: tuple[Any, ...] | None = None
-        first = -1
-        ends = []
-        for i in live:
-            run = runs[i]
-            end = at[i] + window
-            if end < len(run):
-                key = run[end].sort_key
-                if bound is None or key < bound:
-                    bound, first = key, i
-            else:
-                end = len(run)
-            ends.append(end)
-        stretch: list[Candidate] = []
-        taking = 0
-        for i, end in zip(live, ends, strict=True):
-            start = at[i]
-            if bound is not None and i != first:
-                run = runs[i]
-                place = bisect_right if i < first else bisect_left
-                end = place(run, bound, start, end, key=_BY_SORT_KEY)
-            if end > start:
-                stretch.extend(runs[i][start:end])
-                at[i] = end
-                taking += 1
-        if taking > 1:
-            stretch.sort(key=_BY_SORT_KEY)
-        _list_extend(self, stretch)
-        if bound is None:
-            self._runs = None
-        return True
-
-    def _make(self, size: int) -> None:
-        """Make at least ``size`` units, or all."""
-        while _list_len(self) < size and self._more():
-            pass
-
-    def _make_all(self) -> None:
-        """Make every unit: the list is then a plain list."""
-        while self._more():
-            pass
-
-    def __len__(self) -> int:
-        return self._size if self._runs is not None else _list_len(self)
-
-    def __bool__(self) -> bool:
-        return len(self) > 0
-
-    def __iter__(self) -> Iterator[Candidate]:
-        done = 0
-        while True:
-            made = _list_len(self)
-            if done < made:
-                yield from _list_item(self, slice(done, made))
-                done = made
-            elif not self._more():
-                return
-
-    def __getitem__(self, at: Any) -> Any:
-        if self._runs is not None:
-            if isinstance(at, slice):
-                whole = at.stop is None or at.stop < 0 or (at.start or 0) < 0 or (at.step or 1) < 0
-                self._make(self._size if whole else at.stop)
-            else:
-                place = index(at)
-                self._make(place + 1 if place >= 0 else self._size)
-        return _list_item(self, at)
-
-    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
-        return list, (list(self),)
-
-
-def _making_all(name: str) -> Callable[..., Any]:
-    """A list method that reads or changes the whole list: made all first (and the other
-    operand too when it is a :class:`Merged`)."""
-    plain = getattr(list, name)
-
-    def method(self: Merged, *args: Any, **kwargs: Any) -> Any:
-        self._make_all()
-        for other in args:
-            if type(other) is Merged:
-                other._make_all()
-        return plain(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
-
-
-for _name in (
-    "__contains__", "__reversed__", "__repr__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
-    "__add__", "__mul__", "__rmul__", "__iadd__", "__imul__", "__setitem__", "__delitem__", "__sizeof__",
-    "append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "copy", "count", "index",
-):
-    setattr(Merged, _name, _making_all(_name))

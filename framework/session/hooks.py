@@ -231,6 +231,8 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     The built-in plugins answer with an ``Offer``, a list that also names the runs of
     the candidate index it was made of, so that the framework filters and bounds it run
     by run; any other list is read candidate by candidate, with the same result.
+    The framework only reads an answer (it never changes or keeps the list), so a
+    plugin may hand the same list to several searches.
     """
 
 

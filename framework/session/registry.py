@@ -29,7 +29,7 @@ import pluggy
 
 from . import hooks
 from .assignment import Assignment
-from .candidates import Candidate, DeferredPods
+from .candidates import Candidate, DeferredPods, Offer
 
 __all__ = ["ANSWERS", "Impl", "PluginError", "Policy", "Registry", "bad_answer"]
 
@@ -86,6 +86,10 @@ _CANDIDATE_TYPES = frozenset({Candidate, DeferredPods})
 
 
 def _candidates(answer: object) -> bool:
+    # An intact Offer of the framework's sources alone holds only their candidates, and
+    # is read by its runs, never by its items (``candidates.UNIT_SOURCES``, ``using``).
+    if type(answer) is Offer and not answer.foreign and answer.intact():
+        return True
     if not isinstance(answer, (list, tuple)):
         return False
     # One pass in C for the usual case; subclasses are checked one by one.

@@ -29,7 +29,8 @@ from preemptd.framework.preemption.search import _heads, _merged_runs, _walked
 from preemptd.framework.preemption.unitindex import QueueUnits
 from preemptd.framework.quota import QuotaTree
 from preemptd.framework.session import Candidate, Offer
-from preemptd.framework.session.candidates import Merged, base_order, sort_candidates, using
+from preemptd.framework.session.candidates import base_order, sort_candidates, using
+from preemptd.framework.session.merged import Merged
 from preemptd.framework.snapshot import Snapshot
 from preemptd.framework.testing import cohort, queue
 
