@@ -17,6 +17,7 @@ workloads that ``reclaimWithinCohort`` allows, each classed:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import islice
 
 from preemptd.framework import (
     CLASS_HIERARCHICAL,
@@ -43,6 +44,12 @@ ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
 SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
+COUNTED = "cohort-reclaim/counted"  # and of the units a borrowing-only search counts per queue (_counted)
+TAKES = "cohort-reclaim/takes"  # and of the takes the session recorded per queue (_takes)
+
+KEEP_COUNTS = True
+"""Whether a queue's count of left-out units is kept while nothing is taken from it
+(tests turn it off to compare with counting at every search)."""
 
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
@@ -93,6 +100,11 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
         cut = preemptor.priority
         if policy.max_priority_threshold is not None:
             cut = min(cut, policy.max_priority_threshold + 1)
+    if not (assignment.borrowing_only and cut is None and not any(level[2] for level in levels)):
+        # It may offer more as usage grows (a sibling going above its nominal), unless it
+        # only counts, as without the advantage a search that may only borrow (_offer):
+        # both stay so as usage grows (``VictimSearch.lasting``).
+        assignment.lasting = False
     # The answer is a function of the committed state of the queue tree (its epoch), the
     # units taken so far, the request and the priority bounds: kept per session for the
     # next preemptor of the same queue asking the same, as heads of a queue often do.
@@ -121,6 +133,9 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     left_out = assignment.left_out
     out = Offer()
     epoch = statement.epoch(leaf) if key is not None else None
+    # A borrowing-only search (``borrowWithinCohort: Never``: no cut) only counts the units
+    # of a sibling queue where it has no advantage (``_offer``): kept per queue (_counted).
+    counting = KEEP_COUNTS and assignment.borrowing_only and cut is None and not session.defer_pods
     for ancestor, child, at_level in levels:
         # A sibling within nominal on every needed flavor-resource is skipped: neither it
         # nor anything below it is reclaimed.
@@ -128,7 +143,10 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
             if sibling is child:
                 continue
             if sibling.is_leaf:
-                _offer(session, assignment, sibling, span, at_level, high, cut, out)
+                if counting and not at_level:
+                    assignment.left_out += _counted(session, assignment, sibling, high)
+                else:
+                    _offer(session, assignment, sibling, span, at_level, high, cut, out)
                 continue
             if parts is None:
                 _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
@@ -341,3 +359,56 @@ def _offer(
         assignment.left_out += within.count_between(cut, high, assignment.needed, assignment.with_room)
     else:
         within.offer_between(out, cut, high)
+
+
+def _counted(session: Session, assignment: VictimSearch, leaf: QuotaNode, high: int | None) -> int:
+    """What :func:`_offer` adds to ``left_out`` for ``leaf`` in a borrowing-only search
+    without the advantage: its within-nominal units below ``high`` that the search keeps.
+    A queue's units change only when the session takes from one of its workloads, and
+    every take is recorded in ``session.relied`` (``preemption/unitindex.py``): the count
+    is kept per queue, bound and request with the queue's takes so far, and counted again
+    only once these moved."""
+    takes = _takes(session).get(leaf.name, 0)
+    kept: dict[tuple[int, int | None, frozenset[FR], bool], tuple[int, int]] | None = session.state.get(COUNTED)
+    if kept is None:
+        kept = session.state[COUNTED] = {}
+    key = (leaf.index, high, assignment.needed, assignment.with_room)
+    found = kept.get(key)
+    if found is not None and found[0] == takes:
+        return found[1]
+    within = queue_units(
+        session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True, any_class=True
+    )
+    count = within.count_between(None, high, assignment.needed, assignment.with_room)
+    kept[key] = (takes, count)
+    return count
+
+
+class _Takes:
+    """Per queue name, how many units of ``session.relied`` were taken from it, counted up
+    to the ``seen`` first (``_takes``)."""
+
+    __slots__ = ("counts", "seen")
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.counts: dict[str, int] = {}
+
+
+def _takes(session: Session) -> dict[str, int]:
+    """Per queue name, how many of the units recorded in ``session.relied`` were taken from
+    it (a unit's queue and its workload's, as the candidate index drops their lists)."""
+    found: _Takes | None = session.state.get(TAKES)
+    if found is None:
+        found = session.state[TAKES] = _Takes()
+    counts = found.counts
+    relied = session.relied
+    if found.seen != len(relied):
+        for victim in islice(relied.values(), found.seen, None):
+            name = victim.leaf.name
+            counts[name] = counts.get(name, 0) + 1
+            other = victim.workload.queue
+            if other != name:
+                counts[other] = counts.get(other, 0) + 1
+        found.seen = len(relied)
+    return counts

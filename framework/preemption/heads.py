@@ -1,7 +1,7 @@
 """Heads judged without a flavor scan: the nomination-level face of a failed search.
 
 A failed victim search answers every weaker head of its queue asking the same in the
-same state (:mod:`.memo`, :func:`~.memo.dominated`). A head whose whole nomination
+same state (:mod:`.memo`, :func:`~.failures.dominated`). A head whose whole nomination
 ended without victims — every flavor ``NoFit`` or ``NoCandidates``, every search it
 asked answered that way, and no plugin saying anything meanwhile — therefore decides
 every later head of its queue with the same pod sets that is no stronger, while the
@@ -9,10 +9,10 @@ state stands: the flavor scan would evaluate the same flavors the same way (it r
 the pod sets, the queue and the state), and every search it would ask is answered by
 a failure kept for the first head or one before it. The later head gets the first one's
 assignment without a scan; its pending message is the one its own search would get
-from :func:`~.memo.dominated`, naming the head it is judged with. Kept heads judge most
+from :func:`~.failures.dominated`, naming the head it is judged with. Kept heads judge most
 heads of a saturated session, each several: what judging needs of one is worked out once
 (:class:`Kept`: its explanation line; the failed searches that may answer its request,
-read again only as failures are added, :class:`~.memo.Answers`), so judging one more head
+read again only as failures are added, :class:`~.failures.Answers`), so judging one more head
 is the state check, the pod-set and priority tests (the cheapest first) and the message:
 :func:`judge`. The rounds take the kept head's assignment as it is, with that message
 (``actions/allocate.py``); :func:`judged_head` writes the judgement out as an assignment
@@ -29,7 +29,8 @@ from __future__ import annotations
 from ..model import Workload
 from ..quota import QuotaNode
 from ..session import NOCANDIDATES, NOFIT, Assignment, SearchResult, Session
-from .memo import Answers, Said, answers_now, plugins_said, search_state, tally
+from .failures import Answers, answers_now, search_state
+from .memo import Said, plugins_said, tally
 
 __all__ = ["Before", "Kept", "State", "head_counts", "judge", "judged_head", "keep_head"]
 
@@ -37,14 +38,14 @@ _HEADS = "_judged_heads"  # in ``session.state``: leaf index -> (state, kept hea
 _KNOWN = "_judged_heads_known"  # in ``session.state``: whether this session's scan is known
 _ASSIGNERS = frozenset({"flavor-fungibility"})
 
-State = tuple[int, int, int]  # memo.search_state
+State = tuple[int, int, int]  # failures.search_state
 Before = tuple[Said, int, State]
 
 
 class Kept:
     """A kept head and what judging another head by it needs, worked out once: the line
     every head it judges is explained by and, when it had no candidates, the failed
-    searches that answer its request (:class:`~.memo.Answers`). ``count`` and
+    searches that answer its request (:class:`~.failures.Answers`). ``count`` and
     ``requests`` (of its first pod set) tell most other heads apart before their pod
     sets are compared whole. Read-only once kept: the rounds may hand its assignment
     over as it is (see :func:`judge`)."""
@@ -136,7 +137,7 @@ def judge(
     assignment with that message (:func:`judged_head` writes it out): a caller that only
     reads it may take ``Kept.assignment`` as it is instead, and must not change it.
 
-    ``states``: :func:`~.memo.search_state` by queue tree (the root's index), kept by a
+    ``states``: :func:`~.failures.search_state` by queue tree (the root's index), kept by a
     caller while nothing is committed and no victim chosen (the nominations of a round):
     a search state is one of a whole tree."""
     heads: dict[int, tuple[State, list[Kept]]] | None = session.state.get(_HEADS)
@@ -194,19 +195,19 @@ def judge(
             head.counters.judged += 1
             return head, head.assignment.message
         # The answer its own search would get: the same request, a weaker preemptor
-        # (memo.dominated, its failures filtered once for this request).
+        # (failures.dominated, its failures filtered once for this request).
         failures = answers.failures
-        found: list[tuple[int, int, str]] | None
+        found: list[tuple[int, int, str, str]] | None
         if answers.state == state and failures is not None and answers.seen == len(failures):
             found = answers.found  # Answers.current
         else:
             found = answers_now(session, leaf, answers, state)
         if found is None:
             return None
-        for p, c, said in found:
-            if priority < p or (priority == p and created >= c):
+        for p, c, said, judge_key in found:
+            if (priority < p or (priority == p and created >= c)) and judge_key != workload.key:
                 counters = head.counters
-                counters.dominated += 1  # memo.counted, with the tally held
+                counters.dominated += 1  # failures.counted, with the tally held
                 head.tally.answered += 1
                 counters.judged += 1
                 return head, said

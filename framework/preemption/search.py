@@ -73,7 +73,12 @@ def find_minimal(
             return answer
     found = len(candidates) + request.left_out
     if not found:
-        return SearchResult(message="no running workload that uses the needed quota may be preempted", silent=True)
+        # A search that may only borrow counts what it leaves out: a later one, offered no
+        # more, may count more, and is worded as a search with candidates.
+        return SearchResult(
+            message="no running workload that uses the needed quota may be preempted", silent=True,
+            lasting=request.lasting and not borrowing_only,
+        )
     # The classes present: each run's (its units share their class), or read in C.
     heads = _heads(runs) if runs is not None else None
     groups = set(map(_GROUP, heads if heads is not None else candidates))
@@ -115,7 +120,10 @@ def find_minimal(
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
-    return SearchResult(vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent)
+    return SearchResult(
+        vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent,
+        lasting=silent and request.lasting,
+    )
 
 
 _RUN_SUMS = "_bound_run_sums"  # in ``session.state``: the bound's sums of runs (``RunSums``)

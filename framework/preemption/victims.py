@@ -47,17 +47,15 @@ from operator import is_
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Runs, SearchResult, Session, VictimSearch, with_vetoes
+from .failures import dominated, remember_failure, search_state
 from .memo import (  # _USAGE: where memo_key puts the usage asked for
     _USAGE,
     Key,
-    dominated,
     memo_key,
     plugins_said,
     recall,
     remember,
-    remember_failure,
     replay,
-    search_state,
     snapshot_counts,
     tally,
 )
@@ -94,7 +92,7 @@ def find_victims(
                 found.memo_key = key
                 return found
             before = snapshot_counts(session, preemptor)
-            # Read once: a search moves no epoch and chooses no victim (memo.search_state).
+            # Read once: a search moves no epoch and chooses no victim (failures.search_state).
             state = None if preemptor.is_deployment else search_state(session, leaf)
             found = dominated(session, preemptor, leaf, usage, needed, targets, state)
             if found is not None:

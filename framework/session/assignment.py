@@ -52,6 +52,12 @@ class VictimSearch:
     borrowing_only: bool = False
     with_room: bool = False
     left_out: int = 0
+    # Whether the plugins' answer to this request, and to every request of the queue it
+    # dominates (no stronger, asking for no less of the same flavor-resources), can only
+    # lose candidates for the rest of the session, as its committed state grows (usage
+    # added, node room taken, victims chosen): a plugin whose answer may gain one clears
+    # it (``preemption/failures.py``, read only with the built-in plugins).
+    lasting: bool = True
 
 
 @dataclass(slots=True)
@@ -71,6 +77,9 @@ class SearchResult:
     # No plugin was asked about a candidate or a scenario: there were none, or the quota
     # bound proved the search hopeless in a session where nobody may refuse one.
     silent: bool = False
+    # A silent failure the plugins said holds for the rest of the session
+    # (``VictimSearch.lasting``).
+    lasting: bool = False
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """Heads judged without a flavor scan (framework/preemption/heads.py) decide exactly as the
 judgement written out in full: the kept head's assignment copied with
-``dataclasses.replace`` and its message asked of ``memo.dominated``.
+``dataclasses.replace`` and its message asked of ``failures.dominated``.
 
 The judged path keeps, per kept head, what does not change from one head it judges to
 the next (the explanation line, the failed searches that may answer its request), and the
@@ -23,15 +23,14 @@ from preemptd.framework.actions import allocate
 from preemptd.framework.actions import nominate as nominating
 from preemptd.framework.model import PreemptionPolicy, Workload
 from preemptd.framework.preemption import heads
-from preemptd.framework.preemption.memo import (
+from preemptd.framework.preemption.failures import (
     Answers,
     answers_now,
     dominated,
     remember_failure,
     search_state,
-    snapshot_counts,
-    tally,
 )
+from preemptd.framework.preemption.memo import snapshot_counts, tally
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.run import run_session
 from preemptd.framework.session import NOCANDIDATES, Assignment, Registry, SearchResult, Session
@@ -46,7 +45,7 @@ NO_SET = "no set of preemptible victims frees enough room"
 
 def _written_out(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment | None:
     """The judgement in full: every kept head tried in order, its assignment copied whole,
-    the message of a head without candidates asked of ``memo.dominated``."""
+    the message of a head without candidates asked of ``failures.dominated``."""
     kept_heads = session.state.get(heads._HEADS)
     kept = kept_heads.get(leaf.index) if kept_heads is not None else None
     if kept is None or kept[0] != search_state(session, leaf) or not heads._judgeable(session, workload):
@@ -237,7 +236,7 @@ def test_judged_heads_of_one_judge_are_answered_alike_before_and_after_more_fail
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The failures that answer a judge's request are read once and then only the ones
-    kept since: every head judged with ``h`` gets the answer ``memo.dominated`` gives."""
+    kept since: every head judged with ``h`` gets the answer ``failures.dominated`` gives."""
     decided, explanations, counters = _decide(_later_failure_cluster())
     by_h = NO_SET + " (judged with ns/h: no lower priority, asking for no more)"
     pending = {entry["workload"]: entry["message"] for entry in decided["pending"]}
@@ -253,7 +252,7 @@ def test_the_failures_read_for_a_request_answer_each_preemptor_as_dominated_does
     request) and, after a first reading, ``f6`` (priority 6). For a 3-core preemptor the
     answer is the first failure it is no stronger than: ``f3`` for priority 2 and 3,
     ``f7`` for 4 to 7 (``f6`` comes later in the list), none above 7; exactly what
-    ``memo.dominated`` answers. A commit of the tree moves the state: nothing answers, until
+    ``failures.dominated`` answers. A commit of the tree moves the state: nothing answers, until
     a failure is kept in the new state (``f4``): then only it does."""
     parsed = _first_failure_cluster()
     session = open_session(parsed, [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)], 100_000)
@@ -271,7 +270,7 @@ def test_the_failures_read_for_a_request_answer_each_preemptor_as_dominated_does
         preemptor = workload("p", "a", 3, priority=prio, created=10)
         state = search_state(session, leaf)
         found = answers_now(session, leaf, answers, state)
-        first = next((text for p, c, text in found or () if (prio, -10) <= (p, -c)), None)
+        first = next((text for p, c, text, _ in found or () if (prio, -10) <= (p, -c)), None)
         full = dominated(session, preemptor, leaf, {cpu: 3000}, needed, [])
         return first, None if full is None else full.message
 

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from preemptd.framework.model import PreemptionPolicy
-from preemptd.framework.preemption.memo import (
+from preemptd.framework.preemption.failures import (
     Answers,
     answers_now,
     remember_failure,
     search_state,
-    snapshot_counts,
 )
+from preemptd.framework.preemption.memo import snapshot_counts
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry, SearchResult
 from preemptd.framework.testing import cohort, inventory, open_session, queue, snapshot, workload
@@ -133,17 +133,17 @@ def test_the_failures_read_for_a_request_are_taken_as_they_are_only_while_nothin
     fail("f3", 3)
     assert answers.current(state) is None
     found = answers_now(session, leaf, answers, state)
-    assert found is not None and [p for p, _, _ in found] == [3]
+    assert found is not None and [p for p, _, _, _ in found] == [3]
     assert answers.current(state) is found
     fail("f7", 7)  # kept since: read again, the new one added
     assert answers.current(state) is None
-    assert [p for p, _, _ in answers_now(session, leaf, answers, state) or ()] == [3, 7]
-    assert [p for p, _, _ in answers.current(state) or ()] == [3, 7]
+    assert [p for p, _, _, _ in answers_now(session, leaf, answers, state) or ()] == [3, 7]
+    assert [p for p, _, _, _ in answers.current(state) or ()] == [3, 7]
     session.statement.add_usage(leaf, {cpu: 1000})
     session.statement.commit()
     moved = search_state(session, leaf)
     assert answers.current(moved) is None
     assert answers_now(session, leaf, answers, moved) is None  # nothing kept in the new state
     fail("f4", 4)
-    assert [p for p, _, _ in answers_now(session, leaf, answers, moved) or ()] == [4]
+    assert [p for p, _, _, _ in answers_now(session, leaf, answers, moved) or ()] == [4]
     assert answers.current(state) is None  # the old state's reading is gone

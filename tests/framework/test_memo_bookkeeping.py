@@ -1,6 +1,6 @@
 """The memo's bookkeeping of one victim search is read once per search.
 
-``find_victims`` reads the search state of the preemptor's queue tree (``memo.search_state``:
+``find_victims`` reads the search state of the preemptor's queue tree (``failures.search_state``:
 the tree's commits, node room, the victims chosen in it) once, before the search, and hands
 it to ``dominated`` and ``remember_failure``: a search moves no epoch and chooses no victim,
 so the state after it is the state before. What the plugins said is read once after the
@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from preemptd.framework.preemption import memo, victims
+from preemptd.framework.preemption import failures, memo, victims
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry, SearchResult
 from preemptd.framework.testing import snapshot
@@ -34,7 +34,7 @@ def test_each_search_reads_the_search_state_of_its_tree_once(monkeypatch: pytest
     snap = snapshot(generate_saturated(1, queues=10, workloads=300), NOW_MS)
     reads = Counter[str]()
     keyed = [0]
-    real_state = memo.search_state
+    real_state = failures.search_state
     real_key = memo.memo_key
 
     def reading(*args: Any) -> tuple[int, int, int]:
@@ -49,7 +49,7 @@ def test_each_search_reads_the_search_state_of_its_tree_once(monkeypatch: pytest
             keyed[0] += 1
         return key
 
-    monkeypatch.setattr(memo, "search_state", reading)
+    monkeypatch.setattr(failures, "search_state", reading)
     monkeypatch.setattr(victims, "search_state", reading, raising=False)
     monkeypatch.setattr(victims, "memo_key", keying)
     run_session(snap, registry_of(), actions=actions)

@@ -11,6 +11,7 @@ flavor; only the explanation line of a flavor left unsearched differs.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from dataclasses import replace
@@ -33,6 +34,7 @@ from preemptd.framework.model import (
     Workload,
 )
 from preemptd.framework.objects import Inventory
+from preemptd.framework.preemption import failures
 from preemptd.framework.run import run_session
 from preemptd.framework.session import FIT, PREEMPT, RECLAIM, Registry
 from preemptd.framework.snapshot import Snapshot
@@ -53,6 +55,7 @@ from tests.plugins.test_flavor_fungibility import (
     queue,
     session,
 )
+from tests.scenarios.test_search_memo import JUDGED, NO_CANDIDATE, NO_SET
 
 
 def test_a_flavor_before_the_one_the_scan_stops_at_is_not_searched() -> None:
@@ -237,11 +240,16 @@ def _decide(inventory: Inventory, config: Config) -> tuple[str, Any, dict[str, l
 @given(st.integers(min_value=0, max_value=10**6), st.booleans())
 def test_putting_searches_off_decides_as_searching_every_flavor(seed: int, implicit: bool) -> None:
     """Admissions, victims, pending reasons and messages, and recorded scan positions are
-    the same; each explanation line is the same but for a flavor left unsearched."""
+    the same; each explanation line is the same but for a flavor left unsearched.
+
+    With failures kept to the state they were found in: a failure that lasts
+    (``preemption/failures.py``) of a flavor searched only when searching every flavor
+    may judge a head in a later state, whose message then names it (see the next test)."""
     inventory = _random_cluster(seed)
     config = Config(implicit_preference_default=implicit)
-    put_off = _decide(inventory, config)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(failures, "lasting_here", lambda session: False)
+        put_off = _decide(inventory, config)
         _searching_every_flavor(patch)
         every = _decide(inventory, config)
     assert put_off[:2] == every[:2]
@@ -257,3 +265,30 @@ def test_putting_searches_off_decides_as_searching_every_flavor(seed: int, impli
                 # The same flavor, which searching would have found to need victims.
                 assert SEARCHED.fullmatch(expected) is not None
                 assert expected.startswith(left.group(1) + ": ")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(min_value=0, max_value=10**6), st.booleans())
+def test_putting_searches_off_with_lasting_failures_decides_as_searching_every_flavor(seed: int, implicit: bool) -> None:
+    """Failures that last: the same admissions, victims, pending reasons and scan
+    positions; a pending message differs only where one side's names the head it was
+    judged with (the other's then is that head's answer, or one with fewer candidates)."""
+    inventory = _random_cluster(seed)
+    config = Config(implicit_preference_default=implicit)
+    put_off = _decide(inventory, config)
+    with pytest.MonkeyPatch.context() as patch:
+        _searching_every_flavor(patch)
+        every = _decide(inventory, config)
+    assert put_off[1] == every[1]
+    ours, theirs = json.loads(put_off[0]), json.loads(every[0])
+    ours_pending, theirs_pending = ours.pop("pending"), theirs.pop("pending")
+    assert ours == theirs
+    assert len(ours_pending) == len(theirs_pending)
+    for entry, other in zip(ours_pending, theirs_pending, strict=True):
+        message, wanted = entry.pop("message"), other.pop("message")
+        assert entry == other
+        if JUDGED.search(message) is None and JUDGED.search(wanted) is None:
+            assert message == wanted
+        else:
+            bases = {JUDGED.sub("", message).replace(NO_SET, NO_CANDIDATE), JUDGED.sub("", wanted).replace(NO_SET, NO_CANDIDATE)}
+            assert len(bases) == 1

@@ -340,7 +340,7 @@ def test_flavor_fungibility_hands_its_option_over_and_counts_the_search_as_asked
     assert outputs[0] == outputs[1]
 
 
-def _dominance_cluster(protect_low: bool) -> Any:
+def _dominance_cluster(protect_low: bool, borrow_within_cohort: str = "Never") -> Any:
     """Queue a (4 cores, LowerPriority; reclaim ``Any``, so a head without candidates
     reserves nothing) runs ``low`` (1 core, priority 1) and ``top`` (3 cores, priority 9):
     it is full. Pending, in queue order: ``h1`` (priority 5, 3
@@ -348,7 +348,9 @@ def _dominance_cluster(protect_low: bool) -> Any:
     ``h3`` (priority 3, 1 core), ``h4`` (priority 2, 3 cores). With ``protect_low``,
     ``low`` was admitted 10 s ago under a 60 s preempt min-runtime; without it no queue
     has a window, so min-runtime may refuse nothing in the session."""
-    policy = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Any")
+    policy = PreemptionPolicy(
+        within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort=borrow_within_cohort
+    )
     admitted_at = 100_000 - 10_000 if protect_low else 0
     window = 60_000 if protect_low else None
     return inventory(
@@ -379,8 +381,12 @@ def test_a_failed_search_answers_the_weaker_heads_of_its_queue_asking_no_less() 
     frees enough. ``h1b`` (same priority, newer: the same candidates) and ``h2`` (lower
     priority, 4 cores) fail with it, and are answered by it without a search. ``h3``
     asks for less (1 core): searched, it takes ``low``. Choosing a victim moves the
-    state, so ``h4`` (only ``low`` below it, already taken: 1 core of 3) is searched
-    again, and fails."""
+    state, but ``h1``'s failure lasts: queue a may only borrow (``borrowWithinCohort:
+    Never``, and it is full) and has no advantage at the root (full too), so
+    ``cohort-reclaim`` offers it nothing, now or after any commit, and its own candidates
+    only lose the victims chosen. ``h4`` (priority 2, 3 cores: no stronger, asking no
+    less) is answered by it too; searched, it would find nothing below it but ``low``,
+    taken."""
     decided, vetoes, counters = _decide(_dominance_cluster(protect_low=False), memo=True)
     pending = {entry["workload"]: entry for entry in decided["pending"]}
     assert [p["workload"] for p in decided["preempted"]] == ["ns/low"]
@@ -392,13 +398,33 @@ def test_a_failed_search_answers_the_weaker_heads_of_its_queue_asking_no_less() 
     assert pending["ns/h1"]["message"] == NO_SET
     assert pending["ns/h1b"]["message"] == NO_SET + judged
     assert pending["ns/h2"]["message"] == NO_SET + judged
+    assert pending["ns/h4"]["message"] == NO_SET + judged
+    assert counters["searches-dominated"] == 3
+    assert counters["victim-searches"] == 2  # h1, h3
+    assert vetoes == {}
+    plain, _, plain_counts = _decide(_dominance_cluster(protect_low=False), memo=False)
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 3
+    assert plain_counts["victim-searches"] == 5  # one per head
+
+
+def test_a_failure_of_a_queue_that_may_reclaim_while_borrowing_answers_only_in_its_state() -> None:
+    """The same queue with ``borrowWithinCohort: LowerPriority``: ``cohort-reclaim`` would
+    offer it a sibling's workloads below its priority once the sibling is above its
+    nominal (it has none here, but a failure does not last on what the tree holds), so
+    ``h1``'s failure answers only while the state stands: ``h1b`` and ``h2`` are answered
+    by it, ``h4``, after ``h3`` chose ``low``, is searched again and fails."""
+    parsed = _dominance_cluster(protect_low=False, borrow_within_cohort="LowerPriority")
+    decided, _, counters = _decide(parsed, memo=True)
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    assert decided["preempted"][0]["preemptor"] == "ns/h3"
+    judged = " (judged with ns/h1: no lower priority, asking for no more)"
+    assert pending["ns/h2"]["message"] == NO_SET + judged
+    assert pending["ns/h4"]["reason"] == "PreemptionNoCandidates"
     assert pending["ns/h4"]["message"] == NO_SET
     assert counters["searches-dominated"] == 2
     assert counters["victim-searches"] == 3  # h1, h3, h4
-    assert vetoes == {}
-    plain, _, plain_counts = _decide(_dominance_cluster(protect_low=False), memo=False)
+    plain, _, _ = _decide(parsed, memo=False)
     assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 2
-    assert plain_counts["victim-searches"] == 5  # one per head
 
 
 def test_a_failed_search_with_a_veto_answers_nobody() -> None:
@@ -450,7 +476,10 @@ def test_a_head_with_the_same_pod_sets_as_a_failed_one_is_judged_without_a_scan(
     priority and a later creation time: its flavor scan would see what ``h1``'s saw and each
     of its searches would be answered by ``h1``'s failure, so it takes ``h1``'s assignment
     without a scan, its message naming ``h1``. ``h2`` (4 cores) has other pod sets: it is
-    scanned, and only its search is answered by ``h1``'s. Decisions are the plain path's."""
+    scanned, and only its search is answered by ``h1``'s. So is ``h4``'s, scanned because
+    ``h3``'s victim moved the state (a kept head judges only in its own state), answered
+    by ``h1``'s failure, which lasts (see the dominance test). Decisions are the plain
+    path's."""
     decided, _, counters = _decide(_dominance_cluster(protect_low=False), memo=True)
     assert counters["heads-judged"] == 1
     assert counters["flavors-scanned"] == 4  # h1, h2, h3, h4: not h1b
@@ -465,7 +494,7 @@ def test_a_head_with_the_same_pod_sets_as_a_failed_one_is_judged_without_a_scan(
     }
     plain, _, plain_counts = _decide(_dominance_cluster(protect_low=False), memo=False)
     assert plain_counts["heads-judged"] == 0 and plain_counts["flavors-scanned"] == 5
-    assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 2
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain)) == 3
 
 
 def test_a_head_whose_nomination_met_a_veto_judges_nobody() -> None:
