@@ -105,6 +105,8 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
         # only counts, as without the advantage a search that may only borrow (_offer):
         # both stay so as usage grows (``VictimSearch.lasting``).
         assignment.lasting = False
+    else:
+        assignment.counts_later = True  # what it counts may grow so
     # The answer is a function of the committed state of the queue tree (its epoch), the
     # units taken so far, the request and the priority bounds: kept per session for the
     # next preemptor of the same queue asking the same, as heads of a queue often do.

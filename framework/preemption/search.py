@@ -73,11 +73,11 @@ def find_minimal(
             return answer
     found = len(candidates) + request.left_out
     if not found:
-        # A search that may only borrow counts what it leaves out: a later one, offered no
-        # more, may count more, and is worded as a search with candidates.
+        # A later search counting what it leaves out, offered no more, may count some, and
+        # is worded as a search with candidates.
         return SearchResult(
             message="no running workload that uses the needed quota may be preempted", silent=True,
-            lasting=request.lasting and not borrowing_only,
+            lasting=request.lasting and not request.counts_later,
         )
     # The classes present: each run's (its units share their class), or read in C.
     heads = _heads(runs) if runs is not None else None

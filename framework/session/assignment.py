@@ -58,6 +58,10 @@ class VictimSearch:
     # added, node room taken, victims chosen): a plugin whose answer may gain one clears
     # it (``preemption/failures.py``, read only with the built-in plugins).
     lasting: bool = True
+    # A plugin that counts what it leaves out of this request (``left_out``) from what may
+    # grow later in the session (a sibling queue going above its nominal) says so: a
+    # failure without candidates then does not last, as a later search may count some.
+    counts_later: bool = False
 
 
 @dataclass(slots=True)

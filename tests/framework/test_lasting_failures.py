@@ -6,7 +6,8 @@ its nominal) and has the advantage at no level is offered nothing by ``cohort-re
 (it only counts what it leaves out), and its own candidates only lose the victims chosen:
 a search of it that failed fails again in every later state, for every head it dominates.
 Such a failure is kept when the state moves; a search that may gain candidates later, a
-failure without candidates that a later search may word otherwise, and a session with a
+failure without candidates of a search that counts what it leaves out (a later search may
+count some, and be worded otherwise), and a session with a
 plugin whose answers are not known to behave so keep their failures to their state.
 Decisions are the plain path's; only the dominated heads' messages name their judge.
 """
@@ -54,8 +55,8 @@ def _decide(parsed: Any, memo: bool, *more: tuple[str, Any, None]) -> tuple[dict
     return json.loads(decisions.to_json()), counters
 
 
-def _sibling_commit(a1_cpu: int, own_low: bool) -> Any:
-    """Cohort root (4 cores, full). Queue a (2 cores, ``NEVER``) runs ``a-old`` (priority 9)
+def _sibling_commit(a1_cpu: int, own_low: bool, policy: PreemptionPolicy = NEVER) -> Any:
+    """Cohort root (4 cores, full). Queue a (2 cores, ``policy``) runs ``a-old`` (priority 9)
     and, with ``own_low``, ``a-low`` (1 core, priority 1; ``a-old`` then 1 core). Queue b
     (2 cores, in-queue preemption) runs ``b-x`` (priority 1) and ``b-y`` (priority 2), 1
     core each. Pending: ``a1`` (priority 5) and ``a2`` (priority 4), ``a1_cpu`` cores each, in
@@ -65,7 +66,7 @@ def _sibling_commit(a1_cpu: int, own_low: bool) -> Any:
     if own_low:
         running.append(workload("a-low", "a", 1, priority=1, created=2, admitted=True))
     return inventory(
-        [cohort("root"), queue("a", "root", cpu=2, preemption=NEVER), queue("b", "root", cpu=2, preemption=WITHIN)],
+        [cohort("root"), queue("a", "root", cpu=2, preemption=policy), queue("b", "root", cpu=2, preemption=WITHIN)],
         [
             *running,
             workload("b-x", "b", 1, priority=1, created=3, admitted=True),
@@ -109,6 +110,23 @@ def test_a_failure_without_candidates_of_a_queue_that_may_only_borrow_keeps_to_i
     assert counters["victim-searches"] == 3
     plain, _ = _decide(parsed, memo=False)
     assert decided == plain
+
+
+def test_a_failure_without_candidates_of_a_queue_that_never_reclaims_answers_after_a_sibling_commit() -> None:
+    """The same cluster with queue a reclaiming ``Never``: ``cohort-reclaim`` offers it
+    nothing and counts nothing, now or later, so ``a1``'s failure without candidates lasts
+    and answers ``a2`` (no stronger, asking no less) after ``b3``'s commit; searched, ``a2``
+    would find no candidate either."""
+    never = PreemptionPolicy(within_queue="LowerPriority", reclaim_within_cohort="Never", borrow_within_cohort="Never")
+    parsed = _sibling_commit(1, own_low=False, policy=never)
+    decided, counters = _decide(parsed, memo=True)
+    pending = {entry["workload"]: entry for entry in decided["pending"]}
+    assert [p["workload"] for p in decided["preempted"]] == ["ns/b-x"]
+    assert pending["ns/a1"]["message"] == NO_CANDIDATE
+    assert pending["ns/a2"]["message"] == NO_CANDIDATE + JUDGED
+    assert counters["victim-searches"] == 2  # a1, b3
+    plain, _ = _decide(parsed, memo=False)
+    assert assert_same_decisions(json.dumps(decided), json.dumps(plain), parsed.workloads) == 1
 
 
 def test_a_third_party_plugin_offering_candidates_keeps_failures_to_their_state() -> None:
