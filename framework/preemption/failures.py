@@ -1,4 +1,5 @@
-"""Failed victim searches that answer weaker ones (the search memo's ``memo.py``).
+"""Failed victim searches that answer weaker ones: the dominance half of the search memo
+(``memo.py``).
 
 A failed search also answers the searches it *dominates* (:func:`dominated`): once
 a preemptor's search found no victims without asking a plugin about a candidate or a
@@ -17,7 +18,6 @@ gets the first one's answer without a search, its message naming the preemptor i
 judged with. In a saturated queue this answers most heads of a queue after the first
 few; ``heads.py`` takes it one step further, to whole nominations.
 
-
 **Lasting failures.** A session's committed state only grows: the rounds add usage
 (admissions, preemptors, reservations), take node room and choose victims, and never give
 any of it back. Usage added anywhere never raises a queue's Available, and a queue's
@@ -32,8 +32,11 @@ ones that offer candidates and scenario filters (those filters read only the sna
 and with no policy of a plugin deciding the searches, holds for the rest of the session:
 a state that moves keeps it (:func:`_kept_now`), and it answers the searches it
 dominates in any later state. The quota bound is a quota test and a failure without
-candidates has none, so neither reads node room. A head offered again in a later state
-is never judged with a failure of its own: it is searched.
+candidates has none, so neither reads node room. A failure without candidates lasts only
+when no plugin counts the units it leaves out of the request from what may grow
+(``VictimSearch.counts_later``): a later search may count some, and is then worded as a
+search with candidates. A head offered again in a later state is never judged with a
+failure of its own: it is searched.
 """
 
 from __future__ import annotations
