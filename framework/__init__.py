@@ -36,7 +36,7 @@ from .model import (
     Workload,
 )
 from .pods import NORMAL, Descending
-from .preemption import QueueUnits, candidate_units, queue_units
+from .preemption import QueueUnits, candidate_units, queue_takes, queue_units
 from .quantity import (
     QuantityError,
     format_duration,
@@ -130,6 +130,7 @@ __all__ = [
     "parse_duration",
     "parse_quantity",
     "parse_timestamp",
+    "queue_takes",
     "queue_units",
     "search_flavor",
 ]

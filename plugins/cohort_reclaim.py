@@ -17,7 +17,6 @@ workloads that ``reclaimWithinCohort`` allows, each classed:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import islice
 
 from preemptd.framework import (
     CLASS_HIERARCHICAL,
@@ -34,6 +33,7 @@ from preemptd.framework import (
     VictimSearch,
     Workload,
     hookimpl,
+    queue_takes,
     queue_units,
 )
 
@@ -45,7 +45,6 @@ ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are a
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
 SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
 COUNTED = "cohort-reclaim/counted"  # and of the units a borrowing-only search counts per queue (_counted)
-TAKES = "cohort-reclaim/takes"  # and of the takes the session recorded per queue (_takes)
 
 KEEP_COUNTS = True
 """Whether a queue's count of left-out units is kept while nothing is taken from it
@@ -366,11 +365,10 @@ def _offer(
 def _counted(session: Session, assignment: VictimSearch, leaf: QuotaNode, high: int | None) -> int:
     """What :func:`_offer` adds to ``left_out`` for ``leaf`` in a borrowing-only search
     without the advantage: its within-nominal units below ``high`` that the search keeps.
-    A queue's units change only when the session takes from one of its workloads, and
-    every take is recorded in ``session.relied`` (``preemption/unitindex.py``): the count
-    is kept per queue, bound and request with the queue's takes so far, and counted again
-    only once these moved."""
-    takes = _takes(session).get(leaf.name, 0)
+    A queue's units change only when the session takes from one of its workloads
+    (``queue_takes``): the count is kept per queue, bound and request with the queue's
+    takes so far, and counted again only once these moved."""
+    takes = queue_takes(session, leaf)
     kept: dict[tuple[int, int | None, frozenset[FR], bool], tuple[int, int]] | None = session.state.get(COUNTED)
     if kept is None:
         kept = session.state[COUNTED] = {}
@@ -384,33 +382,3 @@ def _counted(session: Session, assignment: VictimSearch, leaf: QuotaNode, high: 
     count = within.count_between(None, high, assignment.needed, assignment.with_room)
     kept[key] = (takes, count)
     return count
-
-
-class _Takes:
-    """Per queue name, how many units of ``session.relied`` were taken from it, counted up
-    to the ``seen`` first (``_takes``)."""
-
-    __slots__ = ("counts", "seen")
-
-    def __init__(self) -> None:
-        self.seen = 0
-        self.counts: dict[str, int] = {}
-
-
-def _takes(session: Session) -> dict[str, int]:
-    """Per queue name, how many of the units recorded in ``session.relied`` were taken from
-    it (a unit's queue and its workload's, as the candidate index drops their lists)."""
-    found: _Takes | None = session.state.get(TAKES)
-    if found is None:
-        found = session.state[TAKES] = _Takes()
-    counts = found.counts
-    relied = session.relied
-    if found.seen != len(relied):
-        for victim in islice(relied.values(), found.seen, None):
-            name = victim.leaf.name
-            counts[name] = counts.get(name, 0) + 1
-            other = victim.workload.queue
-            if other != name:
-                counts[other] = counts.get(other, 0) + 1
-        found.seen = len(relied)
-    return counts

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, compress, islice
+from itertools import accumulate, compress
 from operator import attrgetter
 from typing import Any
 
@@ -46,7 +46,7 @@ from .kept import KeptUnits, kept_units
 from .retaken import Origin, retaken_units, spliced_totals, usage_totals
 from .units import candidate_units, queue_units_of, unit_flags, units_like
 
-__all__ = ["QueueUnits", "queue_units"]
+__all__ = ["QueueUnits", "queue_takes", "queue_units"]
 
 _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
 _BY_PRIORITY = attrgetter("priority", "created")
@@ -182,23 +182,8 @@ def queue_units(
     ``any_class``: the caller only counts (``count_between``), and a queue's lists of one take
     state count alike (one class's units are another's copied, ``units_like``): any will do."""
     deferred = session.defer_pods
-    index: UnitIndex | None = session.state.get(_STATE)
-    if index is None:
-        index = session.state[_STATE] = UnitIndex()
+    index = _unit_index(session)
     lists = index.lists
-    relied = session.relied
-    if len(relied) != index.seen:
-        # Units taken since the last answer: their queues' lists are out of date, in the
-        # segments of the workloads taken from (``changed``).
-        changed = index.changed
-        for victim in islice(relied.values(), index.seen, None):
-            names = (victim.leaf.name, victim.workload.queue)
-            for name in names[:1] if names[0] == names[1] else names:
-                stale = lists.pop(name, None)
-                if stale is not None:
-                    index.stale.setdefault(name, {}).update(stale)
-                changed.setdefault(name, []).append(victim.workload.key)
-        index.seen = len(relied)
     key = (reason, group, only_within_nominal, deferred)
     by_class = lists.get(leaf.name)
     if by_class is not None:
@@ -248,6 +233,21 @@ def queue_units(
             by_class = lists[leaf.name] = {}
         by_class[key] = built
     return built
+
+
+def _unit_index(session: Session) -> UnitIndex:
+    """The session's index, with the units taken since its last answer recorded."""
+    index: UnitIndex | None = session.state.get(_STATE)
+    if index is None:
+        index = session.state[_STATE] = UnitIndex()
+    index.catch_up(session.relied)
+    return index
+
+
+def queue_takes(session: Session, leaf: QuotaNode) -> int:
+    """How many takes from the workloads of ``leaf``'s lists the session recorded: its
+    units change only with them (see the module notes)."""
+    return len(_unit_index(session).changed.get(leaf.name, ()))
 
 
 def _build(

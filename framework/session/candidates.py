@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from operator import attrgetter
 from typing import Any, Protocol
 
@@ -140,6 +141,23 @@ class UnitIndex:
     seen: int = 0
     stale: dict[str, dict[tuple[str, int, bool, bool], Any]] = field(default_factory=dict)
     changed: dict[str, list[str]] = field(default_factory=dict)
+
+    def catch_up(self, relied: Mapping[Any, Candidate]) -> None:
+        """Record the units taken since the last call: their queues' lists are out of date,
+        in the segments of the workloads taken from (``changed``: a unit's queue and, when
+        its workload names another, that one too)."""
+        if len(relied) == self.seen:
+            return
+        lists = self.lists
+        changed = self.changed
+        for victim in islice(relied.values(), self.seen, None):
+            names = (victim.leaf.name, victim.workload.queue)
+            for name in names[:1] if names[0] == names[1] else names:
+                stale = lists.pop(name, None)
+                if stale is not None:
+                    self.stale.setdefault(name, {}).update(stale)
+                changed.setdefault(name, []).append(victim.workload.key)
+        self.seen = len(relied)
 
 
 @dataclass(slots=True)

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from preemptd.framework import queue_takes
 from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
@@ -108,7 +109,7 @@ def test_a_count_is_kept_per_priority_bound() -> None:
 def test_the_takes_of_a_queue_count_its_units_and_its_workloads_taken() -> None:
     """A unit taken counts for its queue and, when its workload names another queue (a
     unit of a queue's pods of a workload queued elsewhere), for that one too: the candidate
-    index drops the lists of both."""
+    index drops the lists of both (``queue_takes``)."""
     session = open_session(
         inventory(
             [cohort("root"), queue("a", "root", cpu=4), queue("b", "root", cpu=4)],
@@ -119,12 +120,16 @@ def test_the_takes_of_a_queue_count_its_units_and_its_workloads_taken() -> None:
     )
     leaves = session.snapshot.tree.leaves
     w, v = session.snapshot.workloads["ns/w"], session.snapshot.workloads["ns/v"]
-    assert cohort_reclaim._takes(session) == {}
+
+    def takes() -> dict[str, int]:
+        return {name: queue_takes(session, leaf) for name, leaf in leaves.items()}
+
+    assert takes() == {"a": 0, "b": 0}
     session.relied[("w",)] = SimpleNamespace(leaf=leaves["a"], workload=w)
-    assert cohort_reclaim._takes(session) == {"a": 1}
+    assert takes() == {"a": 1, "b": 0}
     session.relied[("v", 1)] = SimpleNamespace(leaf=leaves["a"], workload=v)
     session.relied[("v", 2)] = SimpleNamespace(leaf=leaves["b"], workload=v)
-    assert cohort_reclaim._takes(session) == {"a": 2, "b": 2}
+    assert takes() == {"a": 2, "b": 2}
 
 
 def _registry() -> Registry:
