@@ -202,9 +202,8 @@ def _check(
                 f"{format_quantity(potential.get(fr, 0), resource)} of queue {leaf.name} in flavor {flavor_name}"
             )
             return _Checks(NOFIT, usage, message)
-        available = accounting.available(leaf, fr)
-        if request <= available:
-            found = accounting.borrowing_level(leaf, fr, request)
+        found = accounting.fit_level(leaf, fr, request)
+        if found >= 0:
             if found > level:
                 level = found
             continue
@@ -217,7 +216,7 @@ def _check(
         if not may_search:
             message = (
                 f"insufficient unused quota for {resource} in flavor {flavor_name}: "
-                f"{format_quantity(request - available, resource)} more needed"
+                f"{format_quantity(request - accounting.available(leaf, fr), resource)} more needed"
             )
             return _Checks(NOFIT, usage, message)
         needed.append(fr)

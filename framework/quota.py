@@ -39,9 +39,11 @@ class QuotaNode:
         "nominal",
         "parent",
         "potential",
+        "reserved",
         "root",
         "spec",
         "subtree",
+        "up",
     )
 
     def __init__(self, spec: QueueSpec, index: int) -> None:
@@ -63,9 +65,13 @@ class QuotaNode:
         self.root: QuotaNode = self
         # The root, then each node down to this one (``Accounting._available`` reads it).
         self.lineage: tuple[QuotaNode, ...] = (self,)
+        # The indices of this node and its ancestors, bottom up, and the flavor-resources
+        # some node of them below the root keeps a local reserve of (``Accounting.add_all``).
+        self.up: tuple[int, ...] = (index,)
+        self.reserved: frozenset[FR] = frozenset()
         # Per flavor-resource, once asked: the static figures ``Accounting._available``
-        # reads below the root (see ``_levels``).
-        self.levels: dict[FR, tuple[tuple[int, int, int | None, int], ...]] = {}
+        # reads besides usage (see ``_levels``).
+        self.levels: dict[FR, _Levels] = {}
         for group in spec.resource_groups:
             for flavor in group.flavors:
                 for resource, quota in flavor.resources.items():
@@ -148,6 +154,10 @@ class QuotaTree:
             }
             node.frs = frozenset(frs | set(subtree))
         for node in order:
+            if node.parent is not None:
+                node.up = (node.index, *node.parent.up)
+                reserved = {fr for fr, amount in node.guaranteed.items() if amount > 0}
+                node.reserved = node.parent.reserved | reserved
             for fr in node.frs:
                 if node.parent is None:
                     value = node.subtree.get(fr, 0)
@@ -198,60 +208,84 @@ class Accounting:
             node = node.parent
 
     def add_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
-        """:meth:`add` of each flavor-resource (inlined: victim searches call this per step)."""
+        """:meth:`add` of each flavor-resource (inlined: victim searches call this per step).
+
+        A flavor-resource no node below the root keeps a reserve of (``node.reserved``)
+        has no headroom at a level but what negative usage there would give, so the
+        amount goes up the node's indices (``node.up``) whole; the others take
+        :meth:`add`'s walk."""
         all_usage = self.usage
+        reserved = node.reserved
+        up = node.up
         for fr, amount in usage.items():
-            at: QuotaNode | None = node
-            while at is not None and amount > 0:
-                here = all_usage[at.index]
+            if amount <= 0:
+                continue
+            if reserved and fr in reserved:
+                self.add(node, fr, amount)
+                continue
+            for index in up:
+                here = all_usage[index]
                 used = here.get(fr, 0)
                 here[fr] = used + amount
-                guaranteed = at.guaranteed  # most nodes keep no local reserve
-                headroom = (guaranteed.get(fr, 0) - used) if guaranteed else -used
-                if headroom > 0:
-                    amount -= headroom
-                at = at.parent
+                if used < 0:  # headroom -used: only that much less goes up
+                    amount += used
+                    if amount <= 0:
+                        break
 
     def remove_all(self, node: QuotaNode, usage: Mapping[FR, int]) -> None:
-        """:meth:`remove` of each flavor-resource (inlined as :meth:`add_all` is)."""
+        """:meth:`remove` of each flavor-resource (as :meth:`add_all`: without a reserve,
+        a level stores in its parent all its usage, and no more than that leaves it)."""
         all_usage = self.usage
+        reserved = node.reserved
+        up = node.up
         for fr, amount in usage.items():
-            at: QuotaNode | None = node
-            while at is not None and amount > 0:
-                here = all_usage[at.index]
+            if amount <= 0:
+                continue
+            if reserved and fr in reserved:
+                self.remove(node, fr, amount)
+                continue
+            for index in up:
+                here = all_usage[index]
                 used = here.get(fr, 0)
-                guaranteed = at.guaranteed
-                stored_in_parent = (used - guaranteed.get(fr, 0)) if guaranteed else used
                 here[fr] = used - amount
-                if stored_in_parent <= 0:
+                if used <= 0:
                     break
-                amount = min(amount, stored_in_parent)
-                at = at.parent
+                if used < amount:
+                    amount = used
 
     def used(self, node: QuotaNode, fr: FR) -> int:
         return self.usage[node.index].get(fr, 0)
 
     def available(self, node: QuotaNode, fr: FR) -> int:
-        """SEMANTICS §1 Available(q): never negative."""
-        return max(0, self._available(node, fr))
-
-    def headroom(self, node: QuotaNode, fr: FR) -> int:
-        """:meth:`available` before it is clipped at 0 (negative: over-committed). It grows
-        by at most ``x`` when ``x`` of usage is removed anywhere in the tree (each level
-        passes up no more than it lost), which bounds what any set of victims can free."""
-        return self._available(node, fr)
+        """SEMANTICS §1 Available(q): never negative (:meth:`_available` clipped at 0, its
+        walk inlined: the flavor checks ask it per flavor-resource)."""
+        all_usage = self.usage
+        levels = node.levels.get(fr)
+        if levels is None:
+            levels = _levels(node, fr)
+        root, available, below = levels
+        available -= all_usage[root].get(fr, 0)
+        for index, guaranteed, limit, stored in below:
+            used = all_usage[index].get(fr, 0)
+            if limit is not None:
+                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
+                if cap < available:
+                    available = cap
+            if guaranteed > used:
+                available += guaranteed - used
+        return available if available > 0 else 0
 
     def _available(self, node: QuotaNode, fr: FR) -> int:
         """Available(q) unclipped, from the root down the node's lineage: at each level
         the local reserve left plus what the level above offers, capped by the
         borrowing limit (SEMANTICS §1)."""
         all_usage = self.usage
-        root = node.lineage[0]
-        available = root.subtree.get(fr, 0) - all_usage[root.index].get(fr, 0)
         levels = node.levels.get(fr)
         if levels is None:
             levels = _levels(node, fr)
-        for index, guaranteed, limit, stored in levels:
+        root, available, below = levels
+        available -= all_usage[root].get(fr, 0)
+        for index, guaranteed, limit, stored in below:
             used = all_usage[index].get(fr, 0)
             if limit is not None:
                 cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
@@ -260,6 +294,11 @@ class Accounting:
             if guaranteed > used:
                 available += guaranteed - used
         return available
+
+    headroom = _available
+    """:meth:`available` before it is clipped at 0 (negative: over-committed). It grows
+    by at most ``x`` when ``x`` of usage is removed anywhere in the tree (each level
+    passes up no more than it lost), which bounds what any set of victims can free."""
 
     def borrowing(self, node: QuotaNode, fr: FR) -> bool:
         """Usage above the node's own (subtree) quota."""
@@ -276,6 +315,31 @@ class Accounting:
             if found > level:
                 level = found
         return level
+
+    def fit_level(self, leaf: QuotaNode, fr: FR, request: int) -> int:
+        """:meth:`borrowing_level` of ``request`` when it is within :meth:`available`, else
+        -1: one walk for both (the flavor checks ask both per flavor-resource). Available's
+        walk ends at the leaf, whose usage and quota then answer level 0 as they stand."""
+        all_usage = self.usage
+        levels = leaf.levels.get(fr)
+        if levels is None:
+            levels = _levels(leaf, fr)
+        root, available, below = levels
+        available -= all_usage[root].get(fr, 0)
+        used = guaranteed = stored = 0
+        for index, guaranteed, limit, stored in below:
+            used = all_usage[index].get(fr, 0)
+            if limit is not None:
+                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
+                if cap < available:
+                    available = cap
+            if guaranteed > used:
+                available += guaranteed - used
+        if request > (available if available > 0 else 0):
+            return -1
+        if below and used + request <= stored + guaranteed:
+            return 0  # the leaf's usage and quota (stored in its parent plus its reserve)
+        return self.borrowing_level(leaf, fr, request)
 
     def borrowing_level(self, leaf: QuotaNode, fr: FR, request: int) -> int:
         """SEMANTICS §2.3: 0 within the leaf's nominal, else the height of the lowest
@@ -314,15 +378,19 @@ class Accounting:
         return None
 
 
-def _levels(node: QuotaNode, fr: FR) -> tuple[tuple[int, int, int | None, int], ...]:
-    """Per level of ``node``'s lineage below the root, what ``Accounting._available``
-    reads of it besides usage: its index, local reserve, borrowing limit (or ``None``)
-    and the quota it stores in its parent. Static: kept on the node."""
+_Levels = tuple[int, int, tuple[tuple[int, int, int | None, int], ...]]
+
+
+def _levels(node: QuotaNode, fr: FR) -> _Levels:
+    """What ``Accounting._available`` reads of ``node``'s lineage besides usage: the root's
+    index and quota, then per level below the root its index, local reserve, borrowing
+    limit (or ``None``) and the quota it stores in its parent. Static: kept on the node."""
     found = []
     for at in node.lineage[1:]:
         guaranteed = at.guaranteed.get(fr, 0)
         found.append((at.index, guaranteed, at.borrowing_limit.get(fr), at.subtree.get(fr, 0) - guaranteed))
-    levels = node.levels[fr] = tuple(found)
+    root = node.lineage[0]
+    levels = node.levels[fr] = (root.index, root.subtree.get(fr, 0), tuple(found))
     return levels
 
 
