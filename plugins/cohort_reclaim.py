@@ -44,15 +44,27 @@ ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
 SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
-COUNTED = "cohort-reclaim/counted"  # and of the units a borrowing-only search counts per queue (_counted)
+OFFERS = "cohort-reclaim/offers"  # and of each sibling queue's part of an answer (_offer_read)
 
-KEEP_COUNTS = True
-"""Whether a queue's count of left-out units is kept while nothing is taken from it
-(tests turn it off to compare with counting at every search)."""
+KEEP_OFFERS = True
+"""Whether a sibling queue's part of an answer (its runs and its count of left-out units)
+is kept while nothing is taken from it (tests turn it off to compare with reading the
+queue's lists at every search)."""
 
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
 _Kept = tuple[list[tuple[Source, int, int]], int]
+
+
+class _Part:
+    """A sibling queue's part of an answer (:func:`_offer`): its candidates, their runs and
+    the units left out, read at the queue's ``takes`` (``queue_takes``); ``seen``: how many
+    units the session had taken (``session.relied``) when it was last found current."""
+
+    __slots__ = ("left_out", "runs", "seen", "takes", "units")
+
+    def __init__(self, takes: int, seen: int, units: list[Candidate], runs: list[tuple[Source, int, int]], left_out: int) -> None:
+        self.takes, self.seen, self.units, self.runs, self.left_out = takes, seen, units, runs, left_out
 
 
 def _fits_at(accounting: Accounting, leaf: QuotaNode, ancestor: QuotaNode, usage: Mapping[FR, int]) -> bool:
@@ -111,7 +123,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # next preemptor of the same queue asking the same, as heads of a queue often do.
     # So is each sibling cohort's part of it, which preemptors of other queues of the
     # tree, asking the same, share: the answer is those parts in the same order. A
-    # sibling queue is read directly: its test and its lists cost less than a kept part.
+    # queue's part is kept longer, while nothing is taken from it (_offer_read).
     statement = session.statement
     key = None
     parts: dict[tuple[int, bool], _Kept] | None = None
@@ -134,29 +146,39 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     left_out = assignment.left_out
     out = Offer()
     epoch = statement.epoch(leaf) if key is not None else None
-    # A borrowing-only search (``borrowWithinCohort: Never``: no cut) only counts the units
-    # of a sibling queue where it has no advantage (``_offer``): kept per queue (_counted).
-    counting = KEEP_COUNTS and assignment.borrowing_only and cut is None and not session.defer_pods
+    tables = _tables(session, assignment, high, cut)
+    seen = len(session.relied)
     for ancestor, child, at_level in levels:
+        table = tables[at_level] if tables is not None else None
         # A sibling within nominal on every needed flavor-resource is skipped: neither it
         # nor anything below it is reclaimed.
         for sibling, span in _reached(session, ancestor, assignment.needed, epoch, high):
             if sibling is child:
                 continue
             if sibling.is_leaf:
-                if counting and not at_level:
-                    assignment.left_out += _counted(session, assignment, sibling, high)
-                else:
+                if table is None:
                     _offer(session, assignment, sibling, span, at_level, high, cut, out)
+                    continue
+                # Its kept part (_Part), as in _collect: it runs for every sibling of every search.
+                mine = table.get(sibling.index)
+                if mine is not None and (mine.seen == seen or mine.takes == queue_takes(session, sibling)):
+                    mine.seen = seen
+                    if mine.units:
+                        out.extend(mine.units)
+                        out.runs.extend(mine.runs)
+                        out.size += len(mine.units)
+                    assignment.left_out += mine.left_out
+                else:
+                    _offer_read(session, assignment, sibling, span, at_level, high, cut, out, table)
                 continue
             if parts is None:
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table)
                 continue
             part = parts.get((sibling.index, at_level))
             if part is None:
                 start = len(out.runs)
                 before = assignment.left_out
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table)
                 parts[(sibling.index, at_level)] = (out.runs[start:], assignment.left_out - before)
             else:
                 for run in part[0]:
@@ -176,13 +198,46 @@ def _collect(
     cut: int | None,
     out: Offer,
     epoch: int | None,
+    table: dict[int, _Part] | None,
 ) -> None:
-    """The candidates below ``node``, a cohort above nominal on a needed flavor-resource."""
+    """The candidates below ``node``, a cohort above nominal on a needed flavor-resource;
+    of each queue, its part kept in ``table`` while current (:func:`_offer_read`)."""
+    seen = len(session.relied)
     for child, span in _reached(session, node, assignment.needed, epoch, high):
-        if child.is_leaf:
+        if not child.is_leaf:
+            _collect(session, assignment, child, advantage, high, cut, out, epoch, table)
+        elif table is None:
             _offer(session, assignment, child, span, advantage, high, cut, out)
+        elif (part := table.get(child.index)) is not None and (
+            part.seen == seen or part.takes == queue_takes(session, child)
+        ):
+            part.seen = seen
+            if part.units:
+                out.extend(part.units)
+                out.runs.extend(part.runs)
+                out.size += len(part.units)
+            assignment.left_out += part.left_out
         else:
-            _collect(session, assignment, child, advantage, high, cut, out, epoch)
+            _offer_read(session, assignment, child, span, advantage, high, cut, out, table)
+
+
+def _tables(
+    session: Session, assignment: VictimSearch, high: int | None, cut: int | None
+) -> tuple[dict[int, _Part], dict[int, _Part]] | None:
+    """The session's kept sibling-queue parts (:func:`_offer_read`) a search reads, without
+    and with the advantage: per what :func:`_offer` reads besides the queue's lists and
+    span (fixed for the session), then per queue. With the advantage it reads ``high``
+    alone; without, the bounds and whether the search only borrows, and then (it only
+    counts within-nominal units) the request. None when not kept: while a node-by-node
+    search collects candidates the lists are built for that collection only."""
+    if not KEEP_OFFERS or session.defer_pods:
+        return None
+    kept: dict[tuple[object, ...], dict[int, _Part]] | None = session.state.get(OFFERS)
+    if kept is None:
+        kept = session.state[OFFERS] = {}
+    only = assignment.borrowing_only
+    plain = (False, high, cut, only, assignment.needed if only else None, assignment.with_room if only else None)
+    return kept.setdefault(plain, {}), kept.setdefault((True, high), {})
 
 
 def _above(session: Session, node: QuotaNode, needed: frozenset[FR], epoch: int | None) -> list[QuotaNode]:
@@ -362,23 +417,25 @@ def _offer(
         within.offer_between(out, cut, high)
 
 
-def _counted(session: Session, assignment: VictimSearch, leaf: QuotaNode, high: int | None) -> int:
-    """What :func:`_offer` adds to ``left_out`` for ``leaf`` in a borrowing-only search
-    without the advantage: its within-nominal units below ``high`` that the search keeps.
-    A queue's units change only when the session takes from one of its workloads
-    (``queue_takes``): the count is kept per queue, bound and request with the queue's
-    takes so far, and counted again only once these moved."""
-    takes = queue_takes(session, leaf)
-    kept: dict[tuple[int, int | None, frozenset[FR], bool], tuple[int, int]] | None = session.state.get(COUNTED)
-    if kept is None:
-        kept = session.state[COUNTED] = {}
-    key = (leaf.index, high, assignment.needed, assignment.with_room)
-    found = kept.get(key)
-    if found is not None and found[0] == takes:
-        return found[1]
-    within = queue_units(
-        session, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True, any_class=True
-    )
-    count = within.count_between(None, high, assignment.needed, assignment.with_room)
-    kept[key] = (takes, count)
-    return count
+def _offer_read(
+    session: Session,
+    assignment: VictimSearch,
+    leaf: QuotaNode,
+    span: tuple[int, int],
+    advantage: bool,
+    high: int | None,
+    cut: int | None,
+    out: Offer,
+    table: dict[int, _Part],
+) -> None:
+    """:func:`_offer`, its part kept in ``table`` (one of :func:`_tables`, which holds what
+    else it reads) at the queue's takes. A queue's lists change only when the session takes
+    from one of its workloads (``queue_takes``): until then they are the same lists, and the
+    part is the same runs of them and the same count, whatever is taken from other queues;
+    while the session has taken nothing at all, the queue's takes need no reading."""
+    size = len(out)
+    start = len(out.runs)
+    before = assignment.left_out
+    _offer(session, assignment, leaf, span, advantage, high, cut, out)
+    left_out = assignment.left_out - before
+    table[leaf.index] = _Part(queue_takes(session, leaf), len(session.relied), out[size:], out.runs[start:], left_out)

@@ -229,9 +229,7 @@ def queue_units(
         if kept is not None:
             _keep_list(session, kept, leaf.name, key, listing, built)
     if not deferred:
-        if by_class is None:
-            by_class = lists[leaf.name] = {}
-        by_class[key] = built
+        lists.setdefault(leaf.name, {})[key] = built
     return built
 
 
@@ -240,14 +238,16 @@ def _unit_index(session: Session) -> UnitIndex:
     index: UnitIndex | None = session.state.get(_STATE)
     if index is None:
         index = session.state[_STATE] = UnitIndex()
-    index.catch_up(session.relied)
+    if len(session.relied) != index.seen:
+        index.catch_up(session.relied)
     return index
 
 
 def queue_takes(session: Session, leaf: QuotaNode) -> int:
     """How many takes from the workloads of ``leaf``'s lists the session recorded: its
     units change only with them (see the module notes)."""
-    return len(_unit_index(session).changed.get(leaf.name, ()))
+    found = _unit_index(session).changed.get(leaf.name)
+    return len(found) if found is not None else 0
 
 
 def _build(

@@ -6,7 +6,7 @@ below its nominal) and has the advantage at no level is offered nothing by
 ``cohort-reclaim``: of each sibling queue above its nominal it only counts the units it
 leaves out (SEMANTICS §4), for the wording "N candidate(s) use ...". A queue's units change
 only when the session takes from one of its workloads, so the count is kept per queue,
-priority bound and request with the queue's takes so far (``KEEP_COUNTS``). Sessions over
+priority bound and request with the queue's takes so far (``KEEP_OFFERS``). Sessions over
 generated saturated clusters, where every queue is at its nominal, reclaims ``Any`` and
 borrows nothing, and preemptions in sibling queues land between the searches, decide and
 explain exactly as counting at every search does; a count kept across a take would not.
@@ -36,7 +36,7 @@ Decided = tuple[dict[str, Any], dict[str, list[str]], dict[str, int | str]]
 
 
 def _decide(monkeypatch: pytest.MonkeyPatch, keep: bool, objects: list[dict[str, Any]]) -> Decided:
-    monkeypatch.setattr(cohort_reclaim, "KEEP_COUNTS", keep)
+    monkeypatch.setattr(cohort_reclaim, "KEEP_OFFERS", keep)
     actions, registry = default_session()
     counters: dict[str, int | str] = {}
     decisions = run_session(snapshot(objects, NOW_MS), registry(), actions=actions, counters=counters)
@@ -70,11 +70,11 @@ def test_kept_counts_decide_and_explain_random_clusters_as_counting_at_every_sea
     parsed = _random_cluster(seed)
     decided = {}
     for keep in (True, False):
-        cohort_reclaim.KEEP_COUNTS = keep
+        cohort_reclaim.KEEP_OFFERS = keep
         try:
             decisions = run_session(snapshot(parsed, 100_000), _registry())
         finally:
-            cohort_reclaim.KEEP_COUNTS = True
+            cohort_reclaim.KEEP_OFFERS = True
         decided[keep] = (decisions.to_json(), decisions.explanations)
     assert decided[True] == decided[False]
 
