@@ -267,7 +267,10 @@ class Placements(SharedIndexes, Filling):
         index = self._index.get(flavor)
         if index is None:
             return None
-        return PodTally(index, self.pool.nodes, self._node_flavors, requests, count, selector, tolerations)
+        return PodTally(
+            index, self.pool.nodes, self._node_flavors, requests, count, selector, tolerations,
+            self.pool.members[flavor],
+        )
 
     def count(self, tally: PodTally, changed: Mapping[str, Mapping[str, int]] | None = None) -> int:
         """How many of the tally's pods the flavor's nodes take now, counted up to its

@@ -57,7 +57,7 @@ def node_matches(
 class NodePool:
     """The static node view of a snapshot: which nodes serve which flavor."""
 
-    __slots__ = ("by_flavor", "free", "layout", "names", "nodes", "ranks", "sharing")
+    __slots__ = ("by_flavor", "free", "layout", "members", "names", "nodes", "ranks", "sharing")
 
     def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
         self.nodes = dict(sorted(nodes.items()))
@@ -68,6 +68,8 @@ class NodePool:
             name: dict(node.allocatable) for name, node in self.nodes.items()
         }
         self.by_flavor: dict[str, list[str]] = {}
+        # The same nodes as a set per flavor: a node's membership asked in one step.
+        self.members: dict[str, frozenset[str]] = {}
         # The nodes of each set of flavors, a node's flavors in ``by_flavor`` order.
         self.layout: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
         # Per flavor with nodes, every flavor one of its nodes also serves (itself too).
@@ -82,6 +84,7 @@ class NodePool:
             ]
             if members:
                 self.by_flavor[flavor.name] = members
+                self.members[flavor.name] = frozenset(members)
         flavors_of: dict[str, list[str]] = {}
         for flavor_name, members in self.by_flavor.items():
             for name in members:
@@ -214,7 +217,7 @@ class PodTally:
     """
 
     __slots__ = (
-        "count", "cpu", "gpus", "index", "matches", "node_flavors", "nodes", "selector",
+        "count", "cpu", "gpus", "index", "matches", "members", "node_flavors", "nodes", "selector",
         "tolerations", "wanted",
     )
 
@@ -227,8 +230,11 @@ class PodTally:
         count: int,
         selector: Mapping[str, str],
         tolerations: Sequence[Toleration],
+        members: frozenset[str],
     ) -> None:
         self.index = index
+        # The names of the flavor's nodes (the nodes whose ``node_flavors`` hold ``index``).
+        self.members = members
         self.count = count
         self.gpus = gpu_amount(requests)
         self.cpu = requests.get("cpu", 0)
@@ -241,7 +247,7 @@ class PodTally:
 
     def on(self, name: str, free: Mapping[str, int], extra: Mapping[str, int] | None) -> int:
         """How many of the pods node ``name`` takes with room ``free`` plus ``extra``."""
-        if self.index not in self.node_flavors.get(name, ()):
+        if name not in self.members:
             return 0
         return self.takes(name, free, extra)
 

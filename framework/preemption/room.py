@@ -75,7 +75,8 @@ class FreedRoom:
         # Several pod sets: per live pod set, the pods each node touched takes now.
         self.counted: list[dict[str, int]] = []
         # The session's node epoch when the placements hold its committed room, and the nodes
-        # whose room map is shared with a kept first give (``givenroom.py``).
+        # whose room map is not the walk's own: shared with a kept first give
+        # (``givenroom.py``), or one pod's requests, lent (:meth:`_follow`).
         self.epoch = epoch
         self.shared: set[str] = set()
 
@@ -159,7 +160,8 @@ class FreedRoom:
 
     def _unshared(self, node: str) -> dict[str, int]:
         """The room map of ``node``, about to change, made the walk's own: a map shared with a
-        kept first give (``givenroom.py``) stays as later walks will start from it."""
+        kept first give (``givenroom.py``) stays as later walks will start from it, and a pod's
+        requests lent by :meth:`_follow` stay the pod's."""
         extra = self.extra[node] = dict(self.extra[node])
         self.shared.discard(node)
         return extra
@@ -182,8 +184,7 @@ class FreedRoom:
         for a node that has none (it is judged from its room when next asked, as
         before), and one it has is 0 and stays right."""
         tally = self.live[0]
-        member = tally.index
-        node_flavors = tally.node_flavors
+        members = tally.members
         short = tally.short
         takes = tally.takes_past_short
         gpus = tally.gpus
@@ -193,24 +194,31 @@ class FreedRoom:
         total = self.totals[0]
         for victim in victims:
             for node, requests in victim.room:
-                if member not in node_flavors.get(node, ()):
+                if node not in members:
                     if keep_all:
                         self._keep_one(node, requests)
                     continue  # the pods never go there
                 free = all_free[node]
                 gpus_after = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
                 gpus_after += requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
-                extra = all_extra.get(node)
-                if extra is None:
+                if node not in all_extra:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
-                    extra = all_extra[node] = dict(requests)
                     if gpus_after < gpus:
-                        continue  # short of the GPUs before and after (see above)
+                        # Short of the GPUs before and after (see above). Most nodes a walk
+                        # frees room on stay so and are never changed again: one pod set, so
+                        # the room is the pod's own map, lent (in ``shared``, copied when it
+                        # changes), not a copy.
+                        if keep_all:
+                            all_extra[node] = dict(requests)
+                        else:
+                            all_extra[node] = requests  # type: ignore[assignment]  # lent, read only
+                            shared.add(node)
+                        continue
+                    extra = all_extra[node] = dict(requests)
                     before = 0 if short(free, None) else takes(node, free, None)
                 else:
-                    if node in shared:
-                        extra = self._unshared(node)
+                    extra = all_extra[node] if node not in shared else self._unshared(node)
                     if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
                         # Short of the GPUs before and after (see above): a count it has is 0.
                         for resource, amount in requests.items():
@@ -271,7 +279,9 @@ class FreedRoom:
         all_free = self.free
         all_extra = self.extra
         for node, requests in victim.room:
-            before = known.get(node)
+            if node not in known:
+                continue
+            before = known[node]
             if not before:
                 continue
             extra = all_extra[node] if node not in self.shared else self._unshared(node)
@@ -285,8 +295,7 @@ class FreedRoom:
     def _follow_back(self, victim: Candidate) -> None:
         """:meth:`take_back` with several pod sets, one followed (see :meth:`_change`)."""
         tally = self.live[0]
-        member = tally.index
-        node_flavors = tally.node_flavors
+        members = tally.members
         short = tally.short
         takes_past_short = tally.takes_past_short
         takes = tally.takes
@@ -304,7 +313,7 @@ class FreedRoom:
             was = seen.get(node)
             if was is None:
                 was = 0
-                if member in node_flavors.get(node, ()) and not short(free, extra):
+                if node in members and not short(free, extra):
                     was = takes_past_short(node, free, extra)
             for resource, amount in requests.items():
                 extra[resource] = extra.get(resource, 0) - amount
