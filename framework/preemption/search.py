@@ -54,9 +54,18 @@ def find_minimal(
     needed: frozenset[FR],
     targets: Sequence[tuple[PodSet, int, str]],
     collected: Callable[[VictimSearch, list[Candidate], Runs | None], SearchResult | None] | None = None,
+    likely: bool = False,
 ) -> SearchResult:
     """``collected``: told what the plugins offered (``victims.py``), with the runs it came
-    in; an answer it gives is the search's."""
+    in; an answer it gives is the search's.
+
+    ``likely``: the search is expected to find victims (the same search found some earlier
+    in the session). In a session where no plugin may refuse a candidate or a scenario,
+    it then walks before it asks the quota bound, and asks the bound only when the walk
+    found none: a walk that finds victims is one the bound lets run (it only proves
+    searches hopeless that no step of a walk fits), and a walk that finds none tells
+    nobody anything, so a bound that proves the search hopeless gives the answer it gives
+    before any walk (silent, counted as bounded)."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -95,7 +104,20 @@ def find_minimal(
     lines = [f"{found} candidate(s) use the needed {_wanted(session, needed)}"]
     silent = False
     accounting = session.accounting
-    if search.may_skip_walk() and not any(
+    skip = search.may_skip_walk()
+    if skip and likely and WALK_FIRST and not (session.may_veto or search.filters):
+        ordered = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
+        for allow_borrowing in attempts:
+            victims, level = search.attempt(ordered, allow_borrowing)
+            if victims:
+                lines.extend(search.veto_lines())
+                lines.append(f"minimal set of victims: {_named(session, victims)}")
+                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+        if not any(may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts):
+            # What the bound would have answered before any walk: hopeless, and silent.
+            session.counters.bounded += 1
+            silent = True
+    elif skip and not any(
         may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts
     ):
         session.counters.bounded += 1
@@ -125,6 +147,10 @@ def find_minimal(
         lasting=silent and request.lasting,
     )
 
+
+WALK_FIRST = True
+"""Whether a search expected to find victims walks before it asks the quota bound (tests
+turn it off to compare with the search that asks the bound first)."""
 
 _RUN_SUMS = "_bound_run_sums"  # in ``session.state``: the bound's sums of runs (``RunSums``)
 

@@ -101,30 +101,54 @@ def find_victims(
                     counts.keys.add(key)
                 return found
         session.counters.searches += 1
+        found_before = _found(session)
+        likely = key is not None and key[:_STATE] in found_before and needed not in found_before
         if preemptor.is_deployment and len(targets) == 1:
             # A Deployment whose replica lacks node room frees it node by node (§6).
             result = _replicas(session, preemptor, leaf, targets[0])
         elif key is not None and not targets and len(preemptor.pod_sets) > 1:
             walks = _same_walk(session, key, bases)
-            result = find_minimal(session, preemptor, leaf, usage, needed, targets, walks)
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets, walks, likely)
         elif key is not None and len(preemptor.pod_sets) > 1:
             # With node targets: the whole request may take its last podSet's walk (parked.py).
             bounded = session.counters.bounded
             on_nodes = same_walk_on_nodes(session, key, bases, targets)
-            result = find_minimal(session, preemptor, leaf, usage, needed, targets, on_nodes)
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets, on_nodes, likely)
             if session.counters.bounded != bounded:
                 count_bounded(session, key)
         else:
-            result = find_minimal(session, preemptor, leaf, usage, needed, targets)
+            result = find_minimal(session, preemptor, leaf, usage, needed, targets, None, likely)
         if key is not None:
             after = plugins_said(session, preemptor)
             if remember(session, key, result, before, after):
                 result.memo_key = key
             remember_failure(session, preemptor, leaf, usage, needed, targets, result, before, after, state, counts)
+            if result.victims:
+                found_before.add(key[:_STATE])
+            elif likely and result.silent:
+                found_before.add(needed)  # walked in vain where the bound proved it hopeless
         return result
     finally:
         name = "preempt" if "preempt" in session.actions else "reclaim"
         session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
+
+
+_STATE = 10  # where memo_key puts the state (the tree's epoch, node room, victims chosen)
+_FOUND = "_found_victims"
+"""Where a session keeps (``session.state``) the searches that found victims, named by their
+memo keys less the state: the same search asked again in a later state (a head offered
+again next round) most likely finds victims again, and walks before it asks the quota
+bound (``search.find_minimal``, ``likely``). Beside them, the needed flavor-resources of
+such a search that found none, the bound proving it hopeless: their flavors are filling
+up, and a walk that finds nothing costs more than the bound it would spare, so no later
+search needing them walks first."""
+
+
+def _found(session: Session) -> set[Key | frozenset[FR]]:
+    found: set[Key | frozenset[FR]] | None = session.state.get(_FOUND)
+    if found is None:
+        found = session.state[_FOUND] = set()
+    return found
 
 
 APART = True
