@@ -52,6 +52,7 @@ __all__ = [
 Key = tuple[Any, ...]
 _LEAF = 6  # where memo_key puts the leaf's index
 _USAGE = 7  # and the usage asked for
+_STATE = 10  # and, from there on, the state it is asked in (tree epoch, node room, takes)
 
 
 def memo_key(

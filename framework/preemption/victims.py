@@ -48,7 +48,8 @@ from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Runs, SearchResult, Session, VictimSearch, with_vetoes
 from .failures import dominated, remember_failure, search_state
-from .memo import (  # _USAGE: where memo_key puts the usage asked for
+from .memo import (  # _USAGE, _STATE: where memo_key puts the usage asked for and the state
+    _STATE,
     _USAGE,
     Key,
     memo_key,
@@ -133,7 +134,6 @@ def find_victims(
         session.timings[name] = session.timings.get(name, 0.0) + time.perf_counter() - started
 
 
-_STATE = 10  # where memo_key puts the state (the tree's epoch, node room, victims chosen)
 _FOUND = "_found_victims"
 """Where a session keeps (``session.state``) the searches that found victims, named by their
 memo keys less the state: the same search asked again in a later state (a head offered

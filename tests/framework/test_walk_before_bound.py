@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from preemptd.framework.preemption import search, victims
+from preemptd.framework.preemption import memo, search, victims
 from preemptd.framework.run import run_session
 from preemptd.framework.session import SearchResult
 from preemptd.framework.testing import snapshot
@@ -106,3 +106,29 @@ def test_sessions_walking_first_decide_and_explain_as_the_bound_first(
         bounds.append(asked[0])
     assert outcomes[0] == outcomes[1]
     assert bounds[1] < bounds[0], bounds  # the bound was left out where a walk found victims
+
+
+def test_a_memo_key_holds_the_state_only_from_the_index_the_search_strips(
+    monkeypatch: pytest.MonkeyPatch, contended: Any
+) -> None:
+    # victims.py names a search by its memo key less the state (key[:_STATE]); were the
+    # state to begin elsewhere, a head asked again would never be named the same, or two
+    # different searches would be.
+    real = victims.memo_key
+    seen: list[bool] = []
+
+    def checked(session: Any, preemptor: Any, leaf: Any, *rest: Any) -> Any:
+        key = real(session, preemptor, leaf, *rest)
+        if key is not None:
+            state = key[memo._STATE :]
+            seen.append(
+                state[0] == session.statement.epoch(leaf)
+                and state[2:] == (len(session.relied), len(session.taken))
+                and preemptor.key == key[0]
+            )
+        return key
+
+    monkeypatch.setattr(victims, "memo_key", checked)
+    actions, registry = default_session()
+    run_session(contended, registry(), actions=actions)
+    assert seen and all(seen)
