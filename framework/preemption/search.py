@@ -59,13 +59,10 @@ def find_minimal(
     """``collected``: told what the plugins offered (``victims.py``), with the runs it came
     in; an answer it gives is the search's.
 
-    ``likely``: the search is expected to find victims (the same search found some earlier
-    in the session). In a session where no plugin may refuse a candidate or a scenario,
-    it then walks before it asks the quota bound, and asks the bound only when the walk
-    found none: a walk that finds victims is one the bound lets run (it only proves
-    searches hopeless that no step of a walk fits), and a walk that finds none tells
-    nobody anything, so a bound that proves the search hopeless gives the answer it gives
-    before any walk (silent, counted as bounded)."""
+    ``likely``: expected to find victims (the same search found some earlier). Where no
+    plugin may refuse a candidate or a scenario, it walks before asking the quota bound,
+    which lets every walk that finds victims run; a walk finding none tells nobody, so a
+    bound proving the search hopeless answers as it would before it (silent, bounded)."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -107,12 +104,9 @@ def find_minimal(
     skip = search.may_skip_walk()
     if skip and likely and WALK_FIRST and not (session.may_veto or search.filters):
         ordered = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
-        for allow_borrowing in attempts:
-            victims, level = search.attempt(ordered, allow_borrowing)
-            if victims:
-                lines.extend(search.veto_lines())
-                lines.append(f"minimal set of victims: {_named(session, victims)}")
-                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+        answer = _first_found(session, search, ordered, attempts, lines)
+        if answer is not None:
+            return answer
         if not any(may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts):
             # What the bound would have answered before any walk: hopeless, and silent.
             session.counters.bounded += 1
@@ -133,12 +127,9 @@ def find_minimal(
                 search.attempt(candidates, allow_borrowing, hopeless=True)
     else:
         candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
-        for allow_borrowing in attempts:
-            victims, level = search.attempt(candidates, allow_borrowing)
-            if victims:
-                lines.extend(search.veto_lines())
-                lines.append(f"minimal set of victims: {_named(session, victims)}")
-                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+        answer = _first_found(session, search, candidates, attempts, lines)
+        if answer is not None:
+            return answer
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
@@ -146,6 +137,19 @@ def find_minimal(
         vetoed_by=frozenset(search.vetoed_by), message=message, lines=lines, silent=silent,
         lasting=silent and request.lasting,
     )
+
+
+def _first_found(
+    session: Session, search: Walk, ordered: list[Candidate], attempts: list[bool], lines: list[str]
+) -> SearchResult | None:
+    """The answer of the first attempt over ``ordered`` that finds victims, else ``None``."""
+    for allow_borrowing in attempts:
+        victims, level = search.attempt(ordered, allow_borrowing)
+        if victims:
+            lines.extend(search.veto_lines())
+            lines.append(f"minimal set of victims: {_named(session, victims)}")
+            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+    return None
 
 
 WALK_FIRST = True
