@@ -44,7 +44,7 @@ ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
 SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
-OFFERS = "cohort-reclaim/offers"  # and of each sibling queue's part of an answer (_offer_read)
+OFFERS = "cohort-reclaim/offers"  # and of each sibling queue's part of an answer (_offer_kept)
 
 KEEP_OFFERS = True
 """Whether a sibling queue's part of an answer (its runs and its count of left-out units)
@@ -123,7 +123,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # next preemptor of the same queue asking the same, as heads of a queue often do.
     # So is each sibling cohort's part of it, which preemptors of other queues of the
     # tree, asking the same, share: the answer is those parts in the same order. A
-    # queue's part is kept longer, while nothing is taken from it (_offer_read).
+    # queue's part is kept longer, while nothing is taken from it (_offer_kept).
     statement = session.statement
     key = None
     parts: dict[tuple[int, bool], _Kept] | None = None
@@ -159,17 +159,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
                 if table is None:
                     _offer(session, assignment, sibling, span, at_level, high, cut, out)
                     continue
-                # Its kept part (_Part), as in _collect: it runs for every sibling of every search.
-                mine = table.get(sibling.index)
-                if mine is not None and (mine.seen == seen or mine.takes == queue_takes(session, sibling)):
-                    mine.seen = seen
-                    if mine.units:
-                        out.extend(mine.units)
-                        out.runs.extend(mine.runs)
-                        out.size += len(mine.units)
-                    assignment.left_out += mine.left_out
-                else:
-                    _offer_read(session, assignment, sibling, span, at_level, high, cut, out, table)
+                _offer_kept(session, assignment, sibling, span, at_level, high, cut, out, table, seen)
                 continue
             if parts is None:
                 _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table)
@@ -201,30 +191,21 @@ def _collect(
     table: dict[int, _Part] | None,
 ) -> None:
     """The candidates below ``node``, a cohort above nominal on a needed flavor-resource;
-    of each queue, its part kept in ``table`` while current (:func:`_offer_read`)."""
+    of each queue, its part kept in ``table`` while current (:func:`_offer_kept`)."""
     seen = len(session.relied)
     for child, span in _reached(session, node, assignment.needed, epoch, high):
         if not child.is_leaf:
             _collect(session, assignment, child, advantage, high, cut, out, epoch, table)
         elif table is None:
             _offer(session, assignment, child, span, advantage, high, cut, out)
-        elif (part := table.get(child.index)) is not None and (
-            part.seen == seen or part.takes == queue_takes(session, child)
-        ):
-            part.seen = seen
-            if part.units:
-                out.extend(part.units)
-                out.runs.extend(part.runs)
-                out.size += len(part.units)
-            assignment.left_out += part.left_out
         else:
-            _offer_read(session, assignment, child, span, advantage, high, cut, out, table)
+            _offer_kept(session, assignment, child, span, advantage, high, cut, out, table, seen)
 
 
 def _tables(
     session: Session, assignment: VictimSearch, high: int | None, cut: int | None
 ) -> tuple[dict[int, _Part], dict[int, _Part]] | None:
-    """The session's kept sibling-queue parts (:func:`_offer_read`) a search reads, without
+    """The session's kept sibling-queue parts (:func:`_offer_kept`) a search reads, without
     and with the advantage: per what :func:`_offer` reads besides the queue's lists and
     span (fixed for the session), then per queue. With the advantage it reads ``high``
     alone; without, the bounds and whether the search only borrows, and then (it only
@@ -417,7 +398,7 @@ def _offer(
         within.offer_between(out, cut, high)
 
 
-def _offer_read(
+def _offer_kept(
     session: Session,
     assignment: VictimSearch,
     leaf: QuotaNode,
@@ -427,12 +408,23 @@ def _offer_read(
     cut: int | None,
     out: Offer,
     table: dict[int, _Part],
+    seen: int,
 ) -> None:
     """:func:`_offer`, its part kept in ``table`` (one of :func:`_tables`, which holds what
     else it reads) at the queue's takes. A queue's lists change only when the session takes
     from one of its workloads (``queue_takes``): until then they are the same lists, and the
     part is the same runs of them and the same count, whatever is taken from other queues;
-    while the session has taken nothing at all, the queue's takes need no reading."""
+    while the session has taken nothing at all (``seen``, units taken, has not moved), the
+    queue's takes need no reading."""
+    part = table.get(leaf.index)
+    if part is not None and (part.seen == seen or part.takes == queue_takes(session, leaf)):
+        part.seen = seen
+        if part.units:
+            out.extend(part.units)
+            out.runs.extend(part.runs)
+            out.size += len(part.units)
+        assignment.left_out += part.left_out
+        return
     size = len(out)
     start = len(out.runs)
     before = assignment.left_out
