@@ -257,22 +257,8 @@ class Accounting:
         return self.usage[node.index].get(fr, 0)
 
     def available(self, node: QuotaNode, fr: FR) -> int:
-        """SEMANTICS §1 Available(q): never negative (:meth:`_available` clipped at 0, its
-        walk inlined: the flavor checks ask it per flavor-resource)."""
-        all_usage = self.usage
-        levels = node.levels.get(fr)
-        if levels is None:
-            levels = _levels(node, fr)
-        root, available, below = levels
-        available -= all_usage[root].get(fr, 0)
-        for index, guaranteed, limit, stored in below:
-            used = all_usage[index].get(fr, 0)
-            if limit is not None:
-                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
-                if cap < available:
-                    available = cap
-            if guaranteed > used:
-                available += guaranteed - used
+        """SEMANTICS §1 Available(q): never negative (:meth:`_available` clipped at 0)."""
+        available = self._available(node, fr)
         return available if available > 0 else 0
 
     def _available(self, node: QuotaNode, fr: FR) -> int:
