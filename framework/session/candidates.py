@@ -145,9 +145,8 @@ class UnitIndex:
     def catch_up(self, relied: Mapping[Any, Candidate]) -> None:
         """Record the units taken since the last call: their queues' lists are out of date,
         in the segments of the workloads taken from (``changed``: a unit's queue and, when
-        its workload names another, that one too)."""
-        if len(relied) == self.seen:
-            return
+        its workload names another, that one too). Its one caller asks only once ``relied``
+        grew (``unitindex._unit_index``)."""
         lists = self.lists
         changed = self.changed
         for victim in islice(relied.values(), self.seen, None):
