@@ -100,20 +100,21 @@ def find_minimal(
     search = Walk(session, preemptor, leaf, usage, needed, targets, session.scenario_filters(preemptor))
     lines = [f"{found} candidate(s) use the needed {_wanted(session, needed)}"]
     silent = False
-    accounting = session.accounting
     skip = search.may_skip_walk()
-    if skip and likely and WALK_FIRST and not (session.may_veto or search.filters):
-        ordered = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
-        answer = _first_found(session, search, ordered, attempts, lines)
-        if answer is not None:
-            return answer
-        if not any(may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts):
+    walk_first = skip and likely and WALK_FIRST and not (session.may_veto or search.filters)
+    if walk_first or not (skip and _hopeless(session, leaf, usage, offered, attempts, runs)):
+        candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
+        for allow_borrowing in attempts:
+            victims, level = search.attempt(candidates, allow_borrowing)
+            if victims:
+                lines.extend(search.veto_lines())
+                lines.append(f"minimal set of victims: {_named(session, victims)}")
+                return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
+        if walk_first and _hopeless(session, leaf, usage, offered, attempts, runs):
             # What the bound would have answered before any walk: hopeless, and silent.
             session.counters.bounded += 1
             silent = True
-    elif skip and not any(
-        may_fit(accounting, leaf, usage, offered, allow, runs, _run_sums(session)) for allow in attempts
-    ):
+    else:
         session.counters.bounded += 1
         # A hopeless walk only tells the plugins what the full walk would; when none of
         # them may refuse a candidate or a scenario in this session, it tells nobody.
@@ -125,11 +126,6 @@ def find_minimal(
                 candidates = candidates[: _asked_up_to(candidates, horizon)]
             for allow_borrowing in attempts:
                 search.attempt(candidates, allow_borrowing, hopeless=True)
-    else:
-        candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
-        answer = _first_found(session, search, candidates, attempts, lines)
-        if answer is not None:
-            return answer
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
@@ -139,17 +135,13 @@ def find_minimal(
     )
 
 
-def _first_found(
-    session: Session, search: Walk, ordered: list[Candidate], attempts: list[bool], lines: list[str]
-) -> SearchResult | None:
-    """The answer of the first attempt over ``ordered`` that finds victims, else ``None``."""
-    for allow_borrowing in attempts:
-        victims, level = search.attempt(ordered, allow_borrowing)
-        if victims:
-            lines.extend(search.veto_lines())
-            lines.append(f"minimal set of victims: {_named(session, victims)}")
-            return SearchResult(victims, allow_borrowing, level, frozenset(search.vetoed_by), lines=lines)
-    return None
+def _hopeless(
+    session: Session, leaf: QuotaNode, usage: dict[FR, int], offered: list[Candidate], attempts: list[bool],
+    runs: Runs | None,
+) -> bool:
+    """Whether the quota bound proves every attempt of a search hopeless (``bound.may_fit``)."""
+    sums = _run_sums(session)
+    return not any(may_fit(session.accounting, leaf, usage, offered, allow, runs, sums) for allow in attempts)
 
 
 WALK_FIRST = True
