@@ -35,7 +35,7 @@ from ..preemption.heads import Kept, State, judge
 from ..quota import QuotaNode
 from ..session import NOFIT, Assignment, Session
 from .books import Books, place, reserve, still_fits
-from .deployments import growth_of
+from .deployments import growing_in
 from .nominate import nominate
 from .preempting import preempt
 
@@ -99,9 +99,9 @@ def run_rounds(session: Session) -> None:
     pending_by_queue = snapshot.pending_by_queue
     may_grow: dict[str, list[Workload]] = {}  # admitted elastic workloads that may grow, by queue
     for name, admitted in snapshot.admitted_by_queue.items():
-        for workload in admitted:
-            if growth_of(workload) is not None:
-                may_grow.setdefault(name, []).append(workload)
+        elastic = growing_in(name, admitted)
+        if elastic:
+            may_grow[name] = elastic
     queues = []
     in_order: dict[str, list[Workload]] = {}  # each queue's pending workloads, in key order
     for name in sorted(pending_by_queue.keys() | may_grow.keys()):

@@ -18,6 +18,7 @@ session, and no decision names it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..flavors import finish_assignment
@@ -38,7 +39,7 @@ from ..session import (
 )
 from ..snapshot import pod_set_usage
 
-__all__ = ["blocked_reason", "growth_of", "nominate_deployment", "nominate_growth"]
+__all__ = ["blocked_reason", "growing_in", "growth_of", "nominate_deployment", "nominate_growth"]
 
 
 def blocked_reason(session: Session, workload: Workload) -> str:
@@ -108,6 +109,29 @@ def growth_of(workload: Workload) -> tuple[PodSet, int] | None:
                     return (spec, psa.count) if psa.count < spec.count else None
             return None
     return None
+
+
+_GROWING: dict[str, tuple[tuple[Workload, ...], list[Workload]]] = {}
+"""Per queue name, the last admitted listing (a tuple) :func:`growing_in` read, and what
+it found in it."""
+
+
+def growing_in(name: str, admitted: Sequence[Workload]) -> list[Workload]:
+    """The workloads of queue ``name``'s admitted listing that may grow back
+    (:func:`growth_of`), in listing order; the list is not to be changed.
+
+    Whether a workload may grow reads nothing but the workload, and workloads are
+    immutable: so is a tuple of them. A backend that hands successive snapshots the same
+    listing object while a queue's admitted workloads stay the same (the simulator) has
+    it read once, not once per session; the listing is kept (so its identity names it)
+    until the queue's next listing replaces it."""
+    kept = _GROWING.get(name)
+    if kept is not None and kept[0] is admitted:
+        return kept[1]
+    found = [workload for workload in admitted if growth_of(workload) is not None]
+    if type(admitted) is tuple:
+        _GROWING[name] = (admitted, found)
+    return found
 
 
 def nominate_growth(session: Session, leaf: QuotaNode, workload: Workload) -> Assignment:

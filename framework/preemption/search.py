@@ -36,6 +36,7 @@ from ..session import (
 from ..session.candidates import base_order
 from ..session.merged import Merged
 from .bound import RunSums, may_fit
+from .hopeless import walk_hopeless
 from .strategy import by_strategy
 from .walk import Walk
 
@@ -121,11 +122,7 @@ def find_minimal(
         silent = not (session.may_veto or search.filters)
         if not silent:
             candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
-            horizon = session.veto_horizon
-            if horizon is not None and not search.filters:
-                candidates = candidates[: _asked_up_to(candidates, horizon)]
-            for allow_borrowing in attempts:
-                search.attempt(candidates, allow_borrowing, hopeless=True)
+            walk_hopeless(session, search, candidates, attempts)
     lines.extend(search.veto_lines())
     message = with_vetoes("no set of preemptible victims frees enough room", search.vetoed_by)
     lines.append(message)
@@ -421,22 +418,3 @@ def _named(session: Session, victims: list[Candidate]) -> str:
     if named is None:
         named = session.state[_NAMED] = _Named()
     return ", ".join(map(named.__getitem__, victims))
-
-
-def _asked_up_to(candidates: list[Candidate], horizon: int) -> int:
-    """How many of the ordered candidates a hopeless walk without scenario filters must
-    still visit: up to the last one a plugin may refuse (not evicted, admitted after
-    ``horizon``, see :meth:`Session.never_vetoes`).
-
-    Such a walk tells the plugins only which candidates reach ``is_preemptible``, and
-    whether a candidate does depends only on the candidates before it (the victims
-    accepted so far, the lender tests they change). Past the last one a plugin may
-    refuse, each visit is answered "allowed" with no effect, and the attempt ends
-    without a fit test and is rolled back: those visits tell nobody anything, in either
-    attempt (the same list, the same verdicts)."""
-    for i in range(len(candidates) - 1, -1, -1):
-        candidate = candidates[i]
-        admitted_at = candidate.workload.admitted_at
-        if admitted_at is not None and admitted_at > horizon and not candidate.evicted:
-            return i + 1
-    return 0

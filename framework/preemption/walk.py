@@ -31,7 +31,7 @@ class Walk:
 
     __slots__ = (
         "chains", "filters", "leaf", "needed", "path", "preemptor", "session", "targets", "usage", "verdicts",
-        "vetoed_by", "vetoes",
+        "vetoed_by", "vetoes", "visits",
     )
 
     def __init__(
@@ -58,6 +58,7 @@ class Walk:
         self.chains: dict[QuotaNode, tuple[QuotaNode, ...]] = {}  # see _chain()
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
+        self.visits: list[tuple[Candidate, bool]] | None = None  # when set, what _preemptible answers (hopeless.py)
 
     def attempt(
         self, candidates: list[Candidate], allow_borrowing: bool, *, hopeless: bool = False
@@ -373,16 +374,16 @@ class Walk:
         return taken >= count - spec.min_count
 
     def _preemptible(self, candidate: Candidate) -> bool:
-        cached = self.verdicts.get(id(candidate))
-        if cached is not None:
-            return cached
-        action = "preempt" if candidate.leaf is self.leaf else "reclaim"
-        vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
-        if vetoed is not None:
-            self.vetoed_by.add(vetoed)
-            self.vetoes.setdefault(candidate.key, vetoed)
-        verdict = vetoed is None
-        self.verdicts[id(candidate)] = verdict
+        verdict = self.verdicts.get(id(candidate))
+        if verdict is None:
+            action = "preempt" if candidate.leaf is self.leaf else "reclaim"
+            vetoed = self.session.is_preemptible(action, self.preemptor, candidate)
+            if vetoed is not None:
+                self.vetoed_by.add(vetoed)
+                self.vetoes.setdefault(candidate.key, vetoed)
+            verdict = self.verdicts[id(candidate)] = vetoed is None
+        if self.visits is not None:
+            self.visits.append((candidate, verdict))
         return verdict
 
     def veto_lines(self, most: int = 10) -> list[str]:

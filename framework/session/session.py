@@ -123,7 +123,7 @@ class Session:
         self._workload_keys: dict[str, tuple[Any, ...]] = {}
         self._preemptible: list[tuple[str, Callable[..., Any]]] = []  # see open()
         self._veto_reasons: dict[str, str] = {}
-        self._notes: dict[str, dict[str, str]] = {}
+        self._notes: dict[str, dict[str, object]] = {}  # see add_note
         self._quiet: dict[str, int | None] = {}  # plugins that never veto (see never_vetoes)
         self.veto_horizon: int | None = None  # see never_vetoes
         self.notes_added = 0  # notes added so far (a failed search adding one answers nobody)
@@ -237,7 +237,8 @@ class Session:
         for name, found in self.registry.call_all(
             "get_accumulated_scenario_filters", session=self, action="preempt", preemptor=preemptor
         ):
-            filters.extend((name, f) for f in found)
+            for f in found:  # mostly none: a loop, not a generator per plugin and search
+                filters.append((name, f))
         return filters
 
     def scenario_rejects(
@@ -318,15 +319,20 @@ class Session:
         """The pending reason a plugin's veto stands for (e.g. ``MinRuntime``), if it declares one."""
         return self._veto_reasons.get(plugin)
 
-    def add_note(self, workload: str, plugin: str, text: str) -> None:
+    def add_note(self, workload: str, plugin: str, text: object) -> None:
         """Let a plugin say why it held a preemptor back; the last note per plugin is
-        appended to the preemptor's pending message if it finds no victims."""
+        appended to the preemptor's pending message if it finds no victims.
+
+        ``text`` is the note's text, or an object whose ``str()`` is, taken only when a
+        message reads the note: a plugin that replaces its note many times in a search
+        then builds only the text that is read. That text must not depend on when it
+        is taken."""
         self._notes.setdefault(workload, {})[plugin] = text
-        object.__setattr__(self, "notes_added", self.notes_added + 1)
+        _set_notes_added(self, self.notes_added + 1)  # through its slot (see collect_runs)
 
     def notes(self, workload: str) -> list[str]:
         found = self._notes.get(workload)
-        return [text for _, text in sorted(found.items())] if found else []
+        return [str(text) for _, text in sorted(found.items())] if found else []
 
     def explain(self, workload: str, line: str) -> None:
         if self.explaining:  # else the session keeps no explanation lines
@@ -416,6 +422,7 @@ def collect_runs(
 
 
 _set_defer_pods: Callable[[Session, bool], None] = Session.__dict__["defer_pods"].__set__
+_set_notes_added: Callable[[Session, int], None] = Session.__dict__["notes_added"].__set__
 
 _FILTERED = "_filtered_runs"  # in ``session.state``: ``candidates.using``'s filtered runs
 

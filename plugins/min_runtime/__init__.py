@@ -32,7 +32,7 @@ once per session for each (preemptor leaf, action) and victim workload and kept
 in a row keyed by the workload's identity; every call still tells its preemptor
 (the note, the explanation) and the framework still counts every refusal. The
 note naming a protected candidate is the same text for every preemptor told of
-it, so it is built once. Windows are resolved once per (preemptor leaf, victim
+it: it is built only when a message reads it, and kept across sessions. Windows are resolved once per (preemptor leaf, victim
 leaf) pair and session.
 
 Which window applies to a pair, and the configuration table, live in
@@ -109,11 +109,27 @@ class _Protected:
     def first_note(self) -> str:
         note = self.note
         if note is None:
-            note = self.note = (
-                f"min-runtime: the first protected candidate, {self.key}, becomes preemptible "
-                f"at {format_timestamp(self.until)} ({_since(self.admitted_at, self.resolution)})"
-            )
+            # The text is a function of the three: kept across sessions, which tell the
+            # same pending preemptors of the same protected candidates again and again.
+            place = (self.key, self.admitted_at, self.resolution)
+            note = _NOTES.get(place)
+            if note is None:
+                if len(_NOTES) >= _NOTES_KEPT:
+                    _NOTES.clear()
+                note = _NOTES[place] = (
+                    f"min-runtime: the first protected candidate, {self.key}, becomes preemptible "
+                    f"at {format_timestamp(self.until)} ({_since(self.admitted_at, self.resolution)})"
+                )
+            self.note = note
         return note
+
+    # The note itself (``Session.add_note``): its text is made only if a message reads it.
+    __str__ = first_note
+
+
+# Notes written so far, by (candidate key, admitted at, resolution): see _Protected.first_note.
+_NOTES: dict[tuple[str, int, Resolution], str] = {}
+_NOTES_KEPT = 4096  # at most this many; then they are made afresh
 
 
 # A row's entry for one victim workload: the workload and its leaf (what the answer was
@@ -235,12 +251,13 @@ class _State:
 
     def veto(self, victim: Candidate, protected: _Protected, min_count: int = 0) -> None:
         """Tell the current preemptor's pending message and explanation why ``victim`` was
-        refused. Text is only built when a note or a line is written, not per veto."""
+        refused. Text is only built when a message reads the note or a line is written,
+        not per veto (``is_preemptible`` does the same in line)."""
         until = protected.until
         earliest = self.last_earliest
         if earliest is None or until < earliest:
             self.last_earliest = self.earliest[self.last_key] = until
-            self.session.add_note(self.last_key, NAME, protected.first_note())
+            self.session.add_note(self.last_key, NAME, protected)
         if self.explaining:
             self.explain(victim, protected, min_count)
 
@@ -335,9 +352,14 @@ def is_preemptible(session: Session, action: str, preemptor: Workload, preemptee
     if found[2] or protected is None:
         # An elastic workload's pods above minCount may go; the scenario filter guards the rest.
         return True
+    # State.veto, in line: most vetoes name a window ending before the ones told so far.
+    until = protected.until
     earliest = state.last_earliest
-    if earliest is None or protected.until < earliest or state.explaining:
-        state.veto(preemptee, protected)
+    if earliest is None or until < earliest:
+        state.last_earliest = state.earliest[state.last_key] = until
+        session.add_note(state.last_key, NAME, protected)
+    if state.explaining:
+        state.explain(preemptee, protected, 0)
     return False  # else: this preemptor was already told of a window ending no later
 
 

@@ -54,7 +54,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from preemptd.framework import hookimpl
-from preemptd.framework.preemption import parked
+from preemptd.framework.preemption import hopeless, parked
 from preemptd.framework.preemption.walk import Walk
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
@@ -178,6 +178,8 @@ def _decide(monkeypatch: pytest.MonkeyPatch, objects: list[Any], enabled: bool) 
 
     monkeypatch.setattr(Walk, "attempt", counting)
     monkeypatch.setattr(parked, "ENABLED", enabled)
+    # Every hopeless walk walks (none told again from an earlier one's, hopeless.py).
+    monkeypatch.setattr(hopeless, "REPLAY", False)
     registry = Registry(
         [("priority", priority, None), ("flavor-fungibility", flavor_fungibility, None), ("guard", _Guard(), None)]
     )
