@@ -416,7 +416,7 @@ class _Intake:
                     self.entries.append(found)  # type: ignore[arg-type]  # an Entry
                     continue
             elif item is None or item.kind == "Workload":
-                entry = workload_entry(file, raw)
+                entry = workload_entry(file, raw, item)
                 if entry is not None:
                     self.entries.append(entry)
                     continue

@@ -338,7 +338,7 @@ class _Header(msgspec.Struct):
 _HEADER = msgspec.json.Decoder(_Header)
 
 
-def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
+def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
     """The entry of a Workload item that the intake would take as it is; else ``None``.
 
     Its body is its own text (a copy: the file's text is freed once all items are
@@ -346,12 +346,13 @@ def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     for the walker. A Workload's parsed dict is several times its text, and the
     dicts of a large cluster's Workloads, made between its Pods, would be freed
     between them, leaving the heap fragmented. The checks are the intake's, as in
-    :func:`pod_entry`.
+    :func:`pod_entry`, made on ``item`` when the intake decoded the item's header already.
     """
-    try:
-        item = _HEADER.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
+    if item is None:
+        try:
+            item = _HEADER.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
     key = intake_key(item, "Workload", "preemptd.io")
     if key is None:
         return None
