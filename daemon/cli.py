@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import msgspec
 from preemptd.framework.decisions import Decisions
 from preemptd.framework.objects import Inventory, escape, parse_objects
-from preemptd.framework.objects.typed import RawItems
+from preemptd.framework.objects.typed import RawItems, forget_read_memos
 from preemptd.framework.quantity import (
     QuantityError,
     format_timestamp,
@@ -591,6 +591,7 @@ def _run(args: argparse.Namespace, timings: dict[str, float], *, strict: bool = 
             started = time.perf_counter()
             snapshot = Snapshot.build(inventory, now=now)
             timings["snapshot"] = time.perf_counter() - started
+            forget_read_memos()  # nothing more is read: the session has that memory
     finally:
         settle_collection()
     registry = plugins.registry()

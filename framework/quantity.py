@@ -30,6 +30,7 @@ __all__ = [
     "MAX_AMOUNT",
     "MILLI_RESOURCES",
     "QuantityError",
+    "forget_parsed",
     "format_duration",
     "format_quantity",
     "format_timestamp",
@@ -68,6 +69,13 @@ class QuantityError(ValueError):
 _MEMO_BOUND = 65_536
 _QUANTITIES: dict[tuple[str, bool], int] = {}
 _TIMESTAMPS: dict[str, int] = {}
+
+
+def forget_parsed() -> None:
+    """Empty the memos of parsed quantities and timestamps (a program that reads no more
+    objects lets their texts go: a large snapshot's timestamps are megabytes of them)."""
+    _QUANTITIES.clear()
+    _TIMESTAMPS.clear()
 
 
 def parse_quantity(value: object, resource: str = "") -> int:

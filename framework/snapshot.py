@@ -10,9 +10,10 @@ Deployment pods by node of :class:`DeploymentPods`) and then keeps.
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, islice
+from itertools import accumulate, groupby, islice
 from operator import attrgetter, itemgetter, lt
 from typing import Any
 
@@ -203,21 +204,11 @@ class Snapshot:
         else:
             self.pods = pods if type(pods) is FrozenDict else FrozenDict(pods)
         pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else None
-        by_workload: dict[str, list[Pod]] = {}
-        for pod in self.pods.values():
-            if not pod.holds_resources:  # bound to a node, and not finished
-                continue
-            if pod.workload is not None:
-                found = by_workload.get(pod.workload)
-                if found is None:
-                    by_workload[pod.workload] = [pod]
-                else:
-                    found.append(pod)
-            if pool is not None:
-                pool.consume(pod.node_name, pod.requests)  # type: ignore[arg-type]  # bound
-        self.pods_by_workload = FrozenDict({key: tuple(pods) for key, pods in by_workload.items()})
+        holding = list(filter(_HOLDS_RESOURCES, self.pods.values()))  # bound, not finished
+        self.pods_by_workload = _by_workload(holding)
         if pool is None:
             return
+        _take_room(pool, holding)
         self.node_pool = pool
         if not pool.by_flavor:
             return
@@ -393,6 +384,49 @@ class DeploymentPods:
         """The k-th least (class, priority) among the node's pods (1 ≤ k ≤ their number)."""
         entry = self.by_node[node][k - 1]
         return (entry[0], entry[1])
+
+
+_HOLDS_RESOURCES = attrgetter("holds_resources")
+
+
+def _by_workload(pods: list[Pod]) -> FrozenDict[str, tuple[Pod, ...]]:
+    """The pods of each workload in the order of ``pods``, taken by runs (in key order the
+    pods of a workload come together: their names start with the workload's)."""
+    found: dict[str, list[Pod]] = {}
+    for workload, run in groupby(pods, attrgetter("workload")):
+        if workload is not None:
+            found.setdefault(workload, []).extend(run)
+    return FrozenDict({key: tuple(listed) for key, listed in found.items()})
+
+
+def _take_room(pool: NodePool, pods: list[Pod]) -> None:
+    """``pool.consume`` of every pod of ``pods`` (all bound), once per node and request map
+    times the count of such pods (the pods of a pod set share one map): the same sums. A
+    pod asking for a resource its node does not list adds it to the node's room, in the
+    order pods come: then pods are consumed one by one, as that order is not kept here."""
+    nodes_by_map: dict[int, tuple[Mapping[str, int], list[str]]] = {}  # id(map) -> map, nodes
+    node_name_of = attrgetter("node_name")
+    for requests, run in groupby(pods, attrgetter("requests")):
+        found = nodes_by_map.get(id(requests))
+        if found is None:
+            found = nodes_by_map[id(requests)] = (requests, [])
+        found[1].extend(map(node_name_of, run))
+    counted = [(requests, Counter(names)) for requests, names in nodes_by_map.values()]
+    free = pool.free
+    for requests, counts in counted:
+        for node_name in counts:
+            room = free.get(node_name)
+            if room is not None and not requests.keys() <= room.keys():
+                for pod in pods:
+                    pool.consume(pod.node_name, pod.requests)  # type: ignore[arg-type]  # bound
+                return
+    for requests, counts in counted:
+        items = requests.items()
+        for node_name, count in counts.items():
+            room = free.get(node_name)
+            if room is not None:
+                for resource, amount in items:
+                    room[resource] -= amount * count
 
 
 def _in_order(pods: Mapping[str, Pod]) -> bool:

@@ -39,7 +39,7 @@ from .local_queues import namespace_refusal, parse_local_queue, parse_namespace,
 from .nodes import parse_flavor
 from .queues import build_queue_tree, parse_queue
 from .typed import RawItems, RawObject, decode_json, find_unknown_fields
-from .typed_pods import forget_read_maps, pod_item, read_pod
+from .typed_pods import ITEM, ITEM_ERRORS, LastMaps, forget_read_maps, pod_of_item, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
@@ -272,7 +272,8 @@ def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
     """Both sets of valid Pods, in key order as :func:`_parse_all` gives them; read-only,
     so that a snapshot takes them as they are (a large cluster's Pods are not copied)."""
     everything = walked | plain if walked else plain
-    return FrozenDict({key: everything[key] for key in sorted(everything)})
+    keys = sorted(everything)
+    return FrozenDict(zip(keys, map(everything.__getitem__, keys), strict=True))
 
 
 def _pod_entry(pod: Pod) -> Entry:
@@ -288,9 +289,8 @@ class _Intake:
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.kueue: list[Entry] = []  # Kueue's kinds and Namespaces (see .kueue)
-        # Plain Pods, read at intake, by key: a large cluster is mostly Pods, and the
-        # entries and per-copy records the other kinds go through would only be
-        # garbage (and leave the heap fragmented) for them.
+        # Plain Pods, read at intake, by key: a large cluster is mostly Pods, and the entries
+        # and per-copy records of the other kinds would be garbage (a fragmented heap).
         self.pods: dict[str, Pod] = {}
         self.copied: set[str] = set()  # keys of plain Pods defined more than once
         self.problems: list[Problem] = []
@@ -397,24 +397,35 @@ class _Intake:
         """Items left as JSON text: a plain Pod is taken typed, any other item decoded and
         read like the items of a parsed list (the same checks, the same paths)."""
         in_list = bool(document.at)
+        pods, copied, last, decode = self.pods, self.copied, LastMaps(), ITEM.decode
         for index, raw in enumerate(document.take()):
-            found = pod_item(file, raw)
-            if type(found) is Pod:
-                self.plain_pod(found)
-                continue
-            if found is not None:
-                self.entries.append(found)  # type: ignore[arg-type]  # an Entry
-                continue
-            entry = workload_entry(file, raw)
-            if entry is not None:
-                self.entries.append(entry)
-                continue
-            item = decode_json(bytes(raw))
+            try:
+                item = decode(raw)
+            except ITEM_ERRORS:  # not an object, a field of another type
+                item = None
+            if item is not None and item.kind == "Pod":
+                found = pod_of_item(file, raw, item, last)
+                if type(found) is Pod:
+                    key = found.key
+                    if key in pods or key in copied:
+                        self.plain_pod(found)
+                    else:
+                        pods[key] = found
+                    continue
+                if found is not None:
+                    self.entries.append(found)  # type: ignore[arg-type]  # an Entry
+                    continue
+            elif item is None or item.kind == "Workload":
+                entry = workload_entry(file, raw, item)
+                if entry is not None:
+                    self.entries.append(entry)
+                    continue
+            decoded = decode_json(bytes(raw))
             at = at_index(document.at, index)
-            if item is None and in_list:
+            if decoded is None and in_list:
                 self.problems.append(Problem(file, "", at, "empty list item"))
             else:
-                self.object(file, item, at)
+                self.object(file, decoded, at)
 
     def _list(self, file: str, obj: Mapping[str, Any], kind: str, at: str) -> None:
         items = obj.get("items")

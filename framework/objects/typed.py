@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from ..model import FrozenDict, Pod
+from ..quantity import forget_parsed
 from .fields import Entry, Problem
 from .known import SCHEMAS, Schema, unknown_fields
 
@@ -40,6 +41,7 @@ __all__ = [
     "decode_items",
     "decode_json",
     "find_unknown_fields",
+    "forget_read_memos",
 ]
 
 _intern = sys.intern
@@ -63,6 +65,15 @@ def _shared(items: list[tuple[str, Any]]) -> FrozenDict[str, Any]:
             _SHARED.clear()
         found = _SHARED[key] = FrozenDict(items)
     return found
+
+
+def forget_read_memos() -> None:
+    """Let go of everything kept to read objects faster: the shared maps' memo and the
+    memos of parsed quantities and timestamps. For a program that reads no more objects
+    (a command, once its snapshot is built): the records keep the maps they share, and
+    the session then has the memory back."""
+    _SHARED.clear()
+    forget_parsed()
 
 
 def _strings(mapping: dict[str, str] | None) -> list[tuple[str, str]]:

@@ -6,8 +6,8 @@ with those maps left as their JSON text, and each distinct text is read once whi
 snapshot is read; what differs from Pod to Pod (its name, node and phase) is all that is
 decoded per Pod. A Pod converted from a parsed dict (:func:`fast_pod`) has its maps
 read once per distinct map as the dict gave it (the same keys in the same order). Both
-build the record field by field (:func:`_new_pod`), without the dataclass constructor's
-keyword handling, which cost more than the rest of reading a Pod.
+build the record as its twin (:mod:`.records`), without the dataclass constructor's
+keyword handling and calls, which cost more than the rest of reading a Pod.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from ..model import (
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Entry, Problem
 from .nodes import parse_pod
-from .typed import RawObject, _intern, _NotPlain, _shared, _strings, intake_key
+from .records import builder, twin
+from .typed import RawObject, _intern, _NotPlain, _shared, _strings
 
-__all__ = ["fast_pod", "forget_read_maps", "pod_item", "read_pod"]
+__all__ = ["ITEM", "ITEM_ERRORS", "LastMaps", "decode_item", "fast_pod", "forget_read_maps", "pod_item", "pod_of_item", "read_pod"]
 
 
 class _Requests(msgspec.Struct):
@@ -72,7 +73,11 @@ _NULL = msgspec.Raw(b"null")
 """An absent map of a Pod item: read as JSON ``null`` is."""
 
 
-class _ItemMeta(msgspec.Struct):
+# The Structs an item is decoded into hold only texts, numbers and Raws, and live for
+# the one item: they are not tracked by the cyclic collector (``gc=False``).
+
+
+class _ItemMeta(msgspec.Struct, gc=False):
     """A Pod item's metadata, its maps left as their JSON text (see the module docstring)."""
 
     name: Any = None
@@ -83,27 +88,34 @@ class _ItemMeta(msgspec.Struct):
     deletionTimestamp: Any = None
 
 
-class _ItemSpec(msgspec.Struct):
+class _ItemSpec(msgspec.Struct, gc=False):
     nodeName: str | None = None
     priority: int | None = None
     containers: msgspec.Raw = _NULL
     initContainers: msgspec.Raw = _NULL
 
 
-class _Item(msgspec.Struct):
-    """What :func:`pod_item` decodes of an item before it knows its kind."""
+class _ItemStatus(msgspec.Struct, gc=False):
+    phase: str | None = None
+
+
+class _Item(msgspec.Struct, gc=False):
+    """What :func:`decode_item` reads of an item before it knows its kind."""
 
     kind: Any = None
     apiVersion: Any = None
     metadata: _ItemMeta | None = None
     spec: _ItemSpec | None = None
-    status: _PodStatus | None = None
+    status: _ItemStatus | None = None
 
 
-_ITEM = msgspec.json.Decoder(_Item)
+ITEM = _ITEM = msgspec.json.Decoder(_Item)  # what the intake reads of every item of a list
+ITEM_ERRORS = (msgspec.ValidationError, msgspec.DecodeError)  # ITEM.decode: not such an item
 _STRING_MAP = msgspec.json.Decoder(dict[str, str] | None)
 _CONTAINERS = msgspec.json.Decoder(list[_Container] | None)
 _NO_SPEC = _ItemSpec()
+_new_pod = builder(Pod)
+_PodTwin = twin(Pod)  # written in place by pod_of_item (see .records)
 
 
 # Label maps and container requests as the JSON gave them (same keys in the same order),
@@ -247,116 +259,135 @@ def _annotations(annotations: dict[str, str] | None) -> tuple[bool, int]:
     return annotations.get(FORCE_DELETE_ANNOTATION) == "true", deletion_cost
 
 
-_new = object.__new__
-
-
-def _setter(field: str) -> Any:
-    """The setter of one field's own slot (``object.__setattr__`` looks the slot up first)."""
-    return vars(Pod)[field].__set__
-
-
-_set_namespace = _setter("namespace")
-_set_name = _setter("name")
-_set_requests = _setter("requests")
-_set_node_name = _setter("node_name")
-_set_workload = _setter("workload")
-_set_priority = _setter("priority")
-_set_created = _setter("created")
-_set_deleting = _setter("deleting")
-_set_force_delete = _setter("force_delete")
-_set_deletion_cost = _setter("deletion_cost")
-_set_phase = _setter("phase")
-_set_labels = _setter("labels")
-_set_source = _setter("source")
-
-
-def _new_pod(
-    namespace: str,
-    name: str,
-    requests: FrozenDict[str, int],
-    node_name: str | None,
-    workload: str | None,
-    priority: int | None,
-    created: int,
-    deleting: bool,
-    force_delete: bool,
-    deletion_cost: int,
-    phase: str,
-    labels: FrozenDict[str, str],
-    source: str,
-) -> Pod:
-    """The Pod ``Pod(...)`` makes of these values (its maps already FrozenDicts, so its
-    ``__post_init__`` changes nothing), field by field in its order."""
-    pod = _new(Pod)
-    _set_namespace(pod, namespace)
-    _set_name(pod, name)
-    _set_requests(pod, requests)
-    _set_node_name(pod, node_name)
-    _set_workload(pod, workload)
-    _set_priority(pod, priority)
-    _set_created(pod, created)
-    _set_deleting(pod, deleting)
-    _set_force_delete(pod, force_delete)
-    _set_deletion_cost(pod, deletion_cost)
-    _set_phase(pod, phase)
-    _set_labels(pod, labels)
-    _set_source(pod, source)
-    return pod
+def decode_item(raw: msgspec.Raw) -> _Item | None:
+    """What the intake reads of an item of a JSON list before it knows its kind; ``None``
+    when the item does not decode so (not an object, a field of another type)."""
+    try:
+        return _ITEM.decode(raw)
+    except ITEM_ERRORS:
+        return None
 
 
 def pod_item(file: str, raw: msgspec.Raw) -> Pod | Entry | None:
     """A Pod item of a JSON list: its record when it is plain, its entry (for the walker)
-    when the intake takes it as it is but it is not plain; ``None`` for any other item.
+    when the intake takes it as it is but it is not plain; ``None`` for any other item."""
+    item = decode_item(raw)
+    if item is None or item.kind != "Pod":
+        return None
+    return pod_of_item(file, raw, item, LastMaps())
 
-    The checks are the intake's for a Pod (kind, API group, a name, a namespace);
-    anything it would report or skip goes its way instead. The maps of the Pod are read
-    from their text, once per distinct text (see the module docstring); the record is
-    all that is kept.
+
+_UNSEEN = msgspec.Raw(b"")  # no JSON value has this text
+_LEAST = -MAX_AMOUNT - 1
+
+
+class LastMaps:
+    """What the last Pod items read, by their texts. The Pods of one workload come one
+    after another and repeat their namespace, maps and creation time, so most items
+    compare their texts with these and look nothing up. One per reading (the intake's);
+    the map texts are copies, not views of the file's text."""
+
+    __slots__ = (
+        "containers", "created", "created_ms", "init", "labels", "labels_namespace",
+        "labels_text", "namespace", "requests", "workload",
+    )  # fmt: skip
+
+    def __init__(self) -> None:
+        self.namespace = ""  # interned
+        self.labels_namespace = ""
+        self.labels_text = self.containers = self.init = _UNSEEN
+        self.labels: FrozenDict[str, str] = FrozenDict()
+        self.workload: str | None = None
+        self.requests: FrozenDict[str, int] = FrozenDict()
+        self.created = ""
+        self.created_ms = 0
+
+
+def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
+    """:func:`pod_item` of an item :func:`decode_item` read, of kind ``Pod``; ``last``:
+    what the Pod items before it read (see :class:`LastMaps`).
+
+    The checks are the intake's for a Pod (API group, a name, a namespace: as
+    :func:`~.typed.intake_key` makes them); anything it would report or skip goes its
+    way instead. The maps of the Pod are read from their text, once per distinct text
+    (see the module docstring); the record is all that is kept, built as a twin (see
+    :mod:`.records`) without ``__post_init__``: its maps are FrozenDicts already.
     """
-    try:
-        item = _ITEM.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
-    if item.kind != "Pod":
-        return None
-    key = intake_key(item, "Pod", "")
-    if key is None:
-        return None
-    namespace, name = key
     metadata = item.metadata
-    assert metadata is not None  # intake_key found a name in it
+    api_version = item.apiVersion
+    if metadata is None or not (
+        api_version is None
+        or api_version == "v1"
+        or (isinstance(api_version, str) and not api_version.rpartition("/")[0])
+    ):
+        return None
+    name = metadata.name
+    namespace = metadata.namespace
+    if not isinstance(name, str) or not name:
+        return None
+    if namespace is None or namespace == "":
+        namespace = "default"
+    elif not isinstance(namespace, str):
+        return None
+    if namespace == last.namespace:
+        namespace = last.namespace
+    else:
+        namespace = last.namespace = _intern(namespace)
     spec = item.spec or _NO_SPEC
     try:
-        labels, workload = _item_labels(namespace, metadata.labels)
-        requests = _item_requests(spec.containers, spec.initContainers)
+        text = metadata.labels
+        if text == last.labels_text and namespace is last.labels_namespace:
+            labels, workload = last.labels, last.workload
+        else:
+            labels, workload = _item_labels(namespace, text)
+            last.labels_text, last.labels_namespace = text.copy(), namespace
+            last.labels, last.workload = labels, workload
+        containers, init = spec.containers, spec.initContainers
+        if containers == last.containers and init == last.init:
+            requests = last.requests
+        else:
+            requests = last.requests = _item_requests(containers, init)
+            last.containers, last.init = containers.copy(), init.copy()
         text = metadata.annotations
         force_delete, deletion_cost = (
             _NO_ANNOTATIONS if text is _NULL else _item_annotations(text)
         )
         priority = spec.priority
-        if priority is not None and not -MAX_AMOUNT - 1 <= priority <= MAX_AMOUNT:
+        if priority is not None and not _LEAST <= priority <= MAX_AMOUNT:
             raise _NotPlain
         created = metadata.creationTimestamp
-        created_ms = parse_timestamp(created) if created is not None else 0
+        if created is None:
+            created_ms = 0
+        elif created == last.created:
+            created_ms = last.created_ms
+        else:
+            created_ms = parse_timestamp(created) or 0
+            last.created, last.created_ms = created, created_ms
     except (QuantityError, _NotPlain, msgspec.ValidationError, msgspec.DecodeError):
         return Entry(file, "Pod", namespace, name, RawObject(raw.copy(), None))
-    node_name = _intern(spec.nodeName) if spec.nodeName else None
+    node_name = spec.nodeName
+    node_name = _intern(node_name) if node_name else None
     phase = item.status.phase if item.status is not None else None
-    return _new_pod(
-        namespace,
-        name,
-        requests,
-        node_name,
-        workload,
-        priority,
-        created_ms or 0,
-        metadata.deletionTimestamp is not None,
-        force_delete,
-        deletion_cost,
-        _intern(phase) if phase else ("Running" if node_name else "Pending"),
-        labels,
-        file,
-    )
+    if phase == "Running":
+        phase = "Running"  # the interned text, without looking it up
+    else:
+        phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
+    pod = _PodTwin()
+    pod.namespace = namespace
+    pod.name = name
+    pod.requests = requests
+    pod.node_name = node_name
+    pod.workload = workload
+    pod.priority = priority
+    pod.created = created_ms
+    pod.deleting = metadata.deletionTimestamp is not None
+    pod.force_delete = force_delete
+    pod.deletion_cost = deletion_cost
+    pod.phase = phase
+    pod.labels = labels
+    pod.source = file
+    pod.__class__ = Pod
+    return pod  # type: ignore[no-any-return]
 
 
 def _item_labels(namespace: str, text: msgspec.Raw) -> tuple[FrozenDict[str, str], str | None]:

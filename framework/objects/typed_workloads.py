@@ -37,6 +37,7 @@ from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
+from .records import new_admission, new_pod_set, new_pod_set_admission, new_workload
 from .typed import RawObject, _NotPlain, _shared, _strings, intake_key
 from .typed_pods import _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
@@ -257,7 +258,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
             _known_keys(doc_set.tolerations, TOLERATION)
             holder = {"tolerations": doc_set.tolerations}
             tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
-        pod_set = by_name[name] = PodSet(
+        pod_set = by_name[name] = new_pod_set(
             name=name,
             count=count,
             requests=_amounts(doc_set.requests, drop_zero=True),
@@ -301,7 +302,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         flavor_scan = _walked(entry, workload_flavor_scan, holder)
     created = metadata.creationTimestamp
     admitted_at = status.admittedAt
-    return Workload(
+    return new_workload(
         namespace=namespace,
         name=entry.name,
         queue=queue,
@@ -337,7 +338,7 @@ class _Header(msgspec.Struct):
 _HEADER = msgspec.json.Decoder(_Header)
 
 
-def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
+def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
     """The entry of a Workload item that the intake would take as it is; else ``None``.
 
     Its body is its own text (a copy: the file's text is freed once all items are
@@ -345,12 +346,13 @@ def workload_entry(file: str, raw: msgspec.Raw) -> Entry | None:
     for the walker. A Workload's parsed dict is several times its text, and the
     dicts of a large cluster's Workloads, made between its Pods, would be freed
     between them, leaving the heap fragmented. The checks are the intake's, as in
-    :func:`pod_entry`.
+    :func:`pod_entry`, made on ``item`` when the intake decoded the item's header already.
     """
-    try:
-        item = _HEADER.decode(raw)
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return None
+    if item is None:
+        try:
+            item = _HEADER.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return None
     key = intake_key(item, "Workload", "preemptd.io")
     if key is None:
         return None
@@ -388,8 +390,8 @@ def _admission_of(
                 raise _NotPlain
         if spec_pod_set.requests.keys() - flavors.keys():
             raise _NotPlain
-        assigned.append(PodSetAdmission(name, count, flavors))
-    return Admission(_intern(doc.queue or queue), tuple(assigned))
+        assigned.append(new_pod_set_admission(name, count, flavors))
+    return new_admission(_intern(doc.queue or queue), tuple(assigned))
 
 
 def _no_admitted_pod_sets() -> list[_AdmittedPodSet]:

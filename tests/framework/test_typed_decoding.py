@@ -181,7 +181,7 @@ def test_pods_whose_maps_have_the_same_text_share_their_records() -> None:
 
 def test_a_pod_record_built_field_by_field_equals_the_constructors() -> None:
     values = ("ns", "p", {"cpu": 1}, "n1", "ns/w", 7, 5, True, True, 3, "Pending", {"a": "b"}, "f")
-    built = _new_pod(*values)  # type: ignore[arg-type]
+    built = _new_pod(*values)
     expected = Pod(*values)  # type: ignore[arg-type]
     assert built == expected
     assert [getattr(built, name) for name in Pod.__slots__] == list(values)

@@ -331,6 +331,7 @@ def test_a_workload_read_from_a_json_list_equals_the_walkers_reading(name: str, 
     typed = parse_objects(load_files([path], typed=True))
     plain = parse_objects(load_files([path]))
     assert [str(p) for p in typed.problems] == [str(p) for p in plain.problems]
+    assert [str(p) for p in typed.unknown_fields] == [str(p) for p in plain.unknown_fields]
     assert typed.inadmissible == plain.inadmissible
     assert typed.workloads == plain.workloads
     if name == "plain":
