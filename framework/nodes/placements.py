@@ -32,7 +32,7 @@ class Placements(SharedIndexes, Filling):
     """Free room per node during one session, with best-fit placement (the placing of
     identical pods: :class:`~.filling.Filling`)."""
 
-    __slots__ = ("_moved", "_own", "_stale", "free", "pool")
+    __slots__ = ("_moved", "_own", "_stale", "free", "gpus", "pool")
 
     def __init__(self, pool: NodePool) -> None:
         self.pool = pool
@@ -51,6 +51,9 @@ class Placements(SharedIndexes, Filling):
                 free = self.free[name]
                 index.insert(gpu_amount(free), free.get("cpu", 0), name)
         self._node_flavors = pool.lay_out(self._index)
+        # Per node of a flavor, its free GPUs of every kind: what its room map sums, kept as
+        # the room changes (a victim walk reads it per pod room, ``preemption/room.py``).
+        self.gpus = {name: gpu_amount(self.free[name]) for name in self._node_flavors}
         self._holder = None  # see SharedIndexes
         self._sharers = []
 
@@ -63,6 +66,7 @@ class Placements(SharedIndexes, Filling):
         self._own, clone._own = set(), set()
         clone._stale = dict(self._stale)
         clone._moved = dict(self._moved)
+        clone.gpus = dict(self.gpus)
         self._share(clone)
         return clone
 
@@ -380,15 +384,17 @@ class Placements(SharedIndexes, Filling):
             free = self.free[node_name] = dict(free)
             self._own.add(node_name)
         moved = self._moved
+        all_gpus = self.gpus
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
         before = moved.get(node_name)
         if before is None:
-            if node_name not in self._node_flavors:
+            gpus_before = all_gpus.get(node_name)
+            if gpus_before is None:
                 for resource, amount in requests.items():
                     free[resource] = free.get(resource, 0) + sign * amount
                 return  # a node of no flavor: not in any index
-            indexed = before = (free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0), free.get("cpu", 0))
+            indexed = before = (gpus_before, free.get("cpu", 0))
         else:
             indexed = self._stale[node_name]
         for resource, amount in requests.items():
@@ -396,6 +402,7 @@ class Placements(SharedIndexes, Filling):
         # Room changes additively, so (gpus, cpu) moves by the request's own.
         gpus = requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
         now = (before[0] + sign * gpus, before[1] + sign * requests.get("cpu", 0))
+        all_gpus[node_name] = now[0]
         if now != indexed:
             self._stale[node_name] = indexed
             moved[node_name] = now
@@ -417,6 +424,8 @@ class Placements(SharedIndexes, Filling):
             free[resource] = free.get(resource, 0) + sign * amount
         new_gpus = gpu_amount(free)
         new_cpu = free.get("cpu", 0)
+        if node_name in self.gpus:
+            self.gpus[node_name] = new_gpus
         if (old_gpus, old_cpu) != (new_gpus, new_cpu):
             self._own_index()
             for index in self._node_flavors.get(node_name, ()):

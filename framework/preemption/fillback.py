@@ -51,14 +51,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from operator import ge, sub
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..model import FR, PodSet
 from ..quota import QuotaNode
 from ..session import Candidate, ScenarioFilters, Session
 from .room import FreedRoom
 
-__all__ = ["FillingWalk", "fill_back"]
+__all__ = ["Entries", "FillingWalk", "entries_of", "fill_back"]
 
 
 class FillingWalk(Protocol):
@@ -103,7 +103,7 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     remainders: dict[int, int] | None = None
     frs = tuple(walk.usage)
     zeros = (0,) * len(frs)
-    entries = Entries(walk.path, leaf, frs)
+    entries = entries_of(session.state, walk.path, leaf, frs)
     # Per entry, each flavor-resource of the request (its place in the request) whose
     # putting back failed the test, with the least usage that failed it: see the module
     # notes. Per victim queue, the list of its entry (the same object). Only the failed
@@ -214,6 +214,25 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
     if back:
         for queue, summed in back.items():
             statement.add_usage(queue, summed)
+
+
+_ENTRIES = "_fill_back_entries"  # in ``session.state``: see :func:`entries_of`
+
+
+def entries_of(
+    state: dict[str, Any], path: frozenset[QuotaNode], leaf: QuotaNode, frs: tuple[FR, ...]
+) -> Entries:
+    """The :class:`Entries` of fill-backs for a request of ``frs`` in ``leaf`` (``path``: its
+    lineage), kept for the session: an entry reads only the quota tree's shape and local
+    reserves, which a session never changes, so every fill-back of the same queue and
+    requested flavor-resources finds the same entries, and each is found once."""
+    kept: dict[tuple[QuotaNode, tuple[FR, ...]], Entries] | None = state.get(_ENTRIES)
+    if kept is None:
+        kept = state[_ENTRIES] = {}
+    found = kept.get((leaf, frs))
+    if found is None:
+        found = kept[(leaf, frs)] = Entries(path, leaf, frs)
+    return found
 
 
 class Entries:

@@ -17,7 +17,7 @@ so for one pod set (``FreedRoom.exact``) the state after the first give is kept 
 begin with the kept ones starts from a copy of it and gives only the rest.
 
 The copy is shallow: the room map of a node is shared with the kept state until the walk
-changes it (``FreedRoom.shared``: those nodes), and is copied first then.
+changes it (the nodes not in ``FreedRoom.owned``), and is copied first then.
 """
 
 from __future__ import annotations

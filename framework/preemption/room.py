@@ -47,8 +47,8 @@ class FreedRoom:
     """Node room freed by one walk's victims, and how many pods of each target it holds."""
 
     __slots__ = (
-        "counted", "epoch", "exact", "extra", "free", "known", "last", "live", "session", "shared", "started",
-        "tallies", "targets", "terms", "took", "totals",
+        "counted", "epoch", "exact", "extra", "free", "gpus", "known", "last", "live", "owned", "session",
+        "started", "tallies", "targets", "terms", "took", "totals",
     )
 
     def __init__(
@@ -59,6 +59,7 @@ class FreedRoom:
         self.session = session
         self.targets = list(targets)
         self.free = placements.free
+        self.gpus = placements.gpus  # per node of a flavor: its free GPUs, every kind
         # One pod set: the counts are the test (see the module notes).
         self.exact = len(self.targets) == 1
         self.extra: dict[str, dict[str, int]] = {}
@@ -74,11 +75,11 @@ class FreedRoom:
         self.took: list[tuple[str, Mapping[str, int], int]] = []
         # Several pod sets: per live pod set, the pods each node touched takes now.
         self.counted: list[dict[str, int]] = []
-        # The session's node epoch when the placements hold its committed room, and the nodes
-        # whose room map is not the walk's own: shared with a kept first give
-        # (``givenroom.py``), or one pod's requests, lent (:meth:`_follow`).
+        # The session's node epoch when the placements hold its committed room, and (one pod
+        # set) the nodes whose room map is the walk's own: the others are shared with a kept
+        # first give (``givenroom.py``) or one pod's requests, lent (:meth:`_follow`).
         self.epoch = epoch
-        self.shared: set[str] = set()
+        self.owned: set[str] = set()
 
     def _start(self) -> None:
         """Count each pod set on the walk's starting room (nothing freed yet)."""
@@ -142,8 +143,7 @@ class FreedRoom:
             self.last = found.last
             self.counted = [{} for _ in found.live]
             self.known = dict(found.known)
-            self.extra = dict(found.extra)
-            self.shared = set(found.extra)
+            self.extra = dict(found.extra)  # no map its own (``owned``)
             rest = victims[len(found.victims) :]
             if not rest:
                 return
@@ -156,14 +156,14 @@ class FreedRoom:
             spec, victims, self.tallies, self.terms, self.live, tuple(self.totals), self.last, dict(self.known),
             dict(extra),
         )
-        self.shared = set(extra)
+        self.owned.clear()  # every map is shared with the kept give now
 
-    def _unshared(self, node: str) -> dict[str, int]:
+    def _own(self, node: str) -> dict[str, int]:
         """The room map of ``node``, about to change, made the walk's own: a map shared with a
         kept first give (``givenroom.py``) stays as later walks will start from it, and a pod's
         requests lent by :meth:`_follow` stay the pod's."""
         extra = self.extra[node] = dict(self.extra[node])
-        self.shared.discard(node)
+        self.owned.add(node)
         return extra
 
     def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
@@ -189,8 +189,9 @@ class FreedRoom:
         takes = tally.takes_past_short
         gpus = tally.gpus
         all_free = self.free
+        all_gpus = self.gpus
         all_extra = self.extra
-        shared = self.shared
+        owned = self.owned
         total = self.totals[0]
         for victim in victims:
             for node, requests in victim.room:
@@ -198,32 +199,29 @@ class FreedRoom:
                     if keep_all:
                         self._keep_one(node, requests)
                     continue  # the pods never go there
-                free = all_free[node]
-                gpus_after = free.get(_GPU_ONE, 0) + free.get(_GPU_TWO, 0)
-                gpus_after += requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
+                gpus_after = all_gpus[node] + requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
                 if node not in all_extra:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
                     if gpus_after < gpus:
                         # Short of the GPUs before and after (see above). Most nodes a walk
                         # frees room on stay so and are never changed again: one pod set, so
-                        # the room is the pod's own map, lent (in ``shared``, copied when it
-                        # changes), not a copy.
-                        if keep_all:
-                            all_extra[node] = dict(requests)
-                        else:
-                            all_extra[node] = requests  # type: ignore[assignment]  # lent, read only
-                            shared.add(node)
+                        # the room is the pod's own map, lent (not in ``owned``: copied when
+                        # it changes), not a copy.
+                        all_extra[node] = dict(requests) if keep_all else requests  # type: ignore[assignment]
                         continue
+                    free = all_free[node]
                     extra = all_extra[node] = dict(requests)
+                    owned.add(node)
                     before = 0 if short(free, None) else takes(node, free, None)
                 else:
-                    extra = all_extra[node] if node not in shared else self._unshared(node)
+                    extra = all_extra[node] if keep_all or node in owned else self._own(node)
                     if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
                         # Short of the GPUs before and after (see above): a count it has is 0.
                         for resource, amount in requests.items():
                             extra[resource] = extra.get(resource, 0) + amount
                         continue
+                    free = all_free[node]
                     counted = known.get(node)
                     if counted is not None:
                         before = counted
@@ -284,7 +282,7 @@ class FreedRoom:
             before = known[node]
             if not before:
                 continue
-            extra = all_extra[node] if node not in self.shared else self._unshared(node)
+            extra = all_extra[node] if node in self.owned else self._own(node)
             for resource, amount in requests.items():
                 extra[resource] -= amount
             after = known[node] = on(node, all_free[node], extra)
