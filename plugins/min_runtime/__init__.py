@@ -32,8 +32,8 @@ once per session for each (preemptor leaf, action) and victim workload and kept
 in a row keyed by the workload's identity; every call still tells its preemptor
 (the note, the explanation) and the framework still counts every refusal. The
 note naming a protected candidate is the same text for every preemptor told of
-it: it is built only when a message reads it, and kept across sessions. Windows are resolved once per (preemptor leaf, victim
-leaf) pair and session.
+it: it is built only when a message reads it, and kept across sessions. Windows
+are resolved once per (preemptor leaf, victim leaf) pair and session.
 
 Which window applies to a pair, and the configuration table, live in
 :mod:`.resolve` (the simulator's invariant checker reads the same module).
