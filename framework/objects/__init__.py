@@ -397,7 +397,7 @@ class _Intake:
         """Items left as JSON text: a plain Pod is taken typed, any other item decoded and
         read like the items of a parsed list (the same checks, the same paths)."""
         in_list = bool(document.at)
-        pods, copied, last, decode = self.pods, self.copied, LastMaps(), ITEM.decode
+        last, decode = LastMaps(), ITEM.decode
         for index, raw in enumerate(document.take()):
             try:
                 item = decode(raw)
@@ -406,11 +406,7 @@ class _Intake:
             if item is not None and item.kind == "Pod":
                 found = pod_of_item(file, raw, item, last)
                 if type(found) is Pod:
-                    key = found.key
-                    if key in pods or key in copied:
-                        self.plain_pod(found)
-                    else:
-                        pods[key] = found
+                    self.plain_pod(found)
                     continue
                 if found is not None:
                     self.entries.append(found)  # type: ignore[arg-type]  # an Entry

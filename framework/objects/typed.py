@@ -192,7 +192,9 @@ def intake_key(item: Any, kind: str, group: str) -> tuple[str, str] | None:
         return None
     api_version = item.apiVersion
     if api_version is not None and not (
-        isinstance(api_version, str) and api_version.rpartition("/")[0] == group
+        isinstance(api_version, str)
+        # The group is what comes before the last "/": none without one ("v1", no copy made).
+        and (api_version.rpartition("/")[0] == group if "/" in api_version else not group)
     ):
         return None
     name, namespace = item.metadata.name, item.metadata.namespace

@@ -27,7 +27,7 @@ from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestam
 from .fields import Entry, Problem
 from .nodes import parse_pod
 from .records import builder, twin
-from .typed import RawObject, _intern, _NotPlain, _shared, _strings
+from .typed import RawObject, _intern, _NotPlain, _shared, _strings, intake_key
 
 __all__ = ["ITEM", "ITEM_ERRORS", "LastMaps", "decode_item", "fast_pod", "forget_read_maps", "pod_item", "pod_of_item", "read_pod"]
 
@@ -283,18 +283,17 @@ _LEAST = -MAX_AMOUNT - 1
 
 class LastMaps:
     """What the last Pod items read, by their texts. The Pods of one workload come one
-    after another and repeat their namespace, maps and creation time, so most items
+    after another and repeat their maps and creation time, so most items
     compare their texts with these and look nothing up. One per reading (the intake's);
     the map texts are copies, not views of the file's text."""
 
     __slots__ = (
         "containers", "created", "created_ms", "init", "labels", "labels_namespace",
-        "labels_text", "namespace", "requests", "workload",
+        "labels_text", "requests", "workload",
     )  # fmt: skip
 
     def __init__(self) -> None:
-        self.namespace = ""  # interned
-        self.labels_namespace = ""
+        self.labels_namespace = ""  # interned (``intake_key``)
         self.labels_text = self.containers = self.init = _UNSEEN
         self.labels: FrozenDict[str, str] = FrozenDict()
         self.workload: str | None = None
@@ -307,32 +306,17 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     """:func:`pod_item` of an item :func:`decode_item` read, of kind ``Pod``; ``last``:
     what the Pod items before it read (see :class:`LastMaps`).
 
-    The checks are the intake's for a Pod (API group, a name, a namespace: as
-    :func:`~.typed.intake_key` makes them); anything it would report or skip goes its
-    way instead. The maps of the Pod are read from their text, once per distinct text
+    The checks are the intake's for a Pod (:func:`~.typed.intake_key`: API group, a
+    name, a namespace); anything it would report or skip goes its way instead. The maps of the Pod are read from their text, once per distinct text
     (see the module docstring); the record is all that is kept, built as a twin (see
     :mod:`.records`) without ``__post_init__``: its maps are FrozenDicts already.
     """
+    key = intake_key(item, "Pod", "")
+    if key is None:
+        return None
+    namespace, name = key
     metadata = item.metadata
-    api_version = item.apiVersion
-    if metadata is None or not (
-        api_version is None
-        or api_version == "v1"
-        or (isinstance(api_version, str) and not api_version.rpartition("/")[0])
-    ):
-        return None
-    name = metadata.name
-    namespace = metadata.namespace
-    if not isinstance(name, str) or not name:
-        return None
-    if namespace is None or namespace == "":
-        namespace = "default"
-    elif not isinstance(namespace, str):
-        return None
-    if namespace == last.namespace:
-        namespace = last.namespace
-    else:
-        namespace = last.namespace = _intern(namespace)
+    assert metadata is not None  # intake_key found a name in it
     spec = item.spec or _NO_SPEC
     try:
         text = metadata.labels
