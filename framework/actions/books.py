@@ -167,11 +167,15 @@ def _place_terms(statement: Statement, terms: _Terms) -> bool:
     every one found a node (it stops at the first pod set short of room)."""
     placements = statement.placements
     assert placements is not None
-    take = statement.take_room
+    taken: list[tuple[str, Mapping[str, int]]] = []
     for flavor_name, requests, count, selector, tolerations in terms:
-        # The statement takes the room of several pods of a node as one change.
-        if len(placements.place_pods(flavor_name, requests, count, selector, tolerations, take, additive=True)) < count:
+        # The placements take the room of several pods of a node as one change, tentatively;
+        # the statement records each change as its ``take_room`` would have.
+        placed = placements.place_pods(flavor_name, requests, count, selector, tolerations, taken=taken)
+        statement.took_rooms(taken)
+        if len(placed) < count:
             return False
+        taken.clear()
     return True
 
 

@@ -46,6 +46,8 @@ class Filling:
     _node_flavors: Mapping[str, list[_FlavorIndex]]
     _stale: dict[str, tuple[int, int]]
     _moved: dict[str, tuple[int, int]]
+    _own: set[str]
+    gpus: dict[str, int]
 
     def take(self, node_name: str, requests: Mapping[str, int]) -> None:
         raise NotImplementedError
@@ -60,12 +62,18 @@ class Filling:
         take: Callable[[str, Mapping[str, int]], None] | None = None,
         *,
         additive: bool = False,
+        taken: list[tuple[str, Mapping[str, int]]] | None = None,
     ) -> list[str]:
         """Place up to ``count`` identical pods best fit, as one at a time would; the nodes
         chosen (fewer than ``count``: not all fit). Each pod's room is taken before the next
         is placed, with ``take`` (a statement's ``take_room``, or what binds the pod) or else
         :meth:`take`; the pods a node holds go there at once, their room taken in one call
-        when ``take`` is ``additive`` (it may be handed their room summed). See the notes."""
+        when ``take`` is ``additive`` (it may be handed their room summed). See the notes.
+
+        With ``taken`` (``take`` unused), the room is taken tentatively here, as ``defer``
+        takes it, each node's (node, room taken) appended to ``taken`` for the caller to
+        record (a statement's ``took_rooms``): the node's (free GPUs, free cpu) before is its
+        key in the walk, so it is not read again."""
         chosen: list[str] = []
         index = self._index.get(flavor)
         if index is None or count <= 0:
@@ -75,9 +83,15 @@ class Filling:
         cpu = requests.get("cpu", 0)
         # The positive requests, what counts the pods a node holds (one pod needs no count).
         requested = [(r, amount) for r, amount in requests.items() if amount > 0] if count > 1 else []
-        nodes = self.pool.nodes
+        pool = self.pool
+        nodes = pool.nodes
+        # Every node of the flavor matches the pods (none is judged): see ``matches_all``.
+        matched = pool.matches_all(flavor, selector)
         free = self.free
         stale = self._stale
+        moved = self._moved
+        own = self._own
+        all_gpus = self.gpus
         # The stale nodes passing the index's filters, least key first (see the notes).
         waiting: list[tuple[int, int, str]] = []
         if stale:
@@ -125,7 +139,7 @@ class Filling:
                             if room.get(resource, 0) < amount:
                                 break
                         else:
-                            if node_matches(nodes[name], selector, tolerations):
+                            if matched or node_matches(nodes[name], selector, tolerations):
                                 found = (key, code >> shift, name)
                                 place = j
                                 break
@@ -143,7 +157,7 @@ class Filling:
                         at += 1
                         break
                 else:
-                    if node_matches(nodes[name], selector, tolerations):
+                    if matched or node_matches(nodes[name], selector, tolerations):
                         best = candidate
                         break
                     at += 1
@@ -163,7 +177,28 @@ class Filling:
                 fits = max(fits, 1)
             chosen.extend([node] * fits)
             left -= fits
-            if additive:
+            if taken is not None:
+                # ``defer`` of the room the pods take, their node's key read from ``best``.
+                amounts = requests if fits == 1 else {r: a * fits for r, a in requests.items()}
+                taken.append((node, amounts))
+                room = free[node]
+                if node not in own:
+                    room = free[node] = dict(room)
+                    own.add(node)
+                for resource, amount in amounts.items():
+                    room[resource] = room.get(resource, 0) - amount
+                now = (best[0] - fits * gpus, best[1] - fits * cpu)
+                all_gpus[node] = now[0]
+                if best is found:  # not stale: the index holds it at ``best``
+                    if now != (best[0], best[1]):
+                        stale[node] = (best[0], best[1])
+                        moved[node] = now
+                elif now != stale[node]:  # stale: ``best`` is its room now
+                    moved[node] = now
+                else:  # back at its place in the index
+                    del stale[node]
+                    del moved[node]
+            elif additive:
                 take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
             else:
                 for _ in range(fits):

@@ -57,7 +57,7 @@ def node_matches(
 class NodePool:
     """The static node view of a snapshot: which nodes serve which flavor."""
 
-    __slots__ = ("by_flavor", "free", "layout", "members", "names", "nodes", "ranks", "sharing")
+    __slots__ = ("by_flavor", "free", "layout", "members", "names", "nodes", "open", "ranks", "sharing")
 
     def __init__(self, nodes: Mapping[str, Node], flavors: Mapping[str, Flavor]) -> None:
         self.nodes = dict(sorted(nodes.items()))
@@ -74,6 +74,9 @@ class NodePool:
         self.layout: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = ()
         # Per flavor with nodes, every flavor one of its nodes also serves (itself too).
         self.sharing: dict[str, frozenset[str]] = {}
+        # Per flavor whose every node is schedulable and has no NoSchedule/NoExecute taint,
+        # its node labels: a pod whose selector asks only those matches each of its nodes.
+        self.open: dict[str, Mapping[str, str]] = {}
         if not self.nodes:
             return
         for flavor in sorted(flavors.values(), key=lambda f: f.name):
@@ -85,6 +88,8 @@ class NodePool:
             if members:
                 self.by_flavor[flavor.name] = members
                 self.members[flavor.name] = frozenset(members)
+                if not any(self._closed(self.nodes[name]) for name in members):
+                    self.open[flavor.name] = dict(flavor.node_labels)
         flavors_of: dict[str, list[str]] = {}
         for flavor_name, members in self.by_flavor.items():
             for name in members:
@@ -98,6 +103,24 @@ class NodePool:
             for flavor_name in served:
                 sharing.setdefault(flavor_name, set()).update(served)
         self.sharing = {flavor_name: frozenset(found) for flavor_name, found in sharing.items()}
+
+    @staticmethod
+    def _closed(node: Node) -> bool:
+        """Whether ``node`` may refuse a pod whatever its tolerations: unschedulable, or a
+        NoSchedule/NoExecute taint."""
+        return node.unschedulable or any(taint.effect in _BLOCKING for taint in node.taints)
+
+    def matches_all(self, flavor: str, selector: Mapping[str, str]) -> bool:
+        """Whether every node of ``flavor`` matches a pod of ``selector`` (any tolerations):
+        its nodes are open and carry the flavor's labels, and the selector asks only those."""
+        labels = self.open.get(flavor)
+        if labels is None:
+            return False
+        # A plain loop: asked once per placement, usually of one or two labels.
+        for key, value in selector.items():  # noqa: SIM110
+            if labels.get(key) != value:
+                return False
+        return True
 
     def lay_out(self, index: Mapping[str, _FlavorIndex]) -> dict[str, list[_FlavorIndex]]:
         """Per node, the indexes of its flavors from ``index`` (a placements' own): one

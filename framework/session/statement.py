@@ -214,6 +214,18 @@ class Statement:
         self._nodes_touched = True
         self._held_nodes = True
 
+    def took_rooms(self, taken: Sequence[tuple[str, Mapping[str, int]]]) -> None:
+        """Record the room its placements took themselves, each (node, requests) of
+        ``taken`` in order (``Placements.place_pods`` with ``taken``), as :meth:`take_room`
+        of each records it."""
+        if not taken:
+            return
+        ops = self.ops
+        for node, requests in taken:
+            ops.append((_TAKE, node, requests))
+        self._nodes_touched = True
+        self._held_nodes = True
+
     def give_room(self, node: str, requests: Mapping[str, int]) -> None:
         assert self.placements is not None
         self.placements.defer(node, requests, 1)
