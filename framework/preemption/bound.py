@@ -258,7 +258,8 @@ RunSums = dict[tuple[Source, frozenset[FR], bool, int, int, FR], int]
 """Per run of a source that keeps no units yet (named by its source, the request's needed
 flavor-resources and ``with_room``, and its range of the source's units) and per
 flavor-resource, the usage of its units: the same run of the same source has the same
-units (a source's units never change), so a session sums it once."""
+units (a source's units never change), so a session sums it once. Under the range
+(-1, -1), 0 for a source that keeps units and was read once (:func:`_run_sums`)."""
 
 
 SUMMED = 24
@@ -272,9 +273,10 @@ def _run_sums(runs: Runs, parts: list[_Run], fr: FR, sums: RunSums | None = None
 
     A source's totals are made for its whole list (``QueueUnits.totals``: spliced from the
     list's before a take, or read unit by unit) and kept until the next take from its
-    queue. Where the list is short, making them costs more than reading the run's units
-    themselves, which is what a source that keeps no totals gets. The sum is the same:
-    the totals are the running sum of the same units' usage."""
+    queue. Where the list is short, making them costs more than reading one run's units,
+    and most such lists are read once before that take: the first read of a short list
+    (marked in ``sums`` under the range (-1, -1)) sums the run's units, a second makes the
+    totals. The sum is the same: the totals are the running sum of the same units' usage."""
     needed = runs.needed
     with_room = runs.with_room
     out = []
@@ -292,10 +294,14 @@ def _run_sums(runs: Runs, parts: list[_Run], fr: FR, sums: RunSums | None = None
         else:
             totals = source.sums.get(kept_key)
             if totals is None:
-                units = source.using(needed, with_room)[0]
-                if len(units) <= SUMMED:
-                    out.append(sum([c.usage.get(fr, 0) for c in units[first:last]]))
-                    continue
+                if sums is not None:
+                    read = (source, needed, with_room, -1, -1, fr)  # read once already
+                    if read not in sums:
+                        units = source.using(needed, with_room)[0]
+                        if len(units) <= SUMMED:
+                            sums[read] = 0
+                            out.append(sum([c.usage.get(fr, 0) for c in units[first:last]]))
+                            continue
                 totals = source.totals(needed, with_room, fr)
             out.append(totals[last] - totals[first])
     return out
