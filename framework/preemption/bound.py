@@ -109,8 +109,9 @@ def may_fit(
     The cheaper test (see the module notes) looks only at the flavor-resources that do
     not fit now: the others fit already, and taking victims only adds to what is free.
     ``runs``: where ``candidates`` come from (``collect_runs``); each run is one queue's
-    units of one class, and its sums are read from the running totals its source keeps,
-    not candidate by candidate; for a run whose source keeps none, its sum is kept in
+    units of one class, and its sums are read from the running totals its source keeps
+    (a short list's run from its units, :func:`_run_sums`), not candidate by candidate;
+    for a run whose source keeps no units, its sum is kept in
     ``sums`` (a session's, see :data:`RunSums`). Each flavor-resource's usage is read
     once, for both tests (:class:`_Freed`).
 
@@ -257,15 +258,29 @@ RunSums = dict[tuple[Source, frozenset[FR], bool, int, int, FR], int]
 """Per run of a source that keeps no units yet (named by its source, the request's needed
 flavor-resources and ``with_room``, and its range of the source's units) and per
 flavor-resource, the usage of its units: the same run of the same source has the same
-units (a source's units never change), so a session sums it once."""
+units (a source's units never change), so a session sums it once. Under the range
+(-1, -1), 0 for a source that keeps units and was read once (:func:`_run_sums`)."""
+
+
+SUMMED = 24
+"""The most units a source may keep for a request for its runs to be summed unit by unit
+when it has no running totals for it yet (:func:`_run_sums`)."""
 
 
 def _run_sums(runs: Runs, parts: list[_Run], fr: FR, sums: RunSums | None = None) -> list[int]:
     """Per run of ``parts``, the usage of ``fr`` of its units, from its source's running
-    totals (or, where it keeps none, summed, or read from ``sums``)."""
+    totals (or, where it keeps none, summed, or read from ``sums``).
+
+    A source's totals are made for its whole list (``QueueUnits.totals``: spliced from the
+    list's before a take, or read unit by unit) and kept until the next take from its
+    queue. Where the list is short, making them costs more than reading one run's units,
+    and most such lists are read once before that take: the first read of a short list
+    (marked in ``sums`` under the range (-1, -1)) sums the run's units, a second makes the
+    totals. The sum is the same: the totals are the running sum of the same units' usage."""
     needed = runs.needed
     with_room = runs.with_room
     out = []
+    kept_key = (needed, with_room, fr)
     for _, source, first, last, items in parts:
         if items is not None:
             if sums is None:
@@ -277,7 +292,17 @@ def _run_sums(runs: Runs, parts: list[_Run], fr: FR, sums: RunSums | None = None
                 found = sums[place] = sum([c.usage.get(fr, 0) for c in items])
             out.append(found)
         else:
-            totals = source.totals(needed, with_room, fr)
+            totals = source.sums.get(kept_key)
+            if totals is None:
+                if sums is not None:
+                    read = (source, needed, with_room, -1, -1, fr)  # read once already
+                    if read not in sums:
+                        units = source.using(needed, with_room)[0]
+                        if len(units) <= SUMMED:
+                            sums[read] = 0
+                            out.append(sum([c.usage.get(fr, 0) for c in units[first:last]]))
+                            continue
+                totals = source.totals(needed, with_room, fr)
             out.append(totals[last] - totals[first])
     return out
 

@@ -25,6 +25,8 @@ from .waiting import leading_run, walked
 
 __all__ = ["Walk"]
 
+_CHAINS = "_walk_chains"  # in ``session.state``: per preemptor leaf, its path and chains
+
 
 class Walk:
     """One preemptor's attempts; remembers plugin verdicts across attempts."""
@@ -54,8 +56,17 @@ class Walk:
         ]
         self.filters = filters
         self.verdicts: dict[int, bool] = {}
-        self.path = frozenset(leaf.path())
-        self.chains: dict[QuotaNode, tuple[QuotaNode, ...]] = {}  # see _chain()
+        # The path and the chains read only the quota tree, which a session never changes:
+        # kept per leaf for the session's walks (see _chain()).
+        kept: dict[int, tuple[frozenset[QuotaNode], dict[QuotaNode, tuple[QuotaNode, ...]]]] | None
+        kept = session.state.get(_CHAINS)
+        if kept is None:
+            kept = session.state[_CHAINS] = {}
+        found = kept.get(leaf.index)
+        if found is None:
+            found = kept[leaf.index] = (frozenset(leaf.path()), {})
+        self.path: frozenset[QuotaNode] = found[0]
+        self.chains: dict[QuotaNode, tuple[QuotaNode, ...]] = found[1]
         self.vetoed_by: set[str] = set()
         self.vetoes: dict[str, str] = {}  # candidate key -> plugin that vetoed it
         self.visits: list[tuple[Candidate, bool]] | None = None  # when set, what _preemptible answers (hopeless.py)

@@ -193,6 +193,8 @@ class Source(Protocol):
     (:func:`using`) with their running count, and their running usage totals."""
 
     units: list[Candidate]
+    # Per (needed, with_room, flavor-resource): the running totals :meth:`totals` made.
+    sums: dict[tuple[frozenset[FR], bool, FR], list[int]]
 
     def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
         """The units a search keeps, and per i how many of the first i units are kept."""
