@@ -9,6 +9,7 @@ earlier walk had made.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -29,12 +30,7 @@ CLUSTERS = {
 
 def _fresh_chain(queue: QuotaNode, path: frozenset[QuotaNode]) -> tuple[QuotaNode, ...]:
     """``queue`` and its ancestors off ``path``, up to the highest of them: read from the tree."""
-    found = []
-    node: QuotaNode | None = queue
-    while node is not None and node not in path:
-        found.append(node)
-        node = node.parent
-    return tuple(found)
+    return tuple(itertools.takewhile(lambda node: node not in path, queue.path()))
 
 
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
