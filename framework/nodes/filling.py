@@ -46,10 +46,13 @@ class Filling:
     _node_flavors: Mapping[str, list[_FlavorIndex]]
     _stale: dict[str, tuple[int, int]]
     _moved: dict[str, tuple[int, int]]
-    _own: set[str]
-    gpus: dict[str, int]
 
     def take(self, node_name: str, requests: Mapping[str, int]) -> None:
+        raise NotImplementedError
+
+    def defer(
+        self, node_name: str, requests: Mapping[str, int], sign: int, before: tuple[int, int] | None = None
+    ) -> None:
         raise NotImplementedError
 
     def place_pods(
@@ -70,10 +73,10 @@ class Filling:
         :meth:`take`; the pods a node holds go there at once, their room taken in one call
         when ``take`` is ``additive`` (it may be handed their room summed). See the notes.
 
-        With ``taken`` (``take`` unused), the room is taken tentatively here, as ``defer``
-        takes it, each node's (node, room taken) appended to ``taken`` for the caller to
-        record (a statement's ``took_rooms``): the node's (free GPUs, free cpu) before is its
-        key in the walk, so it is not read again."""
+        With ``taken`` (``take`` unused), the room is taken tentatively with ``defer``, each
+        node's (node, room taken) appended to ``taken`` for the caller to record (a
+        statement's ``took_rooms``): the node's (free GPUs, free cpu) before is its key in
+        the walk, handed to ``defer`` so that it is not read again."""
         chosen: list[str] = []
         index = self._index.get(flavor)
         if index is None or count <= 0:
@@ -89,9 +92,7 @@ class Filling:
         matched = pool.matches_all(flavor, selector)
         free = self.free
         stale = self._stale
-        moved = self._moved
-        own = self._own
-        all_gpus = self.gpus
+        defer = self.defer
         # The stale nodes passing the index's filters, least key first (see the notes).
         waiting: list[tuple[int, int, str]] = []
         if stale:
@@ -178,26 +179,11 @@ class Filling:
             chosen.extend([node] * fits)
             left -= fits
             if taken is not None:
-                # ``defer`` of the room the pods take, their node's key read from ``best``.
+                # The room the pods take, its node's (free GPUs, free cpu) before read from
+                # ``best``, not again by ``defer``.
                 amounts = requests if fits == 1 else {r: a * fits for r, a in requests.items()}
                 taken.append((node, amounts))
-                room = free[node]
-                if node not in own:
-                    room = free[node] = dict(room)
-                    own.add(node)
-                for resource, amount in amounts.items():
-                    room[resource] = room.get(resource, 0) - amount
-                now = (best[0] - fits * gpus, best[1] - fits * cpu)
-                all_gpus[node] = now[0]
-                if best is found:  # not stale: the index holds it at ``best``
-                    if now != (best[0], best[1]):
-                        stale[node] = (best[0], best[1])
-                        moved[node] = now
-                elif now != stale[node]:  # stale: ``best`` is its room now
-                    moved[node] = now
-                else:  # back at its place in the index
-                    del stale[node]
-                    del moved[node]
+                defer(node, amounts, -1, (best[0], best[1]))
             elif additive:
                 take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
             else:

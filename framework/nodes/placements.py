@@ -373,9 +373,13 @@ class Placements(SharedIndexes, Filling):
         stale.clear()
         moved.clear()
 
-    def defer(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
+    def defer(
+        self, node_name: str, requests: Mapping[str, int], sign: int, before: tuple[int, int] | None = None
+    ) -> None:
         """Change the room of ``node_name`` by ``sign`` (-1 take, 1 give back) times
-        ``requests``, leaving the index alone until :meth:`sync` (what a statement calls)."""
+        ``requests``, leaving the index alone until :meth:`sync` (what a statement calls).
+        ``before``: the node's (free GPUs, free cpu) before the change, where the caller has
+        it (its key in an index walk of ``place_pods``); else it is read here."""
         # _owned, inline (a search and each placed node pass here).
         free = self.free.get(node_name)
         if free is None:
@@ -387,8 +391,9 @@ class Placements(SharedIndexes, Filling):
         all_gpus = self.gpus
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
-        before = moved.get(node_name)
-        if before is None:
+        if before is not None:
+            indexed = self._stale.get(node_name, before)
+        elif (before := moved.get(node_name)) is None:
             gpus_before = all_gpus.get(node_name)
             if gpus_before is None:
                 for resource, amount in requests.items():

@@ -17,7 +17,7 @@ script over every example and scenario.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -68,23 +68,19 @@ def _with_view(session: Session) -> Books:
 @contextmanager
 def _counting_takes() -> Iterator[list[str]]:
     """Every node room taken tentatively (by a statement's ``take_room``, or by its
-    placements and recorded with ``took_rooms``), by node."""
+    placements with ``taken``), by node."""
     taken: list[str] = []
     original = Placements.defer
-    recording = Statement.took_rooms
 
-    def counting(self: Placements, node: str, requests: Mapping[str, int], sign: int) -> None:
+    def counting(
+        self: Placements, node: str, requests: Mapping[str, int], sign: int, before: tuple[int, int] | None = None
+    ) -> None:
         if sign < 0:
             taken.append(node)
-        original(self, node, requests, sign)
-
-    def recorded(self: Statement, rooms: Sequence[tuple[str, Mapping[str, int]]]) -> None:
-        taken.extend(node for node, _ in rooms)
-        recording(self, rooms)
+        original(self, node, requests, sign, before)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Placements, "defer", counting)
-        patch.setattr(Statement, "took_rooms", recorded)
         yield taken
 
 
