@@ -150,6 +150,24 @@ def _one_by_one(
     return chosen
 
 
+def tentative_changes(placements: Placements, rng: random.Random) -> None:
+    """Up to eight random changes of room, taken (most) or given back, left tentative:
+    stale nodes above and below where later pods fit best."""
+    names = sorted(placements.free)
+    for _ in range(rng.randint(0, 8)):
+        change = {rng.choice((GPU, AMD)): rng.choice((0, 1, 2)), "cpu": rng.choice((0, 500, 4_000)), MEM: rng.choice((0, 1))}
+        placements.defer(rng.choice(names), change, -1 if rng.random() < 0.6 else 1)
+
+
+def pod_requests(rng: random.Random) -> dict[str, int]:
+    """A random pod: a GPU kind (sometimes none of it), cpu and memory, zeros included."""
+    return {
+        rng.choice((GPU, AMD)): rng.choice((0, 0, 1, 2, 4)),
+        "cpu": rng.choice((0, 500, 1_000, 4_000)),
+        MEM: rng.choice((0, 1, 2)),
+    }
+
+
 def _take(placements: Placements, how: str) -> tuple[Callable[[str, Mapping[str, int]], None] | None, bool]:
     if how == "at once":
         return None, False  # Placements.take: the node moves in the index at once
@@ -166,23 +184,13 @@ def test_placing_pods_chooses_what_placing_them_one_by_one_chooses(seed: int) ->
     the best node of a plain scan; after a sync, the same index as a fresh one."""
     rng = random.Random(seed)
     placements = _cluster(rng)
-    names = sorted(placements.free)
-    for _ in range(rng.randint(0, 8)):
-        change = {rng.choice((GPU, AMD)): rng.choice((0, 1, 2)), "cpu": rng.choice((0, 500, 4_000)), MEM: rng.choice((0, 1))}
-        if rng.random() < 0.6:
-            placements.take_tentatively(rng.choice(names), change)
-        else:
-            placements.give_back_tentatively(rng.choice(names), change)
+    tentative_changes(placements, rng)
     if rng.random() < 0.2:
         placements.sync()
     rooms = {name: dict(room) for name, room in placements.free.items()}
     for _ in range(rng.randint(1, 4)):
         flavor = rng.choice(sorted(FLAVORS))
-        requests = {
-            rng.choice((GPU, AMD)): rng.choice((0, 0, 1, 2, 4)),
-            "cpu": rng.choice((0, 500, 1_000, 4_000)),
-            MEM: rng.choice((0, 1, 2)),
-        }
+        requests = pod_requests(rng)
         count = rng.randint(0, 40)
         selector = rng.choice(({}, {"zone": "z1"}))
         tolerations = rng.choice(((), (Toleration("dedicated", "Equal", "batch", "NoSchedule"),)))

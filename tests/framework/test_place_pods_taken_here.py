@@ -18,6 +18,8 @@ from preemptd.framework.quota import Accounting, QuotaTree
 from preemptd.framework.session import Statement
 from preemptd.framework.testing import queue
 
+from tests.framework.test_place_pods_one_walk import pod_requests, tentative_changes
+
 GPU = "nvidia.com/gpu"
 AMD = "amd.com/gpu"
 MEM = "memory"
@@ -111,21 +113,14 @@ def test_room_taken_by_the_placements_is_what_take_room_takes(seed: int) -> None
     (and a sync) the same indexes, each that of a fresh index of the room."""
     rng = random.Random(seed)
     plain = _cluster(rng)
-    names = sorted(plain.free)
-    for _ in range(rng.randint(0, 8)):
-        change = {rng.choice((GPU, AMD)): rng.choice((0, 1, 2)), "cpu": rng.choice((0, 500, 4_000)), MEM: rng.choice((0, 1))}
-        plain.defer(rng.choice(names), change, -1 if rng.random() < 0.6 else 1)
+    tentative_changes(plain, rng)
     if rng.random() < 0.2:
         plain.sync()
     fast = plain.copy()
     plain_statement, fast_statement = _statement(plain), _statement(fast)
     for _ in range(rng.randint(1, 4)):
         flavor = rng.choice(sorted(FLAVORS))
-        requests = {
-            rng.choice((GPU, AMD)): rng.choice((0, 0, 1, 2, 4)),
-            "cpu": rng.choice((0, 500, 1_000, 4_000)),
-            MEM: rng.choice((0, 1, 2)),
-        }
+        requests = pod_requests(rng)
         count = rng.randint(0, 40)
         selector = rng.choice(({}, {"zone": "z1"}, {"pool": "a100"}, {"rack": "r1"}, {"pool": "h100", "zone": "z1"}))
         tolerations = rng.choice(((), (TOLERATION,)))
