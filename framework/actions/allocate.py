@@ -31,13 +31,15 @@ from operator import attrgetter
 
 from ..decisions import Admitted, AdmittedPodSet, Pending, pending
 from ..model import Workload
-from ..preemption.heads import Kept, State, judge
+from ..preemption.heads import Kept, State, judge, judged_by, kept_heads, state_now
+from ..preemption.memo import tally
 from ..quota import QuotaNode
 from ..session import NOFIT, Assignment, Session
 from .books import Books, place, reserve, still_fits
 from .deployments import growing_in
 from .nominate import nominate
 from .preempting import preempt
+from .verdicts import grows, noted, record_scan
 
 __all__ = ["QUEUE_ORDER", "nominate", "run_rounds"]
 
@@ -49,6 +51,12 @@ AT_ONCE = True
 """Whether a judged head that reserves nothing is processed where it is judged (tests turn
 it off to compare with the same head ordered among the round's entries)."""
 
+KEPT_BY_QUEUE = True
+"""Whether the rounds keep, per queue, the heads kept in its leaf while its tree's search
+state stands, and judge each head by them (``heads.judged_by``), instead of asking
+``heads.judge`` afresh for each (tests turn it off to compare)."""
+
+_UNKEPT: State = (-1, -1, -1)  # a queue's ``state`` while its leaf keeps no head to judge by
 _DONE = 0  # finished for the session, not admitted
 _AGAIN = 1  # lost to an earlier entry of this round: offered again next round
 _ADMITTED = 2
@@ -64,6 +72,12 @@ class _Queue:
     pos: int = 0
     blocked: bool = False
     level: int = 0  # the borrowing level of its head last processed at once (``_least_first``)
+    state: State | None = None  # its tree's search state when it read ``kept`` (None: read again)
+    kept: list[Kept] | None = None  # the heads its leaf keeps in that state (``heads.kept_heads``)
+    root: int = field(init=False)  # its tree: the index of its leaf's root
+
+    def __post_init__(self) -> None:
+        self.root = self.leaf.root.index
 
 
 @dataclass(slots=True)
@@ -129,11 +143,17 @@ def run_rounds(session: Session) -> None:
     explanations = session.decisions.explanations if session.explaining else None
     flavor_scans = session.decisions.flavor_scans
     pending_of = rounds.pending
+    by_queue = KEPT_BY_QUEUE and not picker
+    ops = statement.ops  # the same list for the session: empty while nothing is held
+    states: dict[int, State] = {}
     while True:
         entries = []
         offering = []  # the queues offering a head this round, in order
         at_once: list[_Queue] = []  # the queues whose head was processed at once
-        states: dict[int, State] = {}  # search states of the round's nominations (heads.judge)
+        # Search states of the round's nominations (heads.judge), by tree; one equal to the
+        # last round's is that tuple: a queue tells by identity that its ``kept`` stand.
+        before, states = states, {}
+        judged_count = answered = 0
         for queue in queues:
             if queue.blocked:
                 continue
@@ -144,9 +164,27 @@ def run_rounds(session: Session) -> None:
             workload = queue.items[pos]
             # A head a kept head judges takes that head's assignment as it is; a plugin
             # ordering the round reads assignments, and gets one of its own (nominate).
-            judged = None if picker else judge(session, queue.leaf, workload, states)
+            judged = None
+            if not by_queue:
+                judged = None if picker else judge(session, queue.leaf, workload, states)
+                counters.nominations += judged is not None
+            elif queue.state is not _UNKEPT:
+                root = queue.root
+                state = states.get(root)
+                if state is None:
+                    state = states[root] = state_now(session, queue.leaf, before.get(root))
+                if queue.state is not state:  # none kept now: none before it nominates again
+                    queue.kept = kept_heads(session, queue.leaf, state)
+                    queue.state = state if queue.kept is not None else _UNKEPT
+                kept_now = queue.kept
+                if kept_now is not None and not (
+                    ops or workload.flavor_scan or workload.is_deployment or workload.admission is not None
+                ):
+                    judged = judged_by(session, queue.leaf, kept_now, state, workload)
+                    if judged is not None:  # counted as heads.judge counts it
+                        judged_count += 1
+                        answered += judged[0].answers is not None
             if judged is not None:
-                counters.nominations += 1
                 kept, message = judged
                 if quiet and (kept.nofit or not queue.reserves):
                     # Pending with a message of its own and nothing reserved: it changes
@@ -166,7 +204,7 @@ def run_rounds(session: Session) -> None:
                     elif message and not session.notes_added:
                         made = pending(key, "PreemptionNoCandidates", message)
                     else:
-                        made = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
+                        made = pending(key, "PreemptionNoCandidates", noted(session, key, message))
                     pending_of[key] = made
                     scan = kept.scan
                     if scan is not None:
@@ -178,9 +216,15 @@ def run_rounds(session: Session) -> None:
                 at = (kept.level, queue.keys[pos])  # its order among the round's entries
                 entries.append(_Entry(queue, workload, kept.assignment, at, kept, message))
                 continue
+            queue.state = None  # its nomination may keep a head: read them again
             assignment = nominate(session, queue.leaf, workload, judged=picker)
             level = assignment.level if assignment.mode != NOFIT else 0
             entries.append(_Entry(queue, workload, assignment, (level, queue.keys[pos])))
+        if judged_count:
+            counters.nominations += judged_count
+            counters.judged += judged_count
+            counters.dominated += answered
+            tally(session).answered += answered
         if not offering:
             break
         if len(offering) < len(queues):
@@ -207,7 +251,7 @@ def run_rounds(session: Session) -> None:
                 statement.commit()
             if books.own is not None and books.own.ops:
                 books.own.commit()
-            growing = workload.admission is not None and not workload.is_deployment  # _grows
+            growing = workload.admission is not None and not workload.is_deployment  # grows
             if growing:
                 rounds.pending.pop(workload.key, None)  # running: never listed pending
             if outcome == _AGAIN and (i or not _least_first(entries[0], at_once)):
@@ -236,7 +280,7 @@ def _block(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload)
     every workload behind it pending (an elastic one growing back is not pending)."""
     queue.blocked = True
     for behind in queue.items[queue.pos :]:
-        if _grows(behind):
+        if grows(behind):
             session.explain(
                 behind.key,
                 f"does not grow: behind {workload.key}, the head of StrictFIFO queue "
@@ -264,9 +308,6 @@ def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
         yield left.pop(policy.pick([e.assignment for e in left]) if len(left) > 1 else 0)
 
 
-def _grows(workload: Workload) -> bool:
-    """An entry of the rounds that is an admitted elastic workload growing back."""
-    return workload.admission is not None and not workload.is_deployment
 
 
 def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
@@ -286,7 +327,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
             lines.extend(tried)
     mode = assignment.mode
     if mode == NOFIT:
-        if _grows(workload):
+        if grows(workload):
             session.explain(key, assignment.message)
             return _DONE
         return _without_victims(session, rounds, entry, assignment.message)
@@ -372,20 +413,11 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
     else:
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
-        rounds.pending[key] = pending(key, "PreemptionNoCandidates", _noted(session, key, message))
-    if judged.scan is not None:  # _record_scan: a judged head stores no scan of its own
+        rounds.pending[key] = pending(key, "PreemptionNoCandidates", noted(session, key, message))
+    if judged.scan is not None:  # record_scan: a judged head stores no scan of its own
         session.decisions.flavor_scans[key] = judged.scan
 
 
-def _noted(session: Session, key: str, message: str) -> str:
-    """The pending message of a preemptor ``key`` without victims: ``message`` (or "no
-    victims found") and the notes plugins added for it."""
-    message = message or "no victims found"
-    if session.notes_added:  # else no plugin added a note to anyone
-        notes = session.notes(key)
-        if notes:
-            message = "; ".join([message, *notes])
-    return message
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
@@ -396,7 +428,7 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
     key = workload.key
     if assignment.mode == NOFIT:
         _pending(rounds, key, "NoFit", message or "no flavor fits")
-        _record_scan(session, workload, assignment)
+        record_scan(session, workload, assignment)
         return _DONE
     reason = "PreemptionNoCandidates"
     vetoed_by = assignment.vetoed_by
@@ -408,15 +440,10 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
     queue = entry.queue
     if queue.reserves:
         reserve(session, rounds.books, queue.leaf, assignment)
-    rounds.pending[key] = pending(key, reason, _noted(session, key, message))
-    _record_scan(session, workload, assignment)
+    rounds.pending[key] = pending(key, reason, noted(session, key, message))
+    record_scan(session, workload, assignment)
     return _DONE
 
 
 def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
     rounds.pending[key] = pending(key, reason, message, waiting_for)
-
-
-def _record_scan(session: Session, workload: Workload, assignment: Assignment) -> None:
-    if assignment.flavor_scan or workload.flavor_scan:
-        session.decisions.flavor_scans[workload.key] = dict(assignment.flavor_scan)

@@ -36,7 +36,7 @@ def nominate(session: Session, leaf: QuotaNode, workload: Workload, *, judged: b
             first = _assign(session, leaf, one)
             first.workload = workload
         return nominate_deployment(session, leaf, workload, first)
-    if workload.admission is not None:  # _grows
+    if workload.admission is not None:  # verdicts.grows
         return nominate_growth(session, leaf, workload)
     found = judged_head(session, leaf, workload) if judged else None
     if found is not None:

@@ -32,7 +32,7 @@ from ..session import NOCANDIDATES, NOFIT, Assignment, SearchResult, Session
 from .failures import Answers, answers_now, search_state
 from .memo import Said, plugins_said, tally
 
-__all__ = ["Before", "Kept", "State", "head_counts", "judge", "judged_head", "keep_head"]
+__all__ = ["Before", "Kept", "State", "head_counts", "judge", "judged_by", "judged_head", "keep_head", "kept_heads", "state_now"]
 
 _HEADS = "_judged_heads"  # in ``session.state``: leaf index -> (state, kept heads)
 _KNOWN = "_judged_heads_known"  # in ``session.state``: whether this session's scan is known
@@ -140,12 +140,6 @@ def judge(
     ``states``: :func:`~.failures.search_state` by queue tree (the root's index), kept by a
     caller while nothing is committed and no victim chosen (the nominations of a round):
     a search state is one of a whole tree."""
-    heads: dict[int, tuple[State, list[Kept]]] | None = session.state.get(_HEADS)
-    if heads is None:
-        return None
-    kept = heads.get(leaf.index)
-    if kept is None:
-        return None
     # Heads are kept only in a session whose scan is known and whose memo is on (both
     # fixed for the session, ``_judgeable``): what is left to ask is the head's own. An
     # elastic head (a pod set with a min count) has the pod sets of no kept head.
@@ -159,8 +153,50 @@ def judge(
         if known is None:
             known = states[root] = search_state(session, leaf)
         state = known
-    if kept[0] != state:
+    kept = kept_heads(session, leaf, state)
+    if kept is None:
         return None
+    found = judged_by(session, leaf, kept, state, workload)
+    if found is not None:
+        head = found[0]
+        counters = head.counters
+        if head.answers is not None:
+            counters.dominated += 1  # failures.counted, with the tally held
+            head.tally.answered += 1
+        counters.judged += 1
+    return found
+
+
+def kept_heads(session: Session, leaf: QuotaNode, state: State) -> list[Kept] | None:
+    """The heads kept in ``leaf`` that may judge its heads in ``state`` (the current
+    :func:`~.failures.search_state`), or ``None``. The list grows as ``leaf``'s nominations
+    keep more heads in that state; a nomination of ``leaf`` in another state starts a new
+    one (:func:`keep_head`)."""
+    heads: dict[int, tuple[State, list[Kept]]] | None = session.state.get(_HEADS)
+    if heads is None:
+        return None
+    kept = heads.get(leaf.index)
+    if kept is None or kept[0] != state:
+        return None
+    return kept[1]
+
+
+def state_now(session: Session, leaf: QuotaNode, before: State | None) -> State:
+    """:func:`~.failures.search_state` of ``leaf``: ``before`` itself when it is the same
+    (a caller keeping what it read in a state tells by identity that the state stands)."""
+    state = search_state(session, leaf)
+    if before is not None and before == state:
+        return before
+    return state
+
+
+def judged_by(
+    session: Session, leaf: QuotaNode, kept: list[Kept], state: State, workload: Workload
+) -> tuple[Kept, str] | None:
+    """:func:`judge` of ``workload``, a plain pending workload (no stored flavor scan, not
+    a Deployment, not admitted) offered while nothing is held (``statement.ops`` empty),
+    by the heads ``kept`` of ``leaf`` in ``state`` (:func:`kept_heads`, the current state);
+    not counted: the caller counts the judgement as :func:`judge` does."""
     pod_sets = workload.pod_sets
     first = pod_sets[0] if pod_sets else None
     if first is not None:
@@ -170,7 +206,7 @@ def judge(
     else:
         count, requests = -1, None
     priority, created = workload.priority, workload.created
-    for head in kept[1]:
+    for head in kept:
         # The kept head's pod sets equal these, and it is no weaker (its priority higher,
         # or the same and created no later); the cheap tests first.
         if head.count != count or (head.requests is not requests and head.requests != requests):
@@ -192,7 +228,6 @@ def judge(
             continue
         answers = head.answers
         if answers is None:
-            head.counters.judged += 1
             return head, head.assignment.message
         # The answer its own search would get: the same request, a weaker preemptor
         # (failures.dominated, its failures filtered once for this request).
@@ -206,10 +241,6 @@ def judge(
             return None
         for p, c, said, judge_key in found:
             if (priority < p or (priority == p and created >= c)) and judge_key != workload.key:
-                counters = head.counters
-                counters.dominated += 1  # failures.counted, with the tally held
-                head.tally.answered += 1
-                counters.judged += 1
                 return head, said
         return None
     return None

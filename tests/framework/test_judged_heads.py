@@ -103,6 +103,7 @@ def _through_nominate(
 ) -> None:
     """The rounds judge every head through ``nominate`` with ``judged`` (an assignment of
     its own for each judged head) instead of taking the kept head's as it is."""
+    monkeypatch.setattr(allocate, "KEPT_BY_QUEUE", False)  # the rounds ask heads.judge, made to judge none
     monkeypatch.setattr(allocate, "judge", lambda session, leaf, workload, states=None: None)
     monkeypatch.setattr(
         allocate, "nominate", lambda session, leaf, workload, judged=True: nominating.nominate(session, leaf, workload)
