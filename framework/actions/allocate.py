@@ -308,8 +308,6 @@ def _picked(session: Session, entries: list[_Entry]) -> Iterator[_Entry]:
         yield left.pop(policy.pick([e.assignment for e in left]) if len(left) > 1 else 0)
 
 
-
-
 def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tuple[object, ...]]) -> int:
     books = rounds.books
     workload = entry.workload
@@ -416,8 +414,6 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
         rounds.pending[key] = pending(key, "PreemptionNoCandidates", noted(session, key, message))
     if judged.scan is not None:  # record_scan: a judged head stores no scan of its own
         session.decisions.flavor_scans[key] = judged.scan
-
-
 
 
 def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: str) -> int:
