@@ -189,7 +189,8 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
                 statement.rollback(mark)
                 continue
         elif targets:
-            for node, requests in victim.room:
+            for held in victim.room:
+                node, requests = held.node_name, held.requests
                 statement.take_room(node, requests)
             if not session.pods_fit(targets):
                 statement.rollback(mark)

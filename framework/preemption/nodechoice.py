@@ -343,7 +343,8 @@ class ReplicaSearch:
 
 
 def _add_room(freed: dict[str, int], candidate: Candidate, node: str) -> None:
-    for where, requests in candidate.room:
+    for held in candidate.room:
+        where, requests = held.node_name, held.requests
         if where == node:
             for resource, amount in requests.items():
                 freed[resource] = freed.get(resource, 0) + amount

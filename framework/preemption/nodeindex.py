@@ -64,7 +64,8 @@ class NodeIndex:
                     deferred[candidate.key] = (position, candidate)
                 continue
             placed = False
-            for node, _ in candidate.room:
+            for held in candidate.room:
+                node = held.node_name
                 if node not in members:
                     continue
                 victims = eager.get(node)
@@ -186,7 +187,7 @@ class NodeIndex:
         if found is None:
             rooms = sorted(
                 (
-                    sum(r.get(resource, 0) for where, r in c.room if where == node)
+                    sum(held.requests.get(resource, 0) for held in c.room if held.node_name == node)
                     for c in self.candidates_on(node)
                 ),
                 reverse=True,

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import chain, repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 from ..model import PodSet
 from ..nodes import gpu_amount, pod_terms
@@ -73,7 +73,7 @@ targets of workloads with several podSets that the quota bound proved hopeless."
 
 _ROOM = attrgetter("room")
 _NOTHING: Mapping[str, int] = {}  # what ``best_fit_unchanged`` is told of a node it skips
-_NODE = itemgetter(0)
+_NODE = attrgetter("node_name")  # of a room entry: a bound Pod or a NodeRoom
 _HOSTS = "_hosts_of_runs"
 """Where a session keeps (``session.state``) the nodes hosting each run's candidates,
 ``None`` for a run holding a :class:`DeferredPods` (see :func:`_runs_hosts`)."""

@@ -14,8 +14,8 @@ changes it by what that node takes after less what it took before, and only the
 victims' nodes are judged again, and of those only the ones whose room reaches the
 pods' GPUs and cpu (the tally's first filters, asked on the room itself: most of what
 a walk frees is cpu on nodes whose GPUs stay taken). The count starts from one scan of
-the flavor, when the quota first fits; a pod set whose pods all fit then fits at every later step,
-since the walk never leaves less room than it started with (victims only free room;
+the flavor, when the quota first fits; a pod set whose pods all fit then fits at every later
+step, since the walk never leaves less room than it started with (victims only free room;
 fill-back takes back only what they freed), and is not followed.
 
 One pod set: its pods fit exactly when the count reaches them (``can_place`` is that
@@ -51,9 +51,7 @@ class FreedRoom:
         "started", "tallies", "targets", "terms", "took", "totals",
     )
 
-    def __init__(
-        self, session: Session, targets: Sequence[tuple[PodSet, int, str]], epoch: int | None = None
-    ) -> None:
+    def __init__(self, session: Session, targets: Sequence[tuple[PodSet, int, str]], epoch: int | None = None) -> None:
         placements = session.placements
         assert placements is not None
         self.session = session
@@ -121,8 +119,8 @@ class FreedRoom:
         else:
             change = self._change
             for victim in victims:
-                for node, requests in victim.room:
-                    change(node, requests, 1)
+                for held in victim.room:
+                    change(held.node_name, held.requests, 1)
 
     def _give_first(self, victims: list[Candidate]) -> None:
         """:meth:`give` of the first victims of a walk of one pod set on committed room:
@@ -194,7 +192,8 @@ class FreedRoom:
         owned = self.owned
         total = self.totals[0]
         for victim in victims:
-            for node, requests in victim.room:
+            for held in victim.room:
+                node, requests = held.node_name, held.requests
                 if node not in members:
                     if keep_all:
                         self._keep_one(node, requests)
@@ -241,8 +240,8 @@ class FreedRoom:
         """:meth:`give` with several pod sets and none followed: the room is only kept."""
         keep = self._keep_one
         for victim in victims:
-            for node, requests in victim.room:
-                keep(node, requests)
+            for held in victim.room:
+                keep(held.node_name, held.requests)
 
     def _keep_one(self, node: str, requests: Mapping[str, int]) -> None:
         if node not in self.free:
@@ -264,8 +263,8 @@ class FreedRoom:
                 self._follow_back(victim)
                 return
             change = self._change
-            for node, requests in victim.room:
-                change(node, requests, -1)
+            for held in victim.room:
+                change(held.node_name, held.requests, -1)
             return
         took = self.took
         took.clear()
@@ -276,7 +275,8 @@ class FreedRoom:
         on = self.live[0].takes  # a node that takes some pods serves the flavor
         all_free = self.free
         all_extra = self.extra
-        for node, requests in victim.room:
+        for held in victim.room:
+            node, requests = held.node_name, held.requests
             if node not in known:
                 continue
             before = known[node]
@@ -301,7 +301,8 @@ class FreedRoom:
         all_extra = self.extra
         seen = self.counted[0]
         total = self.totals[0]
-        for node, requests in victim.room:
+        for held in victim.room:
+            node, requests = held.node_name, held.requests
             free = all_free.get(node)
             if free is None:
                 continue  # not a node of the snapshot: the placements ignore it too
@@ -371,7 +372,8 @@ class FreedRoom:
             self.took.clear()
         else:
             # Every node the victim's room is on was counted by take_back: recount them.
-            for node, requests in victim.room:
+            for held in victim.room:
+                node, requests = held.node_name, held.requests
                 extra = all_extra.get(node)
                 if extra is not None:
                     for resource, amount in requests.items():

@@ -14,13 +14,13 @@ floor but one: every other module of ``preemption/`` may use it, it uses only
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
-from ..session import Candidate, DeferredPods, Session
+from ..session import Candidate, DeferredPods, HeldRoom, NodeRoom, Session
 from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
@@ -253,9 +253,9 @@ def _units(
             if pod_class != SURPLUS:
                 live.append(one)
             elif one.key not in gone:
+                alone = (one,)
                 unit = Candidate(
-                    workload, leaf, {}, reason, group, 1, spec.name, (one,),
-                    ((one.node_name, one.requests),) if one.node_name else (), only_within_nominal,
+                    workload, leaf, {}, reason, group, 1, spec.name, alone, _held(alone), only_within_nominal,
                     True, True, priority, (key, "pod", one.name),
                 )
                 unit.pod_class = SURPLUS
@@ -268,7 +268,7 @@ def _units(
     rest = dict(usage)
     for i in range(singles):
         pod = tuple(pods[i : i + 1])
-        unit_room = tuple((p.node_name, p.requests) for p in pod if p.node_name is not None)
+        unit_room = _held(pod)
         units.append(
             Candidate(
                 workload, leaf, per_pod, reason, group, 1, spec.name, pod, unit_room, only_within_nominal,
@@ -277,8 +277,7 @@ def _units(
         )
         for fr, amount in per_pod.items():
             rest[fr] -= amount
-    rest_room = tuple((p.node_name, p.requests) for p in pods[singles:] if p.node_name)
-    rest_room += _reserved_room(session, workload)
+    rest_room = _held(pods[singles:]) + _reserved_room(session, workload)
     units.append(
         Candidate(
             workload, leaf, rest, reason, group, None, spec.name, (), rest_room, only_within_nominal, False,
@@ -293,7 +292,7 @@ def _units(
 
 def _whole(
     workload: Workload, leaf: QuotaNode, usage: Mapping[FR, int], reason: str, group: int,
-    room: tuple[tuple[str, Any], ...], name: tuple[object, ...], only_within_nominal: bool, evicted: bool, now: int,
+    room: tuple[HeldRoom, ...], name: tuple[object, ...], only_within_nominal: bool, evicted: bool, now: int,
 ) -> Candidate:
     """The whole workload as one unit, with its sort key (``_base_key`` written out: this is
     the path of almost every candidate)."""
@@ -359,25 +358,17 @@ def _pod_units(
 
 
 def _pod_unit(
-    workload: Workload,
-    leaf: QuotaNode,
-    reason: str,
-    group: int,
-    only_within_nominal: bool,
-    pod_set: str,
-    per_replica: Mapping[FR, int],
-    pod: Pod,
-    pod_class: int,
-    index: int,
-    admitted: int,
+    workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool, pod_set: str,
+    per_replica: Mapping[FR, int], pod: Pod, pod_class: int, index: int, admitted: int,
 ) -> Candidate:
     """One pod of a Deployment as a unit of its class: only a normal pod carries a
     replica's quota. ``index``: its place in ``classify`` order, the last tie-break."""
     normal = pod_class == NORMAL
     priority = pod.priority if pod.priority is not None else workload.priority
+    alone = (pod,)
     unit = Candidate(
-        workload, leaf, per_replica if normal else {}, reason, group, 1, pod_set, (pod,),
-        ((pod.node_name, pod.requests),) if pod.node_name else (), only_within_nominal,
+        workload, leaf, per_replica if normal else {}, reason, group, 1, pod_set, alone,
+        cast("tuple[HeldRoom, ...]", alone) if pod.node_name else (), only_within_nominal,
         not normal, True, priority, (workload.key, "pod", pod.name),
     )
     unit.pod_class = pod_class
@@ -422,22 +413,31 @@ def _elastic_pod_set(workload: Workload) -> tuple[PodSet, int] | None:
     return None
 
 
-def _room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+def _room(session: Session, workload: Workload) -> tuple[HeldRoom, ...]:
+    """A whole workload's node room: its bound Pods (the snapshot's tuple itself when all are
+    bound, as they are there: no copy), then its pods placed at session start."""
     if session.placements is None:
         return ()
-    pods = session.snapshot.pods_by_workload.get(workload.key, ())
-    room = tuple([(p.node_name, p.requests) for p in pods if p.node_name])
+    room = _held(session.snapshot.pods_by_workload.get(workload.key, ()))
     reserved = session.snapshot.reserved_by_workload.get(workload.key)
     return room + _reserved_room(session, workload) if reserved else room
 
 
-def _reserved_room(session: Session, workload: Workload) -> tuple[tuple[str, Any], ...]:
+def _held(pods: Sequence[Pod]) -> tuple[HeldRoom, ...]:
+    """The bound ones of ``pods`` as a unit's room (a Pod gives its own ``node_name`` and
+    ``requests``): ``pods`` itself when it is a tuple of bound pods."""
+    if type(pods) is not tuple or not all(p.node_name for p in pods):
+        pods = tuple([p for p in pods if p.node_name])
+    return cast("tuple[HeldRoom, ...]", pods)
+
+
+def _reserved_room(session: Session, workload: Workload) -> tuple[HeldRoom, ...]:
     """Room held by the workload's pods that have no Pod object yet (placed at session start)."""
     reserved = session.snapshot.reserved_by_workload.get(workload.key)
     if not reserved or session.placements is None:
         return ()
     specs = {ps.name: ps for ps in workload.pod_sets}
-    return tuple((r.node, specs[r.pod_set].requests) for r in reserved)
+    return tuple(NodeRoom(r.node, specs[r.pod_set].requests) for r in reserved)
 
 
 def _base_key(c: Candidate, now: int) -> tuple[Any, ...]:

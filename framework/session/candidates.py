@@ -28,6 +28,8 @@ __all__ = [
     "UNIT_SOURCES",
     "Candidate",
     "DeferredPods",
+    "HeldRoom",
+    "NodeRoom",
     "Offer",
     "Runs",
     "Source",
@@ -50,6 +52,31 @@ CLASS_OTHER_QUEUE = 1
 CLASS_SAME_QUEUE = 2
 
 
+class HeldRoom(Protocol):
+    """One pod's node room as a unit lists it: its node and its requests. A bound Pod is
+    one as it is (a unit lists its workload's Pods, not copies); a pod placed at session
+    start without a Pod object is a :class:`NodeRoom`."""
+
+    @property
+    def node_name(self) -> str: ...
+
+    @property
+    def requests(self) -> Mapping[str, int]: ...
+
+
+class NodeRoom:
+    """The node room of a pod that has no Pod object: its node and its requests."""
+
+    __slots__ = ("node_name", "requests")
+
+    def __init__(self, node_name: str, requests: Mapping[str, int]) -> None:
+        self.node_name = node_name
+        self.requests = requests
+
+    def __repr__(self) -> str:
+        return f"NodeRoom({self.node_name!r}, {dict(self.requests)!r})"
+
+
 @dataclass(eq=False, slots=True)
 class Candidate:
     """One unit a preemptor may take. Identity matters: compare with ``is``."""
@@ -64,9 +91,9 @@ class Candidate:
     count: int | None = None
     pod_set: str | None = None
     pods: tuple[Pod, ...] = ()
-    # Node room the unit frees: (node name, requests) per pod, Pod objects and pods
-    # placed at session start alike.
-    room: tuple[tuple[str, Mapping[str, int]], ...] = ()
+    # Node room the unit frees, one entry per pod (``node_name``, ``requests``): its
+    # bound Pods themselves, and a NodeRoom per pod placed at session start.
+    room: tuple[HeldRoom, ...] = ()
     # "Reclaim without borrowing" (SEMANTICS §4): usable only in an attempt that
     # must end within nominal.
     only_within_nominal: bool = False

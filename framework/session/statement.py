@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..model import FR, Workload
 from ..nodes import Placements
 from ..quota import Accounting, QuotaNode
-from .candidates import Candidate
+from .candidates import Candidate, HeldRoom
 
 __all__ = ["Statement"]
 
@@ -233,15 +233,16 @@ class Statement:
         self._nodes_touched = True
         self._held_nodes = True
 
-    def give_rooms(self, room: Sequence[tuple[str, Mapping[str, int]]]) -> None:
-        """:meth:`give_room` of each (node, requests) of ``room`` (a candidate's), in order."""
+    def give_rooms(self, room: Sequence[HeldRoom]) -> None:
+        """:meth:`give_room` of each pod's node and requests in ``room`` (a candidate's), in order."""
         if not room:
             return
         placements = self.placements
         assert placements is not None
         defer = placements.defer
         ops = self.ops
-        for node, requests in room:
+        for pod in room:
+            node, requests = pod.node_name, pod.requests
             defer(node, requests, 1)
             ops.append((_GIVE, node, requests))
         self._nodes_touched = True
@@ -269,7 +270,8 @@ class Statement:
         if nodes and placements is not None and candidate.room:
             # give_room, inlined: a victim search evicts once per step.
             defer = placements.defer
-            for node, requests in candidate.room:
+            for pod in candidate.room:
+                node, requests = pod.node_name, pod.requests
                 defer(node, requests, 1)
                 ops.append((_GIVE, node, requests))
             self._nodes_touched = True

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements, pod_terms
 from preemptd.framework.preemption.room import FreedRoom
+from preemptd.framework.session import NodeRoom
 
 FLAVORS = {"a": Flavor("a", {"pool": "a"}), "b": Flavor("b", {"kind": "b"})}
 GPU_KINDS = ("nvidia.com/gpu", "amd.com/gpu")
@@ -80,7 +81,7 @@ def test_freed_room_answers_as_the_placements_given_the_same_room(seed: int) -> 
     if not targets:
         return
     victims: list[Any] = [
-        SimpleNamespace(room=tuple((rng.choice([*names, "gone"]), _requests(rng)) for _ in range(rng.randrange(1, 4))))
+        SimpleNamespace(room=tuple(NodeRoom(rng.choice([*names, "gone"]), _requests(rng)) for _ in range(rng.randrange(1, 4))))
         for _ in range(rng.randrange(1, 12))
     ]
     session: Any = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS))
@@ -113,7 +114,8 @@ def walk_and_fill_back(
         step = [victims.pop() for _ in range(min(len(victims), rng.randrange(1, batch + 1)))]
         freed.give(step)
         for victim in step:
-            for node, requests in victim.room:
+            for held in victim.room:
+                node, requests = held.node_name, held.requests
                 given_room.give_back_tentatively(node, requests)
         taken.extend(step)
         assert freed.fits() == _fits(given_room, targets)
@@ -123,7 +125,8 @@ def walk_and_fill_back(
         saved = freed.saved()
         freed.take_back(victim)
         back = given_room.copy()
-        for node, requests in victim.room:
+        for held in victim.room:
+            node, requests = held.node_name, held.requests
             back.take_tentatively(node, requests)
         fits = freed.fits()
         assert fits == _fits(back, targets)

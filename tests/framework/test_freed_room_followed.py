@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements, PodTally
 from preemptd.framework.preemption.room import FreedRoom
+from preemptd.framework.session import NodeRoom
 
 from tests.framework.test_freed_room import walk_and_fill_back
 
@@ -39,7 +40,7 @@ def _cluster(busy: int) -> Placements:
 
 
 def _victim(*room: tuple[str, dict[str, int]]) -> Any:
-    return SimpleNamespace(room=room)
+    return SimpleNamespace(room=tuple(NodeRoom(node, requests) for node, requests in room))
 
 
 def _session(placements: Placements) -> Any:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements
 from preemptd.framework.preemption.room import FreedRoom
+from preemptd.framework.session import NodeRoom
 
 from tests.framework.test_freed_room import _fits
 from tests.framework.test_given_room_kept import _Session, _walk
@@ -51,8 +52,8 @@ def test_cpu_lent_on_a_short_node_counts_once_gpus_come_free_there_and_stays_the
     targets = [(PodSet("main", 1, {GPU: 4, "cpu": 8000}), 1, "a")]
     cpu_only = {"cpu": 4000}
     gpus_only = {GPU: 4}
-    first = SimpleNamespace(room=(("n0", cpu_only),))
-    second = SimpleNamespace(room=(("n0", gpus_only),))
+    first = SimpleNamespace(room=(NodeRoom("n0", cpu_only),))
+    second = SimpleNamespace(room=(NodeRoom("n0", gpus_only),))
     freed = FreedRoom(session, targets)
     freed.give([first])
     assert not freed.fits()
@@ -76,8 +77,8 @@ def test_a_kept_first_give_with_lent_room_is_not_changed_by_a_later_walk() -> No
     spec = PodSet("main", 1, {GPU: 4, "cpu": 8000})
     targets = [(spec, 1, "a")]
     cpu_only = {"cpu": 4000}
-    leading = [SimpleNamespace(room=(("n0", cpu_only), ("n1", cpu_only))) for _ in range(2)]
-    gpus = SimpleNamespace(room=(("n0", {GPU: 4}),))
+    leading = [SimpleNamespace(room=(NodeRoom("n0", cpu_only), NodeRoom("n1", cpu_only))) for _ in range(2)]
+    gpus = SimpleNamespace(room=(NodeRoom("n0", {GPU: 4}),))
     for _ in range(3):
         freed = FreedRoom(session, targets, 0)  # type: ignore[arg-type]
         freed.give(leading)
@@ -108,7 +109,7 @@ def test_walks_whose_pods_share_requests_answer_as_the_placements_and_leave_them
 
     def victim() -> Any:
         count = rng.randrange(1, 4)
-        return SimpleNamespace(room=tuple((rng.choice(names), rng.choices(shared, weights)[0]) for _ in range(count)))
+        return SimpleNamespace(room=tuple(NodeRoom(rng.choice(names), rng.choices(shared, weights)[0]) for _ in range(count)))
 
     leading = [victim() for _ in range(rng.randrange(2, 12))]
     for _ in range(rng.randrange(2, 5)):
@@ -121,7 +122,8 @@ def test_walks_whose_pods_share_requests_answer_as_the_placements_and_leave_them
     given_room = placements.copy()
     for one in leading:
         freed.give([one])
-        for node, requests in one.room:
+        for held in one.room:
+            node, requests = held.node_name, held.requests
             given_room.give_back_tentatively(node, requests)
         assert freed.fits() == _fits(given_room, targets)
     assert shared == frozen

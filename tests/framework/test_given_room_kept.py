@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements
 from preemptd.framework.preemption.room import FreedRoom
+from preemptd.framework.session import NodeRoom
 
 from tests.framework.test_freed_room import FLAVORS, GPU_KINDS, _fits, _pool, _requests
 
@@ -28,12 +29,12 @@ class _Victim:
 
     __slots__ = ("_room", "reads")
 
-    def __init__(self, room: tuple[tuple[str, dict[str, int]], ...]) -> None:
+    def __init__(self, room: tuple[NodeRoom, ...]) -> None:
         self._room = room
         self.reads = 0
 
     @property
-    def room(self) -> tuple[tuple[str, dict[str, int]], ...]:
+    def room(self) -> tuple[NodeRoom, ...]:
         self.reads += 1
         return self._room
 
@@ -66,7 +67,8 @@ def _walk(
         freed.give(step)
         plain.give(step)
         for victim in step:
-            for node, requests in victim.room:
+            for held in victim.room:
+                node, requests = held.node_name, held.requests
                 given_room.give_back_tentatively(node, requests)
         taken.extend(step)
         fits = freed.fits()
@@ -79,7 +81,8 @@ def _walk(
         freed.take_back(victim)
         plain.take_back(victim)
         back = given_room.copy()
-        for node, requests in victim.room:
+        for held in victim.room:
+            node, requests = held.node_name, held.requests
             back.take_tentatively(node, requests)
         fits = freed.fits()
         assert fits == plain.fits() == _fits(back, targets)
@@ -108,7 +111,7 @@ def test_walks_starting_from_a_kept_first_give_answer_as_walks_that_keep_nothing
     session = _Session(placements)
 
     def victim() -> _Victim:
-        rooms = [(rng.choice([*names, "gone"]), _requests(rng)) for _ in range(rng.randrange(1, 4))]
+        rooms = [NodeRoom(rng.choice([*names, "gone"]), _requests(rng)) for _ in range(rng.randrange(1, 4))]
         return _Victim(tuple(rooms))
 
     pool_of_victims = [victim() for _ in range(rng.randrange(2, 14))]
@@ -140,7 +143,7 @@ def test_a_walk_whose_first_victims_begin_with_the_kept_ones_reads_only_the_rest
     session = _Session(placements)
     main = PodSet("main", 1, {GPU_KINDS[0]: 8, "cpu": 16_000, "memory": 64})
     targets = [(main, 1, "a")]
-    victims = [_Victim(((f"n{i}", {"cpu": 2000, "memory": 4}),)) for i in range(35)]
+    victims = [_Victim((NodeRoom(f"n{i}", {"cpu": 2000, "memory": 4}),)) for i in range(35)]
 
     def first_give(epoch: int, given: list[_Victim], on: list[tuple[PodSet, int, str]]) -> list[int]:
         for v in victims:

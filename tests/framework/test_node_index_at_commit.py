@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Flavor, Node
 from preemptd.framework.nodes import NodePool, Placements, gpu_amount
 from preemptd.framework.quota import Accounting, QuotaTree
-from preemptd.framework.session import Statement
+from preemptd.framework.session import NodeRoom, Statement
 from preemptd.framework.testing import queue
 
 GPU = "nvidia.com/gpu"
@@ -83,7 +83,7 @@ def test_a_statements_room_change_is_one_call_into_the_placements() -> None:
     statement = _statement(_placements())
     assert _calls_into_nodes(lambda: statement.take_room("n1", {GPU: 2, "cpu": 1_000})) == ["defer"]
     assert _calls_into_nodes(lambda: statement.give_room("n2", {"cpu": 500})) == ["defer"]
-    assert _calls_into_nodes(lambda: statement.give_rooms((("n3", {"cpu": 1}), ("n4", {"cpu": 2})))) == [
+    assert _calls_into_nodes(lambda: statement.give_rooms((NodeRoom("n3", {"cpu": 1}), NodeRoom("n4", {"cpu": 2})))) == [
         "defer",
         "defer",
     ]

@@ -37,7 +37,7 @@ def test_the_hosts_of_runs_are_the_nodes_of_their_candidates(monkeypatch: pytest
             kept = dict(session.state.get(parked._HOSTS, {}))
             united = dict(session.state.get(parked._UNITED, {}))
             hosts = parked._runs_hosts(session, runs)
-            plain = {name for candidate in candidates for name, _ in candidate.room}
+            plain = {held.node_name for candidate in candidates for held in candidate.room}
             assert hosts is not None and set(hosts) == plain
             assert all(told is parked._NOTHING for told in hosts.values())
             seen["asked"] += 1
@@ -68,5 +68,5 @@ def _nodes(runs: Runs) -> set[str]:
     out: set[str] = set()
     for source, first, last, items in runs.parts:
         units = items if items is not None else source.using(runs.needed, runs.with_room)[0][first:last]
-        out.update(name for unit in units for name, _ in unit.room)
+        out.update(held.node_name for unit in units for held in unit.room)
     return out

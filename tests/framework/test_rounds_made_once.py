@@ -25,6 +25,7 @@ from preemptd.framework.model import Workload
 from preemptd.framework.preemption import heads
 from preemptd.framework.run import run_session
 from preemptd.framework.session import (
+    NodeRoom,
     Registry,
     Session,
     Statement,
@@ -160,12 +161,12 @@ def test_give_rooms_gives_each_nodes_room_as_give_room_does_and_nothing_for_no_r
     placements = session.placements
     assert placements is not None
     nodes = sorted(placements.free)[:3]
-    room = (*((node, {"cpu": 1000 * (i + 1)}) for i, node in enumerate(nodes)), (nodes[0], {"cpu": 7}))
+    room = (*(NodeRoom(node, {"cpu": 1000 * (i + 1)}) for i, node in enumerate(nodes)), NodeRoom(nodes[0], {"cpu": 7}))
     one = Statement(session.accounting.copy(), placements.copy())
     each = Statement(session.accounting.copy(), placements.copy())
     one.give_rooms(room)
-    for node, requests in room:
-        each.give_room(node, requests)
+    for held in room:
+        each.give_room(held.node_name, held.requests)
     assert one.ops == each.ops
     assert one.placements is not None and each.placements is not None
     assert one.placements.free == each.placements.free

@@ -18,6 +18,7 @@ import pytest
 from preemptd.framework.model import Flavor, Node, PodSet
 from preemptd.framework.nodes import NodePool, Placements
 from preemptd.framework.preemption.room import FreedRoom
+from preemptd.framework.session import NodeRoom
 
 FLAVORS = {"a": Flavor("a", {"pool": "a"})}
 GPU = "nvidia.com/gpu"
@@ -35,13 +36,14 @@ def _placements(taken_gpus: dict[str, int]) -> Placements:
 
 
 def _victim(*room: tuple[str, dict[str, int]]) -> Any:
-    return SimpleNamespace(room=room)
+    return SimpleNamespace(room=tuple(NodeRoom(node, requests) for node, requests in room))
 
 
 def _fit_all(placements: Placements, targets: list[tuple[PodSet, int, str]], victims: list[Any]) -> bool:
     copy = placements.copy()
     for victim in victims:
-        for node, requests in victim.room:
+        for held in victim.room:
+            node, requests = held.node_name, held.requests
             copy.give_back_tentatively(node, requests)
     return copy.fit_all(FLAVORS, targets, copy.take_tentatively)
 

@@ -36,7 +36,7 @@ from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.preemption.room import FreedRoom
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.run import run_session
-from preemptd.framework.session import Registry
+from preemptd.framework.session import NodeRoom, Registry
 from preemptd.framework.session.statement import Statement
 from preemptd.framework.testing import cohort, inventory, snapshot
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
@@ -108,7 +108,7 @@ def _placements(free_gpus: dict[str, int]) -> Placements:
 
 
 def _victim(*room: tuple[str, dict[str, int]]) -> Any:
-    return SimpleNamespace(room=room)
+    return SimpleNamespace(room=tuple(NodeRoom(node, requests) for node, requests in room))
 
 
 def test_room_first_freed_on_a_node_that_takes_pods_counts_them_before_and_after() -> None:

@@ -83,13 +83,13 @@ def test_units_are_built_again_when_only_the_workloads_pods_change() -> None:
     assert pod.node_name == "n1"
     before = model.workloads["ns/w"]
     (first,) = _units(_session(model, 1_000), "ns/w")
-    assert [node for node, _ in first.room] == ["n1"]
+    assert [held.node_name for held in first.room] == ["n1"]
     model.remove_pod(pod.key)
     model.add([workload("x", "q", 2, admitted=True, admitted_at=5)], now=1_500)
     assert model.workloads["ns/w"] is before
     (again,) = _units(_session(model, 2_000), "ns/w")
     assert again is not first
-    assert [node for node, _ in again.room] == ["n2"]
+    assert [held.node_name for held in again.room] == ["n2"]
 
 
 def test_a_take_builds_the_session_its_own_units_and_keeps_the_untaken_ones() -> None:
@@ -136,7 +136,7 @@ def test_a_queue_list_is_built_again_when_only_a_workloads_pods_change() -> None
     again = queue_units(session, leaf, reason=IN_QUEUE, group=CLASS_SAME_QUEUE)
     (unit,) = again.between(None, None)
     assert again is not first
-    assert [node for node, _ in unit.room] == ["n2"]
+    assert [held.node_name for held in unit.room] == ["n2"]
 
 
 def test_a_queue_list_is_not_kept_past_a_take_from_one_of_its_workloads() -> None:
@@ -168,7 +168,7 @@ def test_the_units_of_one_workload_in_every_class_share_its_room() -> None:
         session, found, leaf, reason=IN_COHORT_RECLAIM, group=CLASS_OTHER_QUEUE, only_within_nominal=True
     )
     assert in_queue is not reclaimed
-    assert [node for node, _ in in_queue.room] == ["n1", "n1"]
+    assert [held.node_name for held in in_queue.room] == ["n1", "n1"]
     assert reclaimed.room is in_queue.room and reclaimed.unit is in_queue.unit
 
 
