@@ -35,9 +35,11 @@ from ..session import (
 )
 from ..session.candidates import base_order
 from ..session.merged import Merged
+from . import unreached
 from .bound import RunSums, may_fit
 from .hopeless import walk_hopeless
 from .strategy import by_strategy
+from .unreached import in_vain, reaches
 from .walk import Walk
 
 __all__ = ["find_minimal"]
@@ -105,8 +107,20 @@ def find_minimal(
     walk_first = skip and likely and WALK_FIRST and not (session.may_veto or search.filters)
     if walk_first or not (skip and _hopeless(session, leaf, usage, offered, attempts, runs)):
         candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
+        # Walks that found nothing here lately are told first when that tells nobody (unreached.py).
+        vain = in_vain(session.state) if unreached.TELL and skip and not (session.may_veto or search.filters) else None
         for allow_borrowing in attempts:
+            if vain is not None:
+                key = (leaf.index, needed, allow_borrowing)
+                last = vain.get(key, False)
+                if last and not reaches(
+                    candidates, allow_borrowing, usage, {fr: accounting.headroom(leaf, fr) for fr in usage}, needed,
+                    search._chain_of, accounting.usage,
+                ):
+                    continue  # no fit test: the walk finds nothing
             victims, level = search.attempt(candidates, allow_borrowing)
+            if vain is not None and last is bool(victims):
+                vain[key] = not victims
             if victims:
                 lines.extend(search.veto_lines())
                 lines.append(f"minimal set of victims: {_named(session, victims)}")
