@@ -89,6 +89,9 @@ def lender_gives_anyway(all_usage: list[dict[FR, int]], chain: Chain, held: list
 # queue and set of flavor-resources held. A run the lender test is not known to pass for
 # over its first ``WORTH`` candidates is known for no longer one (less is taken under each
 # node of a shorter run): a walk reads that far first, and no further when it is not.
+# When the lender test does not pass for the whole run, the longest run it is known to
+# pass for is read from the lender queues' running sums where each is its own chain (its
+# parent on the path: ``Leading._longest``), and else found by bisection, trying runs.
 
 
 class Leading:
@@ -250,12 +253,21 @@ class Leading:
                 # longer run (see the bisection below), and the rest is not read.
                 self._read(candidates, allow_borrowing, need, WORTH)
                 stop = self._stop(need)
-                if stop == WORTH and self._taken(WORTH, chain_of, all_usage) is None:
+                if stop == WORTH and not self._known(WORTH, chain_of, all_usage):
                     return self._missed()
             if stop == len(self.accepted) and self.end < 0 and len(self.cands) < len(candidates):
                 self._read(candidates, allow_borrowing, need)
                 stop = self._stop(need)
         ended = stop == len(self.accepted)  # no candidate read leaves the request short
+        longest = self._longest(chain_of, all_usage) if LONGEST else None
+        if longest is not None:
+            # The same run as the bisection below finds, read at once.
+            if stop > longest:
+                ended = False
+                stop = longest
+            if stop < WORTH:
+                return self._missed()
+            return self._ran(stop, ended, len(candidates), self._by_leaf(stop))
         found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
         if found is None and stop > WORTH:
             # A shorter run: the longest the lender test is known to pass for (a run
@@ -273,11 +285,18 @@ class Leading:
             found = self._taken(stop, chain_of, all_usage) if stop >= WORTH else None
         if stop < WORTH or found is None:
             return self._missed()
+        return self._ran(stop, ended, len(candidates), found)
+
+    def _ran(
+        self, stop: int, ended: bool, size: int, found: dict[QuotaNode, dict[FR, int]]
+    ) -> tuple[int, list[Candidate], dict[QuotaNode, dict[FR, int]]]:
+        """The run of the first ``stop`` accepted candidates (``size``: how many candidates
+        the walk has), ``found`` their whole usage per queue."""
         self.misses = 0
         if not ended:
             return self.at[stop], self.accepted[:stop], found
         # The run ends at an elastic remainder, or with the candidates.
-        return (self.end if self.end >= 0 else len(candidates)), self.accepted[:stop], found
+        return (self.end if self.end >= 0 else size), self.accepted[:stop], found
 
     def _missed(self) -> tuple[int, list[Candidate], dict[QuotaNode, dict[FR, int]]]:
         """No run: a short run saves less than it costs (the walk's later lender tests are
@@ -286,19 +305,76 @@ class Leading:
         self.wait = 1 << min(self.misses, 5)
         return 0, [], {}
 
+    def _known(self, stop: int, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]) -> bool:
+        """Whether the lender test is known to pass for the first ``stop`` accepted candidates."""
+        longest = self._longest(chain_of, all_usage) if LONGEST else None
+        if longest is not None:
+            return stop <= longest
+        return self._taken(stop, chain_of, all_usage) is not None
+
+    def _by_leaf(self, stop: int) -> dict[QuotaNode, dict[FR, int]]:
+        """The whole usage per queue of the first ``stop`` accepted candidates."""
+        by_leaf: dict[QuotaNode, dict[FR, int]] = {}
+        for leaf, places in self.leaf_at.items():
+            taken = bisect_left(places, stop)
+            if taken:
+                by_leaf[leaf] = {fr: sums[taken - 1] for fr, sums in self.leaf_sums[leaf].items()}
+        return by_leaf
+
+    def _longest(self, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]) -> int | None:
+        """The most accepted candidates the lender test is known to pass for (``_taken``
+        answers for every run up to it, for none longer), read without trying runs: or
+        ``None`` when a lender queue's chain goes above the queue (its cohorts sum the
+        victims of several queues). Each queue that is its own chain reads only its own
+        victims of the run: on some needed flavor-resource it holds, more usage than its
+        nominal with them taken. Its running sums tell, per flavor-resource, how many of
+        its victims it stays above nominal with (the first ``k`` sum to less than how far
+        above it is now), so the longest run it allows ends at its next victim; a set of
+        flavor-resources first held at ``first`` asks only of runs longer than ``first``.
+        Every run the test is known for is as long as each of these allows (runs known to
+        pass stay known when cut), so the longest is the least of them."""
+        longest = len(self.accepted)
+        needed = self.needed
+        for leaf, patterns in self.patterns.items():
+            if len(chain_of(leaf)) != 1:
+                return None
+            used = all_usage[leaf.index]
+            subtree = leaf.subtree
+            leaf_sums = self.leaf_sums[leaf]
+            places = self.leaf_at[leaf]
+            count = len(places)
+            for holds, first in patterns.items():
+                if first >= longest:
+                    continue  # asks only of longer runs
+                most = -1  # the most of the queue's victims the run may hold: none of -1
+                for fr in needed:
+                    if fr not in holds:
+                        continue
+                    above = used.get(fr, 0) - subtree.get(fr, 0)
+                    if above <= 0:
+                        continue
+                    sums = leaf_sums.get(fr)
+                    allowed = count if sums is None else bisect_left(sums, above)
+                    if allowed > most:
+                        most = allowed
+                if most >= count:
+                    continue
+                allows = places[most] if most >= 0 else first
+                if allows < first:
+                    allows = first
+                if allows < longest:
+                    longest = allows
+        return longest
+
     def _taken(
         self, stop: int, chain_of: Callable[[QuotaNode], Chain], all_usage: list[dict[FR, int]]
     ) -> dict[QuotaNode, dict[FR, int]] | None:
         """The whole usage per queue of the first ``stop`` accepted candidates, or ``None``
         when the lender test is not known to pass for all of them."""
-        by_leaf: dict[QuotaNode, dict[FR, int]] = {}
+        by_leaf = self._by_leaf(stop)
         under: Pending = {}
         needed = self.needed
-        for leaf, places in self.leaf_at.items():
-            taken = bisect_left(places, stop)
-            if not taken:
-                continue
-            summed = by_leaf[leaf] = {fr: sums[taken - 1] for fr, sums in self.leaf_sums[leaf].items()}
+        for leaf, summed in by_leaf.items():
             if leaf not in self.patterns:
                 continue
             remember(chain_of(leaf), summed, [fr for fr in needed if fr in summed], under)
@@ -318,6 +394,9 @@ _LEADING = "_leading_runs"  # in ``session.state``: (leaf index, needed, borrowi
 # candidates before its first test; after a short run (the lender test cut it), the next
 # 2, 4, ... 32 walks do. Which way a walk goes changes no answer.
 WORTH = 32
+# Whether a run's length is read at once where every lender queue is its own chain
+# (``Leading._longest``); else it is found by trying runs.
+LONGEST = True
 
 
 def _leading(state: dict[str, Any], leaf: QuotaNode, needed: frozenset[FR], allow_borrowing: bool) -> Leading:
