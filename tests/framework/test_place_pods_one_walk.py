@@ -106,12 +106,17 @@ def _cluster(rng: random.Random) -> Placements:
         taints = (TAINT,) if rng.random() < 0.15 else ()
         nodes[name] = Node(name, labels, allocatable, rng.random() < 0.05, taints)
     pool = NodePool(nodes, FLAVORS)
+    return Placements(bound_pods_taken(pool, rng))
+
+
+def bound_pods_taken(pool: NodePool, rng: random.Random) -> NodePool:
+    """``pool`` with random room taken by bound pods: some nodes beyond their allocatable,
+    a GPU kind short."""
     for free in pool.free.values():
-        # Some room taken by bound pods, some nodes beyond their allocatable, a GPU kind short.
         free["cpu"] -= rng.choice((0, 0, 1_000, 3_000, 20_000))
         kind = rng.choice((GPU, AMD))
         free[kind] = free.get(kind, 0) - rng.choice((0, 0, 0, 1, 2))
-    return Placements(pool)
+    return pool
 
 
 def _one_by_one(

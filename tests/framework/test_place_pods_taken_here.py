@@ -18,7 +18,11 @@ from preemptd.framework.quota import Accounting, QuotaTree
 from preemptd.framework.session import Statement
 from preemptd.framework.testing import queue
 
-from tests.framework.test_place_pods_one_walk import pod_requests, tentative_changes
+from tests.framework.test_place_pods_one_walk import (
+    bound_pods_taken,
+    pod_requests,
+    tentative_changes,
+)
 
 GPU = "nvidia.com/gpu"
 AMD = "amd.com/gpu"
@@ -60,12 +64,7 @@ def _nodes(rng: random.Random, closed: float) -> dict[str, Node]:
 
 
 def _cluster(rng: random.Random) -> Placements:
-    pool = NodePool(_nodes(rng, rng.choice((0.0, 0.0, 0.1))), FLAVORS)
-    for free in pool.free.values():
-        free["cpu"] -= rng.choice((0, 0, 1_000, 3_000, 20_000))
-        kind = rng.choice((GPU, AMD))
-        free[kind] = free.get(kind, 0) - rng.choice((0, 0, 0, 1, 2))
-    return Placements(pool)
+    return Placements(bound_pods_taken(NodePool(_nodes(rng, rng.choice((0.0, 0.0, 0.1))), FLAVORS), rng))
 
 
 def _statement(placements: Placements) -> Statement:
