@@ -49,7 +49,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate, Runs, Source
 
-__all__ = ["RunSums", "fits_quota", "may_fit", "short_of", "slack"]
+__all__ = ["RunSums", "fits_quota", "may_fit", "over_nominal", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -76,6 +76,19 @@ def short_of(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int], a
         if not allow_borrowing and used.get(fr, 0) + amount > subtree.get(fr, 0):
             return i
     return -1
+
+
+def over_nominal(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> dict[FR, int]:
+    """Per flavor-resource of the request whose test within nominal fails now, how far the
+    leaf's usage with the request is above the leaf's nominal."""
+    used = accounting.usage[leaf.index]
+    subtree = leaf.subtree
+    over = {}
+    for fr, amount in usage.items():
+        above = used.get(fr, 0) + amount - subtree.get(fr, 0)
+        if above > 0:
+            over[fr] = above
+    return over
 
 
 def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

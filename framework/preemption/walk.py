@@ -17,13 +17,15 @@ from ..model import FR, PodSet, Workload
 from ..pods import NORMAL
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
-from .bound import fits_quota, may_fit, short_of, slack
+from .bound import fits_quota, may_fit, over_nominal, short_of, slack
 from .fillback import fill_back
 from .margins import Margins, drop, gives, keep
 from .room import FreedRoom
 from .waiting import leading_run, walked
 
 __all__ = ["Walk"]
+
+ALONE = True  # the lender test of a chain of the queue alone written out (tests turn it off)
 
 _CHAINS = "_walk_chains"  # in ``session.state``: per preemptor leaf, its path and chains
 
@@ -92,16 +94,18 @@ class Walk:
         (its *top*, a child of a path node). A victim changes the usage of its own queue and
         ancestors only, so only the waiting victims under the same top can change what
         the test reads: the test is first asked on a lower bound of what they leave
-        (``margins.py``), and only when that is not enough are they taken before it; the
-        others (and the victims of the preemptor's own queue, whose usage leaves only the
-        path) keep waiting. Victims are taken from the quota first; their node room comes
-        free only when the quota fits, before the pods' fit test reads it. Once the
-        quota fits, it fits at every later step of the attempt (the state only loses
-        usage, and the test is monotone: ``bound.py``), so it is not tested again: later
-        victims wait for the quota until fill-back, and only their room comes free at
-        once. Taking usage away is additive and order-free, so waiting victims taken
-        together leave the quota as taking them one by one does. A victim a scenario
-        filter rejects is never taken, as it is rolled back in the step-by-step walk.
+        (``margins.py``), and only when that is not enough are they taken before it,
+        unless the chain is the queue alone (its top): its bound is then exact, as
+        taking a victim lowers the queue's usage by exactly its own, and the refusal
+        stands. The others (and the victims of the preemptor's own queue) keep waiting.
+        Victims are taken from the quota first; their node room comes free only when the
+        quota fits, before the pods' fit test reads it. Once the quota fits, it fits at
+        every later step of the attempt (the state only loses usage, and the test is
+        monotone: ``bound.py``), so it is not tested again: later victims wait for the
+        quota until fill-back, and only their room comes free at once. Taking usage away
+        is additive and order-free, so waiting victims taken together leave the quota as
+        taking them one by one does. A victim a scenario filter rejects is never taken,
+        as it is rolled back in the step-by-step walk.
 
         The lender test only turns from yes to no as an attempt goes on (usage is only
         taken away, and the test asks whether the lender's queue and cohorts are still
@@ -127,17 +131,13 @@ class Walk:
         lazy = hopeless or room is not None
         # The node room of lazy victims, beside the placements (``room.py``); named by the
         # node epoch while the placements hold the committed room (``givenroom.py``).
-        freed = (
-            FreedRoom(session, self.targets, None if statement.ops else statement.node_epoch)
-            if self.targets and lazy and not hopeless
-            else None
-        )
+        epoch = None if statement.ops else statement.node_epoch
+        freed = FreedRoom(session, self.targets, epoch) if self.targets and lazy and not hopeless else None
         own: list[Candidate] = []  # waiting victims of the preemptor's queue
         others: dict[QuotaNode, list[Candidate]] = {}  # waiting victims of other queues, by top
         quota_fits = False  # the quota fit at a step of this (lazy) attempt
-        # Per queue or cohort off the preemptor's path asked about: how far above its
-        # nominal it is, less the needed usage of the victims waiting under it
-        # (``margins.py``). A walk that takes each victim at once reads it afresh.
+        # Per queue or cohort off the preemptor's path asked about: how far above its nominal
+        # it is, less the needed usage of the victims waiting under it (``margins.py``).
         margins: Margins = {}
         # Per queue, the flavor-resources of its candidates the lender test refused.
         refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
@@ -176,6 +176,7 @@ class Walk:
                 usage = candidate.usage
                 held: list[FR] | None = None
                 top: QuotaNode | None = None  # with its chain, once known
+                alone: dict[FR, int] | None = None  # the margin of a chain of the queue alone
                 if candidate.group != CLASS_SAME_QUEUE:
                     if refused:
                         kinds = refused.get(queue)
@@ -184,23 +185,32 @@ class Walk:
                     found = chains.get(queue)
                     chain = found if found is not None else self._chain(queue)
                     top = chain[-1] if chain else queue
-                    held = [fr for fr in needed if fr in usage]
-                    if not gives(all_usage, chain, held, needed, margins if lazy else {}):
-                        # Not known on the lower bound: the victims waiting under the top
-                        # are taken, and the same test, with nothing waiting under the
-                        # chain, is the exact one (``quota.lender_may_give``); so is the
-                        # first, when nothing waited.
-                        waiting = others.pop(top, None) if others else None
-                        if waiting is not None:
-                            drop(waiting, chains, margins)
-                            self._take(waiting)
-                        if waiting is None or not gives(all_usage, chain, held, needed, margins):
-                            kinds = refused.get(queue)
-                            if kinds is None:
-                                refused[queue] = {tuple(usage)}
-                            else:
-                                kinds.add(tuple(usage))
+                    if lazy and len(chain) == 1 and ALONE:
+                        # ``margins.gives`` written out, on its exact bound (see above).
+                        alone = margins.get(queue)
+                        if alone is None:
+                            used = all_usage[queue.index]
+                            subtree = queue.subtree
+                            alone = margins[queue] = {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
+                        for fr in needed:
+                            if fr in usage and alone[fr] > 0:
+                                break
+                        else:
+                            refused.setdefault(queue, set()).add(tuple(usage))
                             continue
+                    else:
+                        held = [fr for fr in needed if fr in usage]
+                        if not gives(all_usage, chain, held, needed, margins if lazy else {}):
+                            # Not known on the lower bound: the victims waiting under the top are
+                            # taken, and the test with nothing waiting under the chain is exact
+                            # (``quota.lender_may_give``), as is the first when nothing waited.
+                            waiting = others.pop(top, None) if others else None
+                            if waiting is not None:
+                                drop(waiting, chains, margins)
+                                self._take(waiting)
+                            if waiting is None or not gives(all_usage, chain, held, needed, margins):
+                                refused.setdefault(queue, set()).add(tuple(usage))
+                                continue
                 if (
                     not candidate.single_pod
                     and candidate.pod_set is not None
@@ -241,9 +251,13 @@ class Walk:
                             others[top] = [candidate]
                         else:
                             waiting.append(candidate)
-                        if held is None:
-                            held = [fr for fr in needed if fr in usage]
-                        keep(all_usage, chain, usage, held, needed, margins)
+                        if alone is not None:
+                            for fr in needed:  # ``margins.keep``, written out
+                                amount = usage.get(fr)
+                                if amount:
+                                    alone[fr] -= amount
+                        else:
+                            keep(all_usage, chain, usage, held or [fr for fr in needed if fr in usage], needed, margins)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:
@@ -314,16 +328,7 @@ class Walk:
         return {fr: accounting.headroom(leaf, fr) for fr in self.usage}
 
     def _over_nominal(self) -> dict[FR, int]:
-        """Per requested flavor-resource whose test within nominal fails now, how far the
-        leaf's usage with the request is above the leaf's nominal."""
-        used = self.session.accounting.usage[self.leaf.index]
-        subtree = self.leaf.subtree
-        over = {}
-        for fr, amount in self.usage.items():
-            above = used.get(fr, 0) + amount - subtree.get(fr, 0)
-            if above > 0:
-                over[fr] = above
-        return over
+        return over_nominal(self.session.accounting, self.leaf, self.usage)
 
     def _take(self, waiting: list[Candidate]) -> None:
         """Take the waiting victims from the quota only, in one step per queue (taking

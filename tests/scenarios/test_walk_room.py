@@ -105,9 +105,11 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     7 - 4 = 3. Each attempt (with borrowing, then within nominal) takes ``c1`` and ``c2`` (``c`` is still above its
     nominal before each), then ``c`` is at its nominal: ``c3`` is refused, and so is
     ``c4`` without asking. 5 cores are not 6: ``h`` stays pending, nothing is preempted.
-    The lender test reads ``c``'s usage for ``c1`` and ``c3`` only (``c2`` passes on the
-    lower bound of the waiting victims, ``margins.py``; for ``c3`` it does not, ``c1`` and
-    ``c2`` are taken and the usage read again: the exact test)."""
+    Through ``margins.py`` (``walk.ALONE`` off), the lender test reads ``c``'s usage for
+    ``c1`` and ``c3`` only (``c2`` passes on the lower bound of the waiting victims; for
+    ``c3`` it does not, ``c1`` and ``c2`` are taken and the usage read again: the exact
+    test). The walk's own test for a queue that is its own chain reads it once, for
+    ``c1``: its margin is exact (``test_walk_lender_alone.py``); both decide alike."""
     asked: list[str] = []
     real = margins_module._margin
 
@@ -127,6 +129,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     )
     plain = _decided(parsed)
     monkeypatch.setattr(margins_module, "_margin", counting)
+    monkeypatch.setattr(walk_module, "ALONE", False)
     decided = _decided(parsed)
     assert decided == plain
     result = json.loads(decided[0])
