@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from ..model import PodSet, Toleration
 from ..nodes import GPU_KINDS, PodTally, pod_terms
 from ..session import Candidate, Session
+from .freedpods import pods_of, read_pods
 from .givenroom import GivenRoom, kept_given
 
 __all__ = ["FreedRoom"]
@@ -191,22 +192,21 @@ class FreedRoom:
         all_extra = self.extra
         owned = self.owned
         total = self.totals[0]
+        read = read_pods(self.session.state)  # each victim's pods, read once a session
         for victim in victims:
-            for held in victim.room:
-                node, requests = held.node_name, held.requests
+            for node, requests, freed in pods_of(read, victim.room):
                 if node not in members:
                     if keep_all:
                         self._keep_one(node, requests)
                     continue  # the pods never go there
-                gpus_after = all_gpus[node] + requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
+                gpus_after = all_gpus[node] + freed
                 if node not in all_extra:
                     # The first room freed there: the node took what its own room takes
                     # (it has no count yet: a count comes with the node's ``extra``).
                     if gpus_after < gpus:
                         # Short of the GPUs before and after (see above). Most nodes a walk
-                        # frees room on stay so and are never changed again: one pod set, so
-                        # the room is the pod's own map, lent (not in ``owned``: copied when
-                        # it changes), not a copy.
+                        # frees room on stay so: one pod set, so the room is the pod's own
+                        # map, lent (not in ``owned``: copied when it changes).
                         all_extra[node] = dict(requests) if keep_all else requests  # type: ignore[assignment]
                         continue
                     free = all_free[node]

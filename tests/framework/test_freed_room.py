@@ -84,7 +84,7 @@ def test_freed_room_answers_as_the_placements_given_the_same_room(seed: int) -> 
         SimpleNamespace(room=tuple(NodeRoom(rng.choice([*names, "gone"]), _requests(rng)) for _ in range(rng.randrange(1, 4))))
         for _ in range(rng.randrange(1, 12))
     ]
-    session: Any = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS))
+    session: Any = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS), state={})
     freed = FreedRoom(session, targets)
     given_room = placements.copy()  # the same room, given to the placements
     before = {name: dict(room) for name, room in placements.free.items()}

@@ -44,7 +44,7 @@ def _victim(*room: tuple[str, dict[str, int]]) -> Any:
 
 
 def _session(placements: Placements) -> Any:
-    return SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS))
+    return SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS), state={})
 
 
 def _judged(monkeypatch: pytest.MonkeyPatch) -> list[str]:

@@ -48,7 +48,7 @@ def test_cpu_lent_on_a_short_node_counts_once_gpus_come_free_there_and_stays_the
     only with both (4 + 4 cores). Fill-back takes the first back: the pod no longer fits,
     and the step is undone. The victims' requests never change."""
     placements = _busy(1)
-    session: Any = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVOR_A))
+    session: Any = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVOR_A), state={})
     targets = [(PodSet("main", 1, {GPU: 4, "cpu": 8000}), 1, "a")]
     cpu_only = {"cpu": 4000}
     gpus_only = {GPU: 4}

@@ -76,7 +76,7 @@ def test_room_freed_on_a_node_short_of_the_pods_gpus_counts_as_the_placements(
     targets = [(PodSet("main", 1, {GPU: 4, "cpu": 2000}), 1, "a")]
     if launcher:
         targets.insert(0, (PodSet("launcher", 1, {"cpu": 1000}), 1, "a"))
-    freed = FreedRoom(SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS)), targets)  # type: ignore[arg-type]
+    freed = FreedRoom(SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=FLAVORS), state={}), targets)  # type: ignore[arg-type]
     given: list[Any] = []
     answers = []
     for requests in steps:

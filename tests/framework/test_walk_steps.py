@@ -119,7 +119,7 @@ def test_room_first_freed_on_a_node_that_takes_pods_counts_them_before_and_after
     takes n0's room back: n0 takes 1 again, and 2 do not fit."""
     placements = _placements({"n0": 2, "n1": 0})
     flavors = {"a": Flavor("a", {"pool": "a"})}
-    session = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=flavors))
+    session = SimpleNamespace(placements=placements, snapshot=SimpleNamespace(flavors=flavors), state={})
     freed = FreedRoom(session, [(PodSet("main", 4, {GPU: 2, "cpu": 1000}), 4, "a")])  # type: ignore[arg-type]
     n0 = _victim(("n0", {GPU: 4, "cpu": 2000}))
     freed.give([n0])
