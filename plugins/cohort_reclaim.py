@@ -309,9 +309,10 @@ def _reached(
 def _below(
     session: Session, nodes: list[QuotaNode], high: int | None
 ) -> list[tuple[QuotaNode, tuple[int, int]]]:
+    spans: dict[int, tuple[int, int] | None] = session.state.setdefault(SPANS, {})  # _span's table
     out = []
     for node in nodes:
-        span = _span(session, node)
+        span = spans[node.index] if node.index in spans else _span(session, node)
         if span is not None and (high is None or span[0] < high):
             out.append((node, span))
     return out

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter
 from typing import Any
 
@@ -261,16 +261,13 @@ def _build(
 ) -> QueueUnits:
     # By (priority, creation time), ties in listing order (a stable sort).
     running = sorted(listing, key=_BY_PRIORITY)
-    units: list[Candidate] = []
-    bounds: list[tuple[int, int]] = []
     made_all = queue_units_of(session, running, leaf, reason, group, only_within_nominal, deferred)
-    for workload, made in zip(running, made_all, strict=True):
-        if len(made) == 1:
-            units.append(made[0])
-            bounds.append((workload.priority, workload.created))
-        else:
-            units.extend(made)
-            bounds.extend([(workload.priority, workload.created)] * len(made))
+    units = list(chain.from_iterable(made_all))
+    sizes = list(map(len, made_all))
+    if sizes.count(1) == len(sizes):  # one unit per workload, as almost always
+        bounds = list(map(_BY_PRIORITY, running))
+    else:
+        bounds = list(chain.from_iterable(map(repeat, map(_BY_PRIORITY, running), sizes)))
     changes = None if deferred else session.state[_STATE].changed.get(leaf.name)
     return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
 
@@ -283,7 +280,6 @@ def _build_like(
     the session has, else made from its units of the other class (``units._like``)."""
     unit_cache = session.unit_cache
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    units: list[Candidate] = []
     made_all: list[list[Candidate]] = []
     for workload, other in zip(like.running, like.made, strict=True):
         cache = unit_cache.get(workload.key)
@@ -296,8 +292,7 @@ def _build_like(
             else:
                 made = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
         made_all.append(made)
-        units.extend(made)
-    built = QueueUnits(units, like.bounds, like.running, made_all, like.patched)
+    built = QueueUnits(list(chain.from_iterable(made_all)), like.bounds, like.running, made_all, like.patched)
     built.positions = like.positions
     built.flags, built.sums, built.origin = like.flags, like.sums, like.origin
     return built

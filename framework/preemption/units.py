@@ -15,6 +15,7 @@ floor but one: every other module of ``preemption/`` may use it, it uses only
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any, cast
 
 from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
@@ -25,6 +26,8 @@ from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
 __all__ = ["candidate_units", "pod_unit", "queue_units_of", "unit_flags", "units_like"]
+
+_NODE_NAME = attrgetter("node_name")  # a pod's node, read without a Python frame per pod (_held)
 
 
 def _session_units(session: Session, workload: Workload) -> UnitsByClass:
@@ -426,7 +429,7 @@ def _room(session: Session, workload: Workload) -> tuple[HeldRoom, ...]:
 def _held(pods: Sequence[Pod]) -> tuple[HeldRoom, ...]:
     """The bound ones of ``pods`` as a unit's room (a Pod gives its own ``node_name`` and
     ``requests``): ``pods`` itself when it is a tuple of bound pods."""
-    if type(pods) is not tuple or not all(p.node_name for p in pods):
+    if type(pods) is not tuple or not all(map(_NODE_NAME, pods)):
         pods = tuple([p for p in pods if p.node_name])
     return cast("tuple[HeldRoom, ...]", pods)
 
