@@ -395,7 +395,9 @@ def finish_assignment(
         assignment.level = only.level
         return assignment
     else:
-        short = [fr for fr, amount in usage.items() if amount > accounting.available(leaf, fr)]
+        # Per flavor-resource its borrowing level within Available, else -1 (short): one walk.
+        fits = [accounting.fit_level(leaf, fr, amount) for fr, amount in usage.items()]
+        short = [fr for fr, found in zip(usage, fits, strict=True) if found < 0]
         targets = assignment.node_targets()
         placements = session.placements
         assignment.node_short = bool(targets) and not _targets_fit_now(session, targets)
@@ -408,7 +410,7 @@ def finish_assignment(
             targets = []
         if not short:
             assignment.mode = FIT
-            assignment.level = accounting.level_of(leaf, usage)
+            assignment.level = max(fits, default=0)
             return assignment
         needed = short
         bases = [option.search for option in chosen if option.search is not None]

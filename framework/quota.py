@@ -221,7 +221,15 @@ class Accounting:
             if amount <= 0:
                 continue
             if reserved and fr in reserved:
-                self.add(node, fr, amount)
+                at: QuotaNode | None = node  # :meth:`add`'s walk, inlined
+                while at is not None and amount > 0:
+                    here = all_usage[at.index]
+                    used = here.get(fr, 0)
+                    headroom = at.guaranteed.get(fr, 0) - used
+                    here[fr] = used + amount
+                    if headroom > 0:
+                        amount -= headroom
+                    at = at.parent
                 continue
             for index in up:
                 here = all_usage[index]
@@ -242,7 +250,17 @@ class Accounting:
             if amount <= 0:
                 continue
             if reserved and fr in reserved:
-                self.remove(node, fr, amount)
+                at: QuotaNode | None = node  # :meth:`remove`'s walk, inlined
+                while at is not None:
+                    here = all_usage[at.index]
+                    used = here.get(fr, 0)
+                    stored_in_parent = used - at.guaranteed.get(fr, 0)
+                    here[fr] = used - amount
+                    if stored_in_parent <= 0:
+                        break
+                    if stored_in_parent < amount:
+                        amount = stored_in_parent
+                    at = at.parent
                 continue
             for index in up:
                 here = all_usage[index]
@@ -258,7 +276,20 @@ class Accounting:
 
     def available(self, node: QuotaNode, fr: FR) -> int:
         """SEMANTICS §1 Available(q): never negative (:meth:`_available` clipped at 0)."""
-        available = self._available(node, fr)
+        all_usage = self.usage  # :meth:`_available`'s walk, inlined (one call per read)
+        levels = node.levels.get(fr)
+        if levels is None:
+            levels = _levels(node, fr)
+        root, available, below, _ = levels
+        available -= all_usage[root].get(fr, 0)
+        for index, guaranteed, limit, stored in below:
+            used = all_usage[index].get(fr, 0)
+            if limit is not None:
+                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
+                if cap < available:
+                    available = cap
+            if guaranteed > used:
+                available += guaranteed - used
         return available if available > 0 else 0
 
     def _available(self, node: QuotaNode, fr: FR) -> int:
@@ -269,7 +300,7 @@ class Accounting:
         levels = node.levels.get(fr)
         if levels is None:
             levels = _levels(node, fr)
-        root, available, below = levels
+        root, available, below, _ = levels
         available -= all_usage[root].get(fr, 0)
         for index, guaranteed, limit, stored in below:
             used = all_usage[index].get(fr, 0)
@@ -310,7 +341,7 @@ class Accounting:
         levels = leaf.levels.get(fr)
         if levels is None:
             levels = _levels(leaf, fr)
-        root, available, below = levels
+        root, available, below, _ = levels
         available -= all_usage[root].get(fr, 0)
         used = guaranteed = stored = 0
         for index, guaranteed, limit, stored in below:
@@ -329,21 +360,20 @@ class Accounting:
 
     def borrowing_level(self, leaf: QuotaNode, fr: FR, request: int) -> int:
         """SEMANTICS §2.3: 0 within the leaf's nominal, else the height of the lowest
-        ancestor whose subtree can supply the request (the root's height if none can)."""
-        used = self.usage[leaf.index].get(fr, 0)
-        if used + request <= leaf.subtree.get(fr, 0):
-            return 0
-        amount = request - max(0, leaf.guaranteed.get(fr, 0) - used)
-        node = leaf.parent
-        last = leaf
-        while node is not None:
-            used = self.usage[node.index].get(fr, 0)
-            if used + amount <= node.subtree.get(fr, 0):
-                return node.height
-            amount -= max(0, node.guaranteed.get(fr, 0) - used)
-            last = node
-            node = node.parent
-        return last.height
+        ancestor whose subtree can supply the request (the root's height if none can).
+        Each level's quota, reserve and height from the node's kept figures (``_levels``)."""
+        levels = leaf.levels.get(fr)
+        if levels is None:
+            levels = _levels(leaf, fr)
+        top, steps = levels[3]
+        all_usage = self.usage
+        for index, subtree, guaranteed, height in steps:
+            used = all_usage[index].get(fr, 0)
+            if used + request <= subtree:
+                return height
+            if guaranteed > used:
+                request -= guaranteed - used
+        return top
 
     def fits_ancestor(self, leaf: QuotaNode, fr: FR, request: int, *, below_root: bool) -> QuotaNode | None:
         """The lowest ancestor A with ``usage(A) + remaining <= subtree(A)``, where
@@ -364,19 +394,25 @@ class Accounting:
         return None
 
 
-_Levels = tuple[int, int, tuple[tuple[int, int, int | None, int], ...]]
+_Step = tuple[int, int, int, int]
+_Levels = tuple[int, int, tuple[tuple[int, int, int | None, int], ...], tuple[int, tuple[_Step, ...]]]
 
 
 def _levels(node: QuotaNode, fr: FR) -> _Levels:
     """What ``Accounting._available`` reads of ``node``'s lineage besides usage: the root's
     index and quota, then per level below the root its index, local reserve, borrowing
-    limit (or ``None``) and the quota it stores in its parent. Static: kept on the node."""
+    limit (or ``None``) and the quota it stores in its parent. Then what
+    ``borrowing_level`` reads: the root's height and, from the node up, each level's index,
+    subtree quota, reserve and the level it answers (0 at the node). Static: kept on the node."""
     found = []
     for at in node.lineage[1:]:
         guaranteed = at.guaranteed.get(fr, 0)
         found.append((at.index, guaranteed, at.borrowing_limit.get(fr), at.subtree.get(fr, 0) - guaranteed))
+    steps = [(at.index, at.subtree.get(fr, 0), at.guaranteed.get(fr, 0), at.height) for at in node.path()]
+    steps[0] = (*steps[0][:3], 0)
     root = node.lineage[0]
-    levels = node.levels[fr] = (root.index, root.subtree.get(fr, 0), tuple(found))
+    up = (root.height, tuple(steps))
+    levels = node.levels[fr] = (root.index, root.subtree.get(fr, 0), tuple(found), up)
     return levels
 
 

@@ -75,9 +75,7 @@ def keep(
         if margin is None:
             margin = margins[node] = _margin(all_usage[node.index], node.subtree, needed)
         for fr in held:
-            amount = usage[fr]
-            if amount:
-                margin[fr] -= amount
+            margin[fr] -= usage[fr]
 
 
 def drop(

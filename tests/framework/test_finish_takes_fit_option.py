@@ -85,8 +85,9 @@ def test_a_fitting_option_is_the_assignments_answer_without_measuring_the_quota_
     assert option.mode == FIT
     available = _counting(monkeypatch, "available")
     levels = _counting(monkeypatch, "borrowing_level")
+    fits = _counting(monkeypatch, "fit_level")
     assert _answer(finish_assignment(session, assignment, option)) == expected
-    assert available == [] and levels == []
+    assert available == [] and levels == [] and fits == []
 
 
 def test_an_option_of_another_usage_is_measured(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -97,7 +98,7 @@ def test_an_option_of_another_usage_is_measured(monkeypatch: pytest.MonkeyPatch)
     (spec,) = head.pod_sets
     flavor = option.flavor
     assignment.pod_sets[0] = PodSetAssignment(spec.name, 2, {"cpu": flavor}, {(flavor, "cpu"): 2000}, spec)
-    available = _counting(monkeypatch, "available")
+    fits = _counting(monkeypatch, "fit_level")  # Available and the level, one walk
     done = finish_assignment(session, assignment, option)
     assert (done.mode, done.level) == (FIT, 1)
-    assert available
+    assert fits
