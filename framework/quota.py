@@ -221,15 +221,7 @@ class Accounting:
             if amount <= 0:
                 continue
             if reserved and fr in reserved:
-                at: QuotaNode | None = node  # :meth:`add`'s walk, inlined
-                while at is not None and amount > 0:
-                    here = all_usage[at.index]
-                    used = here.get(fr, 0)
-                    headroom = at.guaranteed.get(fr, 0) - used
-                    here[fr] = used + amount
-                    if headroom > 0:
-                        amount -= headroom
-                    at = at.parent
+                self.add(node, fr, amount)
                 continue
             for index in up:
                 here = all_usage[index]
@@ -250,17 +242,7 @@ class Accounting:
             if amount <= 0:
                 continue
             if reserved and fr in reserved:
-                at: QuotaNode | None = node  # :meth:`remove`'s walk, inlined
-                while at is not None:
-                    here = all_usage[at.index]
-                    used = here.get(fr, 0)
-                    stored_in_parent = used - at.guaranteed.get(fr, 0)
-                    here[fr] = used - amount
-                    if stored_in_parent <= 0:
-                        break
-                    if stored_in_parent < amount:
-                        amount = stored_in_parent
-                    at = at.parent
+                self.remove(node, fr, amount)
                 continue
             for index in up:
                 here = all_usage[index]
@@ -276,20 +258,7 @@ class Accounting:
 
     def available(self, node: QuotaNode, fr: FR) -> int:
         """SEMANTICS §1 Available(q): never negative (:meth:`_available` clipped at 0)."""
-        all_usage = self.usage  # :meth:`_available`'s walk, inlined (one call per read)
-        levels = node.levels.get(fr)
-        if levels is None:
-            levels = _levels(node, fr)
-        root, available, below, _ = levels
-        available -= all_usage[root].get(fr, 0)
-        for index, guaranteed, limit, stored in below:
-            used = all_usage[index].get(fr, 0)
-            if limit is not None:
-                cap = stored - (used - guaranteed if used > guaranteed else 0) + limit
-                if cap < available:
-                    available = cap
-            if guaranteed > used:
-                available += guaranteed - used
+        available = self._available(node, fr)
         return available if available > 0 else 0
 
     def _available(self, node: QuotaNode, fr: FR) -> int:

@@ -18,6 +18,7 @@ use every other one, and nothing in the package uses it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from random import Random
 from typing import Any
 
 from .actions import ACTIONS
@@ -39,7 +40,7 @@ from .quantity import parse_timestamp
 from .session import KNOWN_ACTIONS, Registry, Session
 from .snapshot import Snapshot
 
-__all__ = ["cohort", "decide", "inventory", "open_session", "queue", "snapshot", "workload"]
+__all__ = ["cohort", "decide", "inventory", "open_session", "queue", "random_workloads", "snapshot", "workload"]
 
 _NO_PREEMPTION = PreemptionPolicy()
 
@@ -98,6 +99,27 @@ def workload(
         admitted_at=admitted_at if admitted_at is not None else (0 if admitted else None),
         evicted=evicted,
     )
+
+
+def random_workloads(rnd: Random, queues: Sequence[str], most: int, admitted_share: float) -> list[Workload]:
+    """From 4 to ``most`` one-pod workloads ``w00``, ``w01``, … on random ``queues`` (cpu 0.5
+    to 3), each admitted with odds ``admitted_share`` (priority 0 to 3, admitted at a random
+    time up to 90 s) or else pending at priority 1 to 5, so that pending ones may preempt."""
+    workloads = []
+    for i in range(rnd.randint(4, most)):
+        admitted = rnd.random() < admitted_share
+        workloads.append(
+            workload(
+                f"w{i:02d}",
+                rnd.choice(queues),
+                rnd.choice([0.5, 1, 1, 2, 3]),
+                priority=rnd.randint(0, 3) if admitted else rnd.randint(1, 5),
+                created=rnd.randint(0, 50),
+                admitted=admitted,
+                admitted_at=rnd.randint(0, 90_000) if admitted else None,
+            )
+        )
+    return workloads
 
 
 def inventory(queues: list[QueueSpec], workloads: list[Workload], flavors: tuple[str, ...] = ("default",)) -> Inventory:

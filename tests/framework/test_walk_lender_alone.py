@@ -28,7 +28,14 @@ from preemptd.framework.model import PreemptionPolicy
 from preemptd.framework.preemption import walk as walk_module
 from preemptd.framework.run import run_session
 from preemptd.framework.session import Registry
-from preemptd.framework.testing import cohort, inventory, queue, snapshot, workload
+from preemptd.framework.testing import (
+    cohort,
+    inventory,
+    queue,
+    random_workloads,
+    snapshot,
+    workload,
+)
 from preemptd.plugins import cohort_reclaim, min_runtime, priority
 
 from benchmarks.bench_session import default_session
@@ -142,21 +149,7 @@ def _world(seed: int) -> Any:
                 ),
             )
         )
-    workloads = []
-    for i in range(rnd.randint(4, 50)):
-        admitted = rnd.random() < 0.7
-        workloads.append(
-            workload(
-                f"w{i:02d}",
-                rnd.choice(names),
-                rnd.choice([0.5, 1, 1, 2, 3]),
-                priority=rnd.randint(0, 3) if admitted else rnd.randint(1, 5),
-                created=rnd.randint(0, 50),
-                admitted=admitted,
-                admitted_at=rnd.randint(0, 90_000) if admitted else None,
-            )
-        )
-    return inventory(specs, workloads)
+    return inventory(specs, random_workloads(rnd, names, 50, 0.7))
 
 
 @settings(max_examples=150, deadline=None)
