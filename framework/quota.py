@@ -377,8 +377,10 @@ def _levels(node: QuotaNode, fr: FR) -> _Levels:
     for at in node.lineage[1:]:
         guaranteed = at.guaranteed.get(fr, 0)
         found.append((at.index, guaranteed, at.borrowing_limit.get(fr), at.subtree.get(fr, 0) - guaranteed))
-    steps = [(at.index, at.subtree.get(fr, 0), at.guaranteed.get(fr, 0), at.height) for at in node.path()]
-    steps[0] = (*steps[0][:3], 0)
+    steps = [
+        (at.index, at.subtree.get(fr, 0), at.guaranteed.get(fr, 0), 0 if at is node else at.height)
+        for at in node.path()
+    ]
     root = node.lineage[0]
     up = (root.height, tuple(steps))
     levels = node.levels[fr] = (root.index, root.subtree.get(fr, 0), tuple(found), up)

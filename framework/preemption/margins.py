@@ -27,7 +27,7 @@ from ..model import FR
 from ..quota import QuotaNode
 from ..session import Candidate
 
-__all__ = ["Margins", "drop", "gives", "keep"]
+__all__ = ["Margins", "drop", "gives", "keep", "margin_of"]
 
 Margins = dict[QuotaNode, dict[FR, int]]
 """Per queue or cohort off the path asked about in an attempt: per needed
@@ -47,7 +47,7 @@ def gives(
     for node in chain:
         margin = margins.get(node)
         if margin is None:
-            margin = margins[node] = _margin(all_usage[node.index], node.subtree, needed)
+            margin = margins[node] = margin_of(all_usage[node.index], node.subtree, needed)
         for fr in held:
             if margin[fr] > 0:
                 break
@@ -56,7 +56,9 @@ def gives(
     return True
 
 
-def _margin(used: dict[FR, int], subtree: dict[FR, int], needed: frozenset[FR]) -> dict[FR, int]:
+def margin_of(used: dict[FR, int], subtree: dict[FR, int], needed: frozenset[FR]) -> dict[FR, int]:
+    """A node's margin with nothing waiting under it: its usage (``used``) less its nominal
+    (``subtree``), per needed flavor-resource."""
     return {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
 
 
@@ -73,7 +75,7 @@ def keep(
     for node in chain:
         margin = margins.get(node)
         if margin is None:
-            margin = margins[node] = _margin(all_usage[node.index], node.subtree, needed)
+            margin = margins[node] = margin_of(all_usage[node.index], node.subtree, needed)
         for fr in held:
             margin[fr] -= usage[fr]
 

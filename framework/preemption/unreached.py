@@ -39,6 +39,7 @@ from typing import Any
 from ..model import FR
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate
+from .margins import margin_of
 
 __all__ = ["TELL", "Vain", "in_vain", "reaches"]
 
@@ -98,9 +99,7 @@ def reaches(
                 if chain:
                     if len(chain) > 1:
                         return True  # a cohort's test: the walk tells
-                    used = all_usage[queue.index]
-                    subtree = queue.subtree
-                    margin = margins[queue] = {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
+                    margin = margins[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
             if margin is not None:
                 for fr in needed:
                     if fr in usage and margin[fr] > 0:

@@ -19,7 +19,7 @@ from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, may_fit, over_nominal, short_of, slack
 from .fillback import fill_back
-from .margins import Margins, drop, gives, keep
+from .margins import Margins, drop, gives, keep, margin_of
 from .room import FreedRoom
 from .waiting import leading_run, walked
 
@@ -189,9 +189,7 @@ class Walk:
                         # ``margins.gives`` written out, on its exact bound (see above).
                         alone = margins.get(queue)
                         if alone is None:
-                            used = all_usage[queue.index]
-                            subtree = queue.subtree
-                            alone = margins[queue] = {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
+                            alone = margins[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
                         for fr in needed:
                             if fr in usage and alone[fr] > 0:
                                 break

@@ -111,7 +111,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     test). The walk's own test for a queue that is its own chain reads it once, for
     ``c1``: its margin is exact (``test_walk_lender_alone.py``); both decide alike."""
     asked: list[str] = []
-    real = margins_module._margin
+    real = margins_module.margin_of
 
     def counting(used: Any, subtree: Any, needed: Any) -> Any:
         asked.append("c" if subtree == {("default", "cpu"): 2000} else "?")
@@ -128,7 +128,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
         ],
     )
     plain = _decided(parsed)
-    monkeypatch.setattr(margins_module, "_margin", counting)
+    monkeypatch.setattr(margins_module, "margin_of", counting)
     monkeypatch.setattr(walk_module, "ALONE", False)
     decided = _decided(parsed)
     assert decided == plain
