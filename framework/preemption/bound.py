@@ -49,7 +49,7 @@ from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate, Runs, Source
 
-__all__ = ["RunSums", "fits_quota", "may_fit", "over_nominal", "short_of", "slack"]
+__all__ = ["RunSums", "fits_quota", "lacking_of", "may_fit", "over_nominal", "short_of", "slack"]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -89,6 +89,14 @@ def over_nominal(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int
         if above > 0:
             over[fr] = above
     return over
+
+
+def lacking_of(request: tuple[tuple[FR, int], ...], room: dict[FR, int]) -> tuple[dict[FR, int], tuple[FR, ...]]:
+    """The running bound's start (see ``Walk.attempt``): per requested flavor-resource
+    the room does not cover, how much more it needs, and those flavor-resources. A
+    flavor-resource the room covers stays covered (victims only add to it)."""
+    lacking = {fr: amount - room[fr] for fr, amount in request if room[fr] < amount}
+    return lacking, tuple(lacking)
 
 
 def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -54,11 +54,12 @@ from operator import ge, sub
 from typing import Any, Protocol
 
 from ..model import FR, PodSet
+from ..pods import NORMAL
 from ..quota import QuotaNode
 from ..session import Candidate, ScenarioFilters, Session
 from .room import FreedRoom
 
-__all__ = ["Entries", "FillingWalk", "entries_of", "fill_back"]
+__all__ = ["Entries", "FillingWalk", "entries_of", "fill_back", "singles_taken"]
 
 
 class FillingWalk(Protocol):
@@ -327,6 +328,19 @@ def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
     """Whether ``shape`` uses at least ``smaller`` of every flavor-resource (both have one
     place per flavor-resource of the request)."""
     return all(map(ge, shape, smaller))
+
+
+def singles_taken(rest: Candidate, victims: list[Candidate]) -> bool:
+    """The remainder of an elastic workload goes only after all its single pods (the
+    walk's test, ``Walk._singles_taken``)."""
+    spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
+    admission = rest.workload.admission
+    assert admission is not None and spec.min_count is not None
+    count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
+    taken = sum(
+        1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
+    )
+    return taken >= count - spec.min_count
 
 
 def _remainders(victims: list[Candidate]) -> dict[int, int]:

@@ -14,11 +14,10 @@ from collections.abc import Iterable, Sequence
 from itertools import islice
 
 from ..model import FR, PodSet, Workload
-from ..pods import NORMAL
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
-from .bound import fits_quota, may_fit, over_nominal, short_of, slack
-from .fillback import fill_back
+from .bound import fits_quota, lacking_of, may_fit, over_nominal, short_of, slack
+from .fillback import fill_back, singles_taken
 from .margins import Margins, drop, gives, keep, margin_of
 from .room import FreedRoom
 from .waiting import leading_run, walked
@@ -85,7 +84,9 @@ class Walk:
         the start of the attempt plus the victims' usage so far, see
         :meth:`~preemptd.framework.quota.Accounting.headroom`: Available cannot have
         grown more), and then every waiting victim is taken first, so the test sees
-        exactly the state of the step-by-step walk. A failed test tightens the bound to the
+        exactly the state of the step-by-step walk. The bound follows only the requested
+        flavor-resources it found short, by how much (``bound.lacking_of``): one it covers
+        stays covered, as victims only add to it. A failed test tightens the bound to the
         Available it read, and the test within nominal (an attempt that may not borrow) is
         known without running it: only victims of the preemptor's own queue lower the
         leaf's usage, each by exactly its own (:meth:`_over_nominal`). The lender test of
@@ -97,7 +98,8 @@ class Walk:
         (``margins.py``), and only when that is not enough are they taken before it,
         unless the chain is the queue alone (its top): its bound is then exact, as
         taking a victim lowers the queue's usage by exactly its own, and the refusal
-        stands. The others (and the victims of the preemptor's own queue) keep waiting.
+        stands; taking them leaves that margin as it is, so it is read once an attempt.
+        The others (and the victims of the preemptor's own queue) keep waiting.
         Victims are taken from the quota first; their node room comes free only when the
         quota fits, before the pods' fit test reads it. Once the quota fits, it fits at
         every later step of the attempt (the state only loses usage, and the test is
@@ -112,7 +114,8 @@ class Walk:
         above nominal), and it reads a candidate's queue and which of the needed
         flavor-resources the candidate holds: once it refuses a candidate, it refuses
         every later candidate of that queue holding the same flavor-resources, which are
-        skipped without a test (and without taking the victims waiting under their top).
+        skipped without a test (and without taking the victims waiting under their top);
+        a queue that is its own chain is asked its exact margin again instead, as cheap.
 
         ``hopeless``: :meth:`may_fit` proved that no step fits. The walk then tells only
         what it tells the plugins: the same candidates in the same order reach
@@ -139,7 +142,9 @@ class Walk:
         # Per queue or cohort off the preemptor's path asked about: how far above its nominal
         # it is, less the needed usage of the victims waiting under it (``margins.py``).
         margins: Margins = {}
-        # Per queue, the flavor-resources of its candidates the lender test refused.
+        # Per lender queue that is its own chain: its margin, exact (``margins.py``, see above).
+        alones: dict[QuotaNode, dict[FR, int]] = {}
+        # Per queue of a chain holding a cohort, the flavor-resources of its candidates refused.
         refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
         ask = session.may_veto  # without a plugin that may refuse, every candidate passes
         filters = self.filters
@@ -169,8 +174,10 @@ class Walk:
                     rest = islice(candidates, count, None)
             # Per requested flavor-resource the test within nominal fails on: how far over.
             over = self._over_nominal() if room is not None and not allow_borrowing else None
+            # The running bound, on the requested flavor-resources it finds short (see above).
+            lacking, short_frs = lacking_of(request, room) if room is not None else ({}, ())
             for candidate in rest:
-                if candidate.only_within_nominal and allow_borrowing:
+                if allow_borrowing and candidate.only_within_nominal:
                     continue
                 queue = candidate.leaf
                 usage = candidate.usage
@@ -178,23 +185,23 @@ class Walk:
                 top: QuotaNode | None = None  # with its chain, once known
                 alone: dict[FR, int] | None = None  # the margin of a chain of the queue alone
                 if candidate.group != CLASS_SAME_QUEUE:
-                    if refused:
-                        kinds = refused.get(queue)
-                        if kinds is not None and tuple(usage) in kinds:
+                    alone = alones.get(queue)
+                    if alone is None:
+                        if refused and tuple(usage) in refused.get(queue, ()):
                             continue
-                    found = chains.get(queue)
-                    chain = found if found is not None else self._chain(queue)
-                    top = chain[-1] if chain else queue
-                    if lazy and len(chain) == 1 and ALONE:
-                        # ``margins.gives`` written out, on its exact bound (see above).
-                        alone = margins.get(queue)
-                        if alone is None:
-                            alone = margins[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
+                        found = chains.get(queue)
+                        chain = found if found is not None else self._chain(queue)
+                        top = chain[-1] if chain else queue
+                        if lazy and len(chain) == 1 and ALONE:
+                            alone = alones[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
+                    else:
+                        top = queue
+                    if alone is not None:
+                        # ``margins.gives`` written out, on its exact margin (see above).
                         for fr in needed:
                             if fr in usage and alone[fr] > 0:
                                 break
                         else:
-                            refused.setdefault(queue, set()).add(tuple(usage))
                             continue
                     else:
                         held = [fr for fr in needed if fr in usage]
@@ -266,11 +273,11 @@ class Walk:
                     else:
                         # The running bound (see above): may the request fit now?
                         short = False
-                        for fr, amount in request:
+                        for fr in short_frs:
                             more = usage.get(fr)
                             if more:
-                                room[fr] += more
-                            if room[fr] < amount:
+                                lacking[fr] -= more
+                            if lacking[fr] > 0:
                                 short = True
                         if short:
                             continue
@@ -283,7 +290,7 @@ class Walk:
                         self._take_all(own, others, margins)
                         if not self._fits_quota(allow_borrowing):
                             # Available now, exactly: the bound goes on from there.
-                            room = self._headroom()
+                            lacking, short_frs = lacking_of(request, self._headroom())
                             continue
                         quota_fits = True
                         if freed is not None:
@@ -376,16 +383,7 @@ class Walk:
         attempt fits."""
         return may_fit(self.session.accounting, self.leaf, self.usage, candidates, allow_borrowing)
 
-    def _singles_taken(self, rest: Candidate, victims: list[Candidate]) -> bool:
-        """The remainder of an elastic workload goes only after all its single pods."""
-        spec = next(ps for ps in rest.workload.pod_sets if ps.name == rest.pod_set)
-        admission = rest.workload.admission
-        assert admission is not None and spec.min_count is not None
-        count = next(psa.count for psa in admission.pod_sets if psa.name == spec.name)
-        taken = sum(
-            1 for v in victims if v.workload is rest.workload and v.single_pod and v.pod_class == NORMAL
-        )
-        return taken >= count - spec.min_count
+    _singles_taken = staticmethod(singles_taken)
 
     def _preemptible(self, candidate: Candidate) -> bool:
         verdict = self.verdicts.get(id(candidate))
@@ -446,3 +444,4 @@ class Walk:
 
     def _level(self) -> int:
         return self.session.accounting.level_of(self.leaf, self.usage)
+
