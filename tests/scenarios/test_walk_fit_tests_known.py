@@ -73,11 +73,11 @@ def _unjudged(decisions: str) -> Any:
 
 def _testing_each_step(patch: pytest.MonkeyPatch) -> None:
     """The lazy walk without the tests it knows: the test within nominal is never known
-    to fail, and the running bound is never tightened (each attempt's bound is the one
-    object its first ``_headroom`` made, which the walk keeps adding to)."""
+    to fail, and the running bound is never tightened (each attempt keeps what its bound
+    first found short, ``bound.lacking_of``, and goes on subtracting from it)."""
     patch.setattr(walk_module.Walk, "_over_nominal", lambda self: {})
     real_attempt = walk_module.Walk.attempt
-    real_headroom = walk_module.Walk._headroom
+    real_lacking = walk_module.lacking_of
     made: list[Any] = []
 
     def attempt(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -87,13 +87,13 @@ def _testing_each_step(patch: pytest.MonkeyPatch) -> None:
         finally:
             made.pop()
 
-    def headroom(self: Any) -> Any:
+    def lacking_of(request: Any, room: Any) -> Any:
         if made[-1] is None:
-            made[-1] = real_headroom(self)
+            made[-1] = real_lacking(request, room)
         return made[-1]
 
     patch.setattr(walk_module.Walk, "attempt", attempt)
-    patch.setattr(walk_module.Walk, "_headroom", headroom)
+    patch.setattr(walk_module, "lacking_of", lacking_of)
 
 
 def _counting_tests(patch: pytest.MonkeyPatch) -> list[bool]:
