@@ -158,7 +158,12 @@ def fill_back(walk: FillingWalk, victims: list[Candidate], allow_borrowing: bool
                 later = back is not None
             else:
                 drop = _arriving(all_usage, victim.leaf, path, frs, shape)
-            short = _over(slack, drop)
+            # The first flavor-resource (its place) whose drop exceeds its slack, or -1.
+            for short, put in enumerate(drop):
+                if put > slack[short]:
+                    break
+            else:
+                short = -1
             if short >= 0:
                 _remember(least, shape, short)
                 continue
@@ -314,14 +319,6 @@ def _arriving(
     if node is None:
         return (0,) * len(frs)
     return tuple(left)
-
-
-def _over(slack: tuple[int, ...], drop: tuple[int, ...]) -> int:
-    """The first flavor-resource (its place) whose drop exceeds its slack, or -1."""
-    for place, (room, put) in enumerate(zip(slack, drop, strict=True)):
-        if put > room:
-            return place
-    return -1
 
 
 def covers(shape: tuple[int, ...], smaller: tuple[int, ...]) -> bool:
