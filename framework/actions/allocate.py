@@ -370,7 +370,12 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     else:
         place(session, session.statement, assignment)
         books.place(assignment)
-    borrowing = any(session.accounting.borrowing(leaf, fr) for fr in assignment.usage)
+    borrowing = False
+    accounting = session.accounting
+    for fr in assignment.usage:  # any(...), without a generator's frame
+        if accounting.borrowing(leaf, fr):
+            borrowing = True
+            break
     totals = assignment.committed_total
     admission = workload.admission
     # Grown in place: every podSet of the admission with its new total.

@@ -81,11 +81,14 @@ class Filling:
         index = self._index.get(flavor)
         if index is None or count <= 0:
             return chosen
-        take_room = take if take is not None else self.take
         gpus = requests.get(_GPU_ONE, 0) + requests.get(_GPU_TWO, 0)
         cpu = requests.get("cpu", 0)
         # The positive requests, what counts the pods a node holds (one pod needs no count).
-        requested = [(r, amount) for r, amount in requests.items() if amount > 0] if count > 1 else []
+        requested: list[tuple[str, int]] = []
+        if count > 1:
+            for resource, amount in requests.items():  # a plain loop: no comprehension's frame
+                if amount > 0:
+                    requested.append((resource, amount))
         pool = self.pool
         nodes = pool.nodes
         # Every node of the flavor matches the pods (none is judged): see ``matches_all``.
@@ -175,20 +178,30 @@ class Filling:
                     held = room.get(resource, 0) // amount
                     if held < fits:
                         fits = held
-                fits = max(fits, 1)
-            chosen.extend([node] * fits)
+                if fits < 1:
+                    fits = 1
             left -= fits
-            if taken is not None:
-                # The room the pods take, its node's (free GPUs, free cpu) before read from
-                # ``best``, not again by ``defer``.
-                amounts = requests if fits == 1 else {r: a * fits for r, a in requests.items()}
-                taken.append((node, amounts))
-                defer(node, amounts, -1, (best[0], best[1]))
-            elif additive:
-                take_room(node, requests if fits == 1 else {r: a * fits for r, a in requests.items()})
+            if fits == 1:
+                chosen.append(node)
             else:
+                chosen.extend([node] * fits)
+            if taken is None and not additive:
+                take_room = take if take is not None else self.take
                 for _ in range(fits):
                     take_room(node, requests)
+            else:
+                # The room the pods take, summed.
+                amounts = requests
+                if fits > 1:
+                    amounts = {}
+                    for resource, amount in requests.items():  # a plain loop: no comprehension's frame
+                        amounts[resource] = amount * fits
+                if taken is None:
+                    (take if take is not None else self.take)(node, amounts)
+                else:
+                    # Its node's (free GPUs, free cpu) before read from ``best``, not again by ``defer``.
+                    taken.append((node, amounts))
+                    defer(node, amounts, -1, (best[0], best[1]))
             if left <= 0:
                 return chosen
             if best is found:

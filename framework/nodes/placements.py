@@ -388,11 +388,12 @@ class Placements(SharedIndexes, Filling):
             free = self.free[node_name] = dict(free)
             self._own.add(node_name)
         moved = self._moved
+        stale = self._stale
         all_gpus = self.gpus
         # (gpus, cpu) of the node before this change: kept for a stale node, else what
         # the index holds (its room is that of the index while it is not stale).
         if before is not None:
-            indexed = self._stale.get(node_name, before)
+            indexed = stale.get(node_name, before)
         elif (before := moved.get(node_name)) is None:
             gpus_before = all_gpus.get(node_name)
             if gpus_before is None:
@@ -401,7 +402,7 @@ class Placements(SharedIndexes, Filling):
                 return  # a node of no flavor: not in any index
             indexed = before = (gpus_before, free.get("cpu", 0))
         else:
-            indexed = self._stale[node_name]
+            indexed = stale[node_name]
         for resource, amount in requests.items():
             free[resource] = free.get(resource, 0) + sign * amount
         # Room changes additively, so (gpus, cpu) moves by the request's own.
@@ -409,10 +410,10 @@ class Placements(SharedIndexes, Filling):
         now = (before[0] + sign * gpus, before[1] + sign * requests.get("cpu", 0))
         all_gpus[node_name] = now[0]
         if now != indexed:
-            self._stale[node_name] = indexed
+            stale[node_name] = indexed
             moved[node_name] = now
         elif node_name in moved:
-            del self._stale[node_name]
+            del stale[node_name]
             del moved[node_name]
 
     def _adjust(self, node_name: str, requests: Mapping[str, int], sign: int) -> None:
