@@ -36,7 +36,7 @@ from .model import (
     Workload,
 )
 from .pods import NORMAL, Descending
-from .preemption import QueueUnits, candidate_units, queue_takes, queue_units
+from .preemption import QueueUnits, candidate_units, queue_takes, queue_units, takes_by_queue
 from .quantity import (
     QuantityError,
     format_duration,
@@ -133,4 +133,5 @@ __all__ = [
     "queue_takes",
     "queue_units",
     "search_flavor",
+    "takes_by_queue",
 ]

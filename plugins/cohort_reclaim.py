@@ -16,7 +16,7 @@ workloads that ``reclaimWithinCohort`` allows, each classed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sized
 
 from preemptd.framework import (
     CLASS_HIERARCHICAL,
@@ -33,8 +33,8 @@ from preemptd.framework import (
     VictimSearch,
     Workload,
     hookimpl,
-    queue_takes,
     queue_units,
+    takes_by_queue,
 )
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
@@ -148,6 +148,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     epoch = statement.epoch(leaf) if key is not None else None
     tables = _tables(session, assignment, high, cut)
     seen = len(session.relied)
+    takes = takes_by_queue(session) if tables is not None else {}
     for ancestor, child, at_level in levels:
         table = tables[at_level] if tables is not None else None
         # A sibling within nominal on every needed flavor-resource is skipped: neither it
@@ -159,16 +160,16 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
                 if table is None:
                     _offer(session, assignment, sibling, span, at_level, high, cut, out)
                     continue
-                _offer_kept(session, assignment, sibling, span, at_level, high, cut, out, table, seen)
+                _offer_kept(session, assignment, sibling, span, at_level, high, cut, out, table, seen, takes)
                 continue
             if parts is None:
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table, takes)
                 continue
             part = parts.get((sibling.index, at_level))
             if part is None:
                 start = len(out.runs)
                 before = assignment.left_out
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table)
+                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table, takes)
                 parts[(sibling.index, at_level)] = (out.runs[start:], assignment.left_out - before)
             else:
                 for run in part[0]:
@@ -189,17 +190,18 @@ def _collect(
     out: Offer,
     epoch: int | None,
     table: dict[int, _Part] | None,
+    takes: Mapping[str, Sized],
 ) -> None:
     """The candidates below ``node``, a cohort above nominal on a needed flavor-resource;
     of each queue, its part kept in ``table`` while current (:func:`_offer_kept`)."""
     seen = len(session.relied)
     for child, span in _reached(session, node, assignment.needed, epoch, high):
         if not child.is_leaf:
-            _collect(session, assignment, child, advantage, high, cut, out, epoch, table)
+            _collect(session, assignment, child, advantage, high, cut, out, epoch, table, takes)
         elif table is None:
             _offer(session, assignment, child, span, advantage, high, cut, out)
         else:
-            _offer_kept(session, assignment, child, span, advantage, high, cut, out, table, seen)
+            _offer_kept(session, assignment, child, span, advantage, high, cut, out, table, seen, takes)
 
 
 def _tables(
@@ -291,18 +293,20 @@ def _reached(
     Every range a search reads of a queue (``_offer``) lies below ``high``: a child whose
     workloads are all of ``high`` or above adds nothing to the answer and counts nothing
     left out, and is passed over without reading its lists. Kept per bound beside the
-    answer of ``_above`` it was made from, while ``_above`` answers with that list."""
-    above = _above(session, node, needed, epoch)
+    answer of ``_above`` it was made from, while ``_above`` answers with that list, and
+    with the tree's epoch it was last handed at: within one epoch ``_above`` answers with
+    the same list (its reading stands), so the kept answer is handed without asking it."""
     if epoch is None:
-        return _below(session, above, high)
-    kept: dict[tuple[int, frozenset[FR], int | None], tuple[list[QuotaNode], list[tuple[QuotaNode, tuple[int, int]]]]]
+        return _below(session, _above(session, node, needed, epoch), high)
+    kept: dict[tuple[int, frozenset[FR], int | None], tuple[int, list[QuotaNode], list[tuple[QuotaNode, tuple[int, int]]]]]
     kept = session.state.setdefault(REACHED, {})
     key = (node.index, needed, high)
     found = kept.get(key)
-    if found is not None and found[0] is above:
-        return found[1]
-    reached = _below(session, above, high)
-    kept[key] = (above, reached)
+    if found is not None and found[0] == epoch:
+        return found[2]
+    above = _above(session, node, needed, epoch)
+    reached = found[2] if found is not None and found[1] is above else _below(session, above, high)
+    kept[key] = (epoch, above, reached)
     return reached
 
 
@@ -410,15 +414,17 @@ def _offer_kept(
     out: Offer,
     table: dict[int, _Part],
     seen: int,
+    takes: Mapping[str, Sized],
 ) -> None:
     """:func:`_offer`, its part kept in ``table`` (one of :func:`_tables`, which holds what
     else it reads) at the queue's takes. A queue's lists change only when the session takes
     from one of its workloads (``queue_takes``): until then they are the same lists, and the
     part is the same runs of them and the same count, whatever is taken from other queues;
     while the session has taken nothing at all (``seen``, units taken, has not moved), the
-    queue's takes need no reading."""
+    queue's takes need no reading; else they are read from ``takes`` (``takes_by_queue``,
+    read once per answer: nothing is taken while one is collected)."""
     part = table.get(leaf.index)
-    if part is not None and (part.seen == seen or part.takes == queue_takes(session, leaf)):
+    if part is not None and (part.seen == seen or part.takes == len(takes.get(leaf.name, ()))):
         part.seen = seen
         if part.units:
             out.extend(part.units)
@@ -431,4 +437,4 @@ def _offer_kept(
     before = assignment.left_out
     _offer(session, assignment, leaf, span, advantage, high, cut, out)
     left_out = assignment.left_out - before
-    table[leaf.index] = _Part(queue_takes(session, leaf), len(session.relied), out[size:], out.runs[start:], left_out)
+    table[leaf.index] = _Part(len(takes.get(leaf.name, ())), seen, out[size:], out.runs[start:], left_out)

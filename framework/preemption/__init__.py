@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ..session.candidates import UNIT_SOURCES
 from .memo import asked_again
-from .unitindex import QueueUnits, queue_takes, queue_units
+from .unitindex import QueueUnits, queue_takes, queue_units, takes_by_queue
 from .units import candidate_units, pod_unit
 from .victims import find_victims
 
@@ -22,4 +22,4 @@ from .victims import find_victims
 # runs alone is not checked candidate by candidate (``session.registry``).
 UNIT_SOURCES.add(QueueUnits)
 
-__all__ = ["QueueUnits", "asked_again", "candidate_units", "find_victims", "pod_unit", "queue_takes", "queue_units"]
+__all__ = ["QueueUnits", "asked_again", "candidate_units", "find_victims", "pod_unit", "queue_takes", "queue_units", "takes_by_queue"]

@@ -33,7 +33,7 @@ order. A list built after a take is the session's own, never kept.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence, Sized
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter
 from typing import Any
@@ -46,7 +46,7 @@ from .kept import KeptUnits, kept_units
 from .retaken import Origin, retaken_units, spliced_totals, usage_totals
 from .units import candidate_units, queue_units_of, unit_flags, units_like
 
-__all__ = ["QueueUnits", "queue_takes", "queue_units"]
+__all__ = ["QueueUnits", "queue_takes", "queue_units", "takes_by_queue"]
 
 _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
 _BY_PRIORITY = attrgetter("priority", "created")
@@ -248,6 +248,11 @@ def queue_takes(session: Session, leaf: QuotaNode) -> int:
     units change only with them (see the module notes)."""
     found = _unit_index(session).changed.get(leaf.name)
     return len(found) if found is not None else 0
+
+
+def takes_by_queue(session: Session) -> Mapping[str, Sized]:
+    """Per queue name, what :func:`queue_takes` counts (``len``; absent: none): read-only, current until a take."""
+    return _unit_index(session).changed
 
 
 def _build(
