@@ -33,6 +33,7 @@ from .model import (
     QueueSpec,
     ResourceGroup,
     ResourceQuota,
+    WithinQueue,
     Workload,
 )
 from .objects import Inventory, parse_objects
@@ -40,7 +41,7 @@ from .quantity import parse_timestamp
 from .session import KNOWN_ACTIONS, Registry, Session
 from .snapshot import Snapshot
 
-__all__ = ["cohort", "decide", "inventory", "open_session", "queue", "random_workloads", "snapshot", "workload"]
+__all__ = ["cohort", "decide", "inventory", "open_session", "queue", "random_queues", "random_workloads", "snapshot", "workload"]
 
 _NO_PREEMPTION = PreemptionPolicy()
 
@@ -120,6 +121,38 @@ def random_workloads(rnd: Random, queues: Sequence[str], most: int, admitted_sha
             )
         )
     return workloads
+
+
+def random_queues(
+    rnd: Random,
+    parents: Sequence[str],
+    most: int,
+    *,
+    cpu: int = 8,
+    lending: Sequence[float | None] = (None,),
+    borrowing: Sequence[float | None] | None = None,
+    within: Sequence[WithinQueue] = ("Never", "LowerPriority"),
+) -> list[QueueSpec]:
+    """From 2 to ``most`` leaf queues ``q0``, ``q1``, … under random ``parents``, each with
+    a nominal of 0 to ``cpu`` cores, a borrowing limit drawn from ``borrowing`` (none when
+    not given), a lending limit drawn from ``lending``, and a random preemption policy (``withinQueue`` from
+    ``within``; ``reclaimWithinCohort`` LowerPriority or Any; ``borrowWithinCohort`` Never
+    or LowerPriority)."""
+    return [
+        queue(
+            f"q{i}",
+            rnd.choice(parents),
+            cpu=rnd.randint(0, cpu),
+            borrowing_limit=rnd.choice(borrowing) if borrowing is not None else None,
+            lending_limit=rnd.choice(lending),
+            preemption=PreemptionPolicy(
+                within_queue=rnd.choice(within),
+                reclaim_within_cohort=rnd.choice(["LowerPriority", "Any"]),
+                borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
+            ),
+        )
+        for i in range(rnd.randint(2, most))
+    ]
 
 
 def inventory(queues: list[QueueSpec], workloads: list[Workload], flavors: tuple[str, ...] = ("default",)) -> Inventory:

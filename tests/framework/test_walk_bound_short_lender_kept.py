@@ -37,6 +37,7 @@ from preemptd.framework.testing import (
     cohort,
     inventory,
     queue,
+    random_queues,
     random_workloads,
     snapshot,
     workload,
@@ -130,22 +131,8 @@ def test_the_bound_reaching_the_request_exactly_runs_the_test() -> None:
 def _world(seed: int) -> Any:
     rnd = random.Random(seed)
     specs = [cohort("root"), cohort("c1", "root"), cohort("c2", "root")]
-    names = []
-    for i in range(rnd.randint(2, 7)):
-        names.append(f"q{i}")
-        specs.append(
-            queue(
-                f"q{i}",
-                rnd.choice(["root", "c1", "c2"]),
-                cpu=rnd.randint(0, 8),
-                lending_limit=rnd.choice([None, None, 0, 2]),
-                preemption=PreemptionPolicy(
-                    within_queue=rnd.choice(["Never", "LowerPriority"]),
-                    reclaim_within_cohort=rnd.choice(["LowerPriority", "Any"]),
-                    borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
-                ),
-            )
-        )
+    specs.extend(random_queues(rnd, ["root", "c1", "c2"], 7, lending=[None, None, 0, 2]))
+    names = [spec.name for spec in specs[3:]]
     return inventory(specs, random_workloads(rnd, names, 45, 0.7))
 
 

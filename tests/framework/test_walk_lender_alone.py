@@ -32,6 +32,7 @@ from preemptd.framework.testing import (
     cohort,
     inventory,
     queue,
+    random_queues,
     random_workloads,
     snapshot,
     workload,
@@ -133,22 +134,8 @@ def _world(seed: int) -> Any:
     (their own chain) and under cohorts off its path."""
     rnd = random.Random(seed)
     specs = [cohort("root"), cohort("c1", "root"), cohort("c2", "root"), cohort("c3", "c1")]
-    names = []
-    for i in range(rnd.randint(2, 8)):
-        names.append(f"q{i}")
-        specs.append(
-            queue(
-                f"q{i}",
-                rnd.choice(["root", "c1", "c2", "c3"]),
-                cpu=rnd.randint(0, 8),
-                lending_limit=rnd.choice([None, None, None, 0, 2]),
-                preemption=PreemptionPolicy(
-                    within_queue=rnd.choice(["Never", "LowerPriority"]),
-                    reclaim_within_cohort=rnd.choice(["LowerPriority", "Any"]),
-                    borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
-                ),
-            )
-        )
+    specs.extend(random_queues(rnd, ["root", "c1", "c2", "c3"], 8, lending=[None, None, None, 0, 2]))
+    names = [spec.name for spec in specs[4:]]
     return inventory(specs, random_workloads(rnd, names, 50, 0.7))
 
 

@@ -33,6 +33,7 @@ from preemptd.framework.testing import (
     cohort,
     inventory,
     queue,
+    random_queues,
     random_workloads,
     snapshot,
     workload,
@@ -205,23 +206,11 @@ def _world(seed: int) -> Any:
     pending at higher priorities."""
     rnd = random.Random(seed)
     specs = [cohort("root"), cohort("c1", "root"), cohort("c2", "root"), cohort("c3", "c1")]
-    names = []
-    for i in range(rnd.randint(2, 7)):
-        names.append(f"q{i}")
-        specs.append(
-            queue(
-                f"q{i}",
-                rnd.choice(["c1", "c2", "c3"]),
-                cpu=rnd.randint(0, 10),
-                borrowing_limit=rnd.choice([None, None, 2, 6]),
-                lending_limit=rnd.choice([None, None, 0, 1, 4]),
-                preemption=PreemptionPolicy(
-                    within_queue=rnd.choice(["Never", "LowerPriority", "LowerOrNewerEqualPriority"]),
-                    reclaim_within_cohort=rnd.choice(["LowerPriority", "Any"]),
-                    borrow_within_cohort=rnd.choice(["Never", "LowerPriority"]),
-                ),
-            )
-        )
+    within = ["Never", "LowerPriority", "LowerOrNewerEqualPriority"]
+    specs.extend(
+        random_queues(rnd, ["c1", "c2", "c3"], 7, cpu=10, lending=[None, None, 0, 1, 4], borrowing=[None, None, 2, 6], within=within)
+    )
+    names = [spec.name for spec in specs[4:]]
     return inventory(specs, random_workloads(rnd, names, 45, 0.65))
 
 
