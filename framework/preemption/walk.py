@@ -444,4 +444,3 @@ class Walk:
 
     def _level(self) -> int:
         return self.session.accounting.level_of(self.leaf, self.usage)
-
