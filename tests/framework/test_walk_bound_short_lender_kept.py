@@ -46,6 +46,7 @@ from preemptd.plugins import cohort_reclaim, priority
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import CONTENDED, NOW_MS, generate_spec
+from tests.scenarios.test_walk_fit_tests_known import _counting_tests
 
 NOW = 100_000
 
@@ -75,30 +76,17 @@ def _before_fill_back(patch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
     return seen
 
 
-def _fit_tests(patch: pytest.MonkeyPatch) -> list[bool]:
-    answers: list[bool] = []
-    real = walk_module.fits_quota
-
-    def counting(*args: Any) -> bool:
-        answer = real(*args)
-        answers.append(answer)
-        return answer
-
-    patch.setattr(walk_module, "fits_quota", counting)
-    return answers
-
-
 def _with_and_without_bound(decide: Any) -> tuple[Any, list[bool], list[bool]]:
     """``decide()`` with the running bound and without it: the same answer and the same
     victims before every fill-back; the fit tests each ran."""
     with pytest.MonkeyPatch.context() as patch:
         handed = _before_fill_back(patch)
-        bounded = _fit_tests(patch)
+        bounded = _counting_tests(patch)
         found = decide()
     with pytest.MonkeyPatch.context() as patch:
         _no_bound(patch)
         plain_handed = _before_fill_back(patch)
-        plain = _fit_tests(patch)
+        plain = _counting_tests(patch)
         assert decide() == found
     assert handed == plain_handed
     return found, bounded, plain
