@@ -155,6 +155,49 @@ RECLAIMED_BACK = [
 ]
 
 
+# docs/fair-sharing.md, "What the floor does not cover": p's victim v takes the room back
+# while q0's head is h, and p takes it from v again a session later.
+PREEMPTOR_BEHIND_HEAD = [
+    FLAVOR,
+    _queue("root", None, 2, {}),
+    _queue("left", "root", None, {}),
+    _queue("right", "root", None, {}),
+    _queue("q0", "left", 0, POLICY),
+    _queue("q1", "right", 3, POLICY),
+    _workload("u", "q1", 3, 0, admitted=10, priority=2),
+    _workload("v", "q1", 2, 1, admitted=11),
+    _workload("h", "q0", 3, 2, priority=1),
+    _workload("p", "q0", 1, 3),
+]
+
+# Found by the generator: w9 takes w0's place in session 0 but q1's head is then w1, so w9
+# runs only from session 3; in session 4 w0 takes w9's place by LessThanInitialShare, and
+# from there on PREEMPTOR_BEHIND_HEAD's pattern (q0's head is w7).
+FAIR_BEHIND_HEAD = [
+    FLAVOR,
+    _queue("root", None, 2, {}),
+    _queue("left", "root", None, {"fairSharing": {"weight": "0.5"}}),
+    _queue("right", "root", None, {"fairSharing": {"weight": "0.5"}}),
+    _queue("q0", "left", 0, {**POLICY, "fairSharing": {"weight": "1"}}),
+    _queue("q1", "right", 3, {**POLICY, "fairSharing": {"weight": "1"}}),
+    *(
+        _workload(name, queue, cpu, minute, admitted, priority)
+        for name, queue, cpu, minute, admitted, priority in (
+            ("w0", "q0", 1, 0, 10, 0),
+            ("w1", "q1", 3, 1, None, 2),
+            ("w2", "q1", 1, 2, 12, 0),
+            ("w3", "q0", 2, 3, None, 0),
+            ("w4", "q0", 2, 4, None, 0),
+            ("w5", "q0", 3, 5, 15, 0),
+            ("w6", "q1", 3, 6, 16, 0),
+            ("w7", "q0", 3, 7, 17, 1),
+            ("w8", "q0", 2, 8, None, 1),
+            ("w9", "q1", 2, 9, None, 1),
+        )
+    ),
+]
+
+
 def _cycle(
     objects: list[dict[str, Any]], now: str, tmp: Path, capsys: pytest.CaptureFixture[str], config_text: str = CONFIG
 ) -> tuple[str, list[dict[str, Any]]]:
@@ -169,6 +212,21 @@ def _cycle(
     assert code == 0, captured.err
     applied = [doc for doc in yaml.safe_load_all(out.read_text(encoding="utf-8")) if doc is not None]
     return captured.out, applied
+
+
+def _queue_heads(objects: list[dict[str, Any]]) -> set[str]:
+    """Each queue's first pending workload (``namespace/name``): higher priority, then older
+    ``creationTimestamp``, then the tie-break key (SEMANTICS §2.1)."""
+    first: dict[str, tuple[tuple[int, str, str, str, str], str]] = {}
+    for obj in objects:
+        if obj.get("kind") != "Workload" or obj.get("status", {}).get("admission"):
+            continue
+        meta = obj["metadata"]
+        rank = (-obj["spec"].get("priority", 0), meta["creationTimestamp"], meta.get("uid", ""), meta["namespace"], meta["name"])
+        queue = obj["spec"]["queueName"]
+        if queue not in first or rank < first[queue][0]:
+            first[queue] = (rank, f"{meta['namespace']}/{meta['name']}")
+    return {key for _, key in first.values()}
 
 
 def _requeue_evicted(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -186,25 +244,36 @@ def _requeue_evicted(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @given(objects=clusters(), config=st.sampled_from([CONFIG, CONFIG, FINAL_ONLY, INITIAL_ONLY]))
 @example(objects=TREE_LOOP, config=CONFIG)
 @example(objects=RECLAIMED_BACK, config=FINAL_ONLY)
+@example(objects=FAIR_BEHIND_HEAD, config=CONFIG)
 def test_stepped_sessions_never_preempt_back_and_forth(
     objects: list[dict[str, Any]], config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A workload preempted for a preemptor that the previous session admitted is never
+    """A workload preempted for a preemptor that went on to take its place is never
     preempted in turn for that workload: after p took v's place, v never takes p's —
     unless both were reclaims (``InCohortReclamation``): a queue within its nominal taking
     back quota from one that borrows it, which can turn round only after the other queue
-    borrows again (RECLAIMED_BACK)."""
+    borrows again (RECLAIMED_BACK).
+
+    p takes v's place in the session after the preemption only if p is then its queue's
+    first pending workload (SEMANTICS §2.1). When another workload of p's queue comes
+    first, the room v left can go to v again before p is offered (docs/fair-sharing.md,
+    "What the floor does not cover"; PREEMPTOR_BEHIND_HEAD), and the preemption is not
+    counted as p taking v's place."""
     taken: dict[tuple[str, str], str] = {}  # (victim, preemptor) over all sessions so far: the reason
+    chosen: dict[tuple[str, str], str] = {}  # the last session's, until the next one's heads are known
     for step in range(5):
+        heads = _queue_heads(objects)
+        taken.update((pair, reason) for pair, reason in chosen.items() if pair[1] in heads)
         raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys, config)
         decisions = json.loads(raw)
+        chosen = {}
         for victim in decisions["preempted"]:
             pair = (victim["workload"], victim["preemptor"])
             reason = victim["reason"]
             before = taken.get((pair[1], pair[0]))
             reclaimed_back = before == reason == "InCohortReclamation"
             assert before is None or reclaimed_back, f"step {step}: {pair[0]} preempted for {pair[1]}, its own victim"
-            taken[pair] = reason
+            chosen[pair] = reason
         objects = _requeue_evicted(applied)
 
 
@@ -241,6 +310,37 @@ def test_fair_victims_left_within_nominal_do_not_come_back_before_their_preempto
         decisions = json.loads(raw)
         assert decisions["preempted"] == [], f"step {step}: {decisions['preempted']}"
         assert [p["reason"] for p in decisions["pending"]] == ["PreemptionNoCandidates"]
+        objects = _requeue_evicted(applied)
+
+
+def test_a_preemptor_behind_its_queue_head_loses_the_room_to_its_victim_every_other_session(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """PREEMPTOR_BEHIND_HEAD stepped with the default strategies (SEMANTICS §7, by hand:
+    subtree quotas left 0, right 3, root 5; shares over the root's 5 cpu).
+
+    Odd sessions: h (3 cpu, priority 1) comes first in q0 and finds no victims (left with
+    h 600 is above right 400); then p (1 cpu) takes v in pass 2 (200 < 400; q1 goes from 5
+    to its nominal 3, which the floor allows). Even sessions: v, requeued, fits in the 2 cpu
+    it left and wins the tournament against h (right with v 400 before left with h 600);
+    then p finds only u, which the floor keeps (q1 would go from 5 to 2, below 3), and v,
+    which the session admitted itself. So v is evicted every other session and p never runs,
+    as Kueue's one head per cycle would do."""
+    objects = PREEMPTOR_BEHIND_HEAD
+    for step in range(4):
+        raw, applied = _cycle(objects, f"2026-01-01T01:{step:02d}:00Z", tmp_path, capsys)
+        decisions = json.loads(raw)
+        preempted = [(v["workload"], v["preemptor"], v["reason"]) for v in decisions["preempted"]]
+        admitted = [(a["workload"], a["borrowing"]) for a in decisions["admitted"]]
+        pending = {p["workload"]: p["reason"] for p in decisions["pending"]}
+        if step % 2 == 0:
+            assert preempted == [("ml/v", "ml/p", "InCohortFairSharing")], f"step {step}"
+            assert admitted == []
+            assert pending == {"ml/h": "PreemptionNoCandidates", "ml/p": "PendingPreemption"}
+        else:
+            assert preempted == [], f"step {step}"
+            assert admitted == [("ml/v", True)]
+            assert pending == {"ml/h": "PreemptionNoCandidates", "ml/p": "PreemptionNoCandidates"}
         objects = _requeue_evicted(applied)
 
 
