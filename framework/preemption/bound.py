@@ -91,12 +91,15 @@ def over_nominal(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int
     return over
 
 
-def lacking_of(request: tuple[tuple[FR, int], ...], room: dict[FR, int]) -> tuple[dict[FR, int], tuple[FR, ...]]:
+def lacking_of(
+    request: tuple[tuple[FR, int], ...], room: dict[FR, int]
+) -> tuple[list[int], tuple[tuple[int, FR], ...]]:
     """The running bound's start (see ``Walk.attempt``): per requested flavor-resource
-    the room does not cover, how much more it needs, and those flavor-resources. A
-    flavor-resource the room covers stays covered (victims only add to it)."""
-    lacking = {fr: amount - room[fr] for fr, amount in request if room[fr] < amount}
-    return lacking, tuple(lacking)
+    the room does not cover, how much more it needs (a row), and those flavor-resources
+    with their places in the row. A flavor-resource the room covers stays covered
+    (victims only add to it)."""
+    lacking = [amount - room[fr] for fr, amount in request if room[fr] < amount]
+    return lacking, tuple(enumerate(fr for fr, amount in request if room[fr] < amount))
 
 
 def slack(accounting: Accounting, leaf: QuotaNode, usage: Mapping[FR, int]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -27,7 +27,7 @@ from ..model import FR
 from ..quota import QuotaNode
 from ..session import Candidate
 
-__all__ = ["Margins", "drop", "gives", "keep", "margin_of"]
+__all__ = ["Margins", "drop", "gives", "keep", "margin_of", "margin_row"]
 
 Margins = dict[QuotaNode, dict[FR, int]]
 """Per queue or cohort off the path asked about in an attempt: per needed
@@ -60,6 +60,12 @@ def margin_of(used: dict[FR, int], subtree: dict[FR, int], needed: frozenset[FR]
     """A node's margin with nothing waiting under it: its usage (``used``) less its nominal
     (``subtree``), per needed flavor-resource."""
     return {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
+
+
+def margin_row(used: dict[FR, int], subtree: dict[FR, int], places: tuple[tuple[int, FR], ...]) -> list[int]:
+    """:func:`margin_of` as a row: the margin of each needed flavor-resource at its place
+    (``places``: each place with its flavor-resource, in order)."""
+    return [used.get(fr, 0) - subtree.get(fr, 0) for _, fr in places]
 
 
 def keep(

@@ -18,7 +18,7 @@ from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, lacking_of, may_fit, over_nominal, short_of, slack
 from .fillback import fill_back, singles_taken
-from .margins import Margins, drop, gives, keep, margin_of
+from .margins import Margins, drop, gives, keep, margin_row
 from .room import FreedRoom
 from .waiting import leading_run, walked
 
@@ -142,13 +142,15 @@ class Walk:
         # Per queue or cohort off the preemptor's path asked about: how far above its nominal
         # it is, less the needed usage of the victims waiting under it (``margins.py``).
         margins: Margins = {}
-        # Per lender queue that is its own chain: its margin, exact (``margins.py``, see above).
-        alones: dict[QuotaNode, dict[FR, int]] = {}
+        # Per lender queue that is its own chain: its margin row by place, exact (``margins.py``, see above).
+        alones: dict[QuotaNode, list[int]] = {}
         # Per queue of a chain holding a cohort, the flavor-resources of its candidates refused.
         refused: dict[QuotaNode, set[tuple[FR, ...]]] = {}
         ask = session.may_veto  # without a plugin that may refuse, every candidate passes
         filters = self.filters
         needed = self.needed
+        # The needed flavor-resources with their places in a lender's margin row.
+        places = tuple(enumerate(needed))
         chains = self.chains
         preemptor_leaf = self.leaf
         request = tuple(self.usage.items())
@@ -175,7 +177,7 @@ class Walk:
             # Per requested flavor-resource the test within nominal fails on: how far over.
             over = self._over_nominal() if room is not None and not allow_borrowing else None
             # The running bound, on the requested flavor-resources it finds short (see above).
-            lacking, short_frs = lacking_of(request, room) if room is not None else ({}, ())
+            lacking, short_frs = lacking_of(request, room) if room is not None else ([], ())
             for candidate in rest:
                 if allow_borrowing and candidate.only_within_nominal:
                     continue
@@ -183,7 +185,7 @@ class Walk:
                 usage = candidate.usage
                 held: list[FR] | None = None
                 top: QuotaNode | None = None  # with its chain, once known
-                alone: dict[FR, int] | None = None  # the margin of a chain of the queue alone
+                alone: list[int] | None = None  # the margin row of a chain of the queue alone
                 if candidate.group != CLASS_SAME_QUEUE:
                     alone = alones.get(queue)
                     if alone is None:
@@ -193,13 +195,13 @@ class Walk:
                         chain = found if found is not None else self._chain(queue)
                         top = chain[-1] if chain else queue
                         if lazy and len(chain) == 1 and ALONE:
-                            alone = alones[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
+                            alone = alones[queue] = margin_row(all_usage[queue.index], queue.subtree, places)
                     else:
                         top = queue
                     if alone is not None:
                         # ``margins.gives`` written out, on its exact margin (see above).
-                        for fr in needed:
-                            if fr in usage and alone[fr] > 0:
+                        for place, fr in places:
+                            if alone[place] > 0 and fr in usage:
                                 break
                         else:
                             continue
@@ -257,10 +259,10 @@ class Walk:
                         else:
                             waiting.append(candidate)
                         if alone is not None:
-                            for fr in needed:  # ``margins.keep``, written out
+                            for place, fr in places:  # ``margins.keep``, written out
                                 amount = usage.get(fr)
                                 if amount:
-                                    alone[fr] -= amount
+                                    alone[place] -= amount
                         else:
                             keep(all_usage, chain, usage, held or [fr for fr in needed if fr in usage], needed, margins)
                     if room is None:
@@ -273,11 +275,11 @@ class Walk:
                     else:
                         # The running bound (see above): may the request fit now?
                         short = False
-                        for fr in short_frs:
+                        for place, fr in short_frs:
                             more = usage.get(fr)
                             if more:
-                                lacking[fr] -= more
-                            if lacking[fr] > 0:
+                                lacking[place] -= more
+                            if lacking[place] > 0:
                                 short = True
                         if short:
                             continue

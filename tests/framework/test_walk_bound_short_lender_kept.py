@@ -156,18 +156,18 @@ def _margin_reads(patch: pytest.MonkeyPatch) -> list[Counter[int]]:
     """Per attempt, how often the walk read each lender queue's margin (by its nominal's map)."""
     reads: list[Counter[int]] = []
     real_attempt = walk_module.Walk.attempt
-    real_margin = walk_module.margin_of
+    real_margin = walk_module.margin_row
 
     def attempt(self: Any, *args: Any, **kwargs: Any) -> Any:
         reads.append(Counter())
         return real_attempt(self, *args, **kwargs)
 
-    def margin_of(used: Any, subtree: Any, needed: Any) -> Any:
+    def margin_row(used: Any, subtree: Any, places: Any) -> Any:
         reads[-1][id(subtree)] += 1
-        return real_margin(used, subtree, needed)
+        return real_margin(used, subtree, places)
 
     patch.setattr(walk_module.Walk, "attempt", attempt)
-    patch.setattr(walk_module, "margin_of", margin_of)
+    patch.setattr(walk_module, "margin_row", margin_row)
     return reads
 
 
