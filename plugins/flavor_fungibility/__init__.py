@@ -225,7 +225,7 @@ def _scan_group(
 ) -> _GroupScan:
     flavors = group.flavors
     size = len(flavors)
-    start = _start(resume, group)
+    start = _start(resume, group) if resume else 0
     prefix = f"podSet {pod_set.name}"
     if start:
         tried.append(

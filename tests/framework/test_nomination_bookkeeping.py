@@ -8,7 +8,8 @@
   and the session but for the statement's held operations, which are tested.
 * A search a failure dominates is kept in the memo with no vetoes, and what the plugins
   said is read only before a search that runs (``victims.find_victims``): ``dominated``
-  counts no veto and says nothing.
+  counts no veto and says nothing. Its search state takes the tree's epoch from the memo
+  key (``failures.search_state_at``).
 
 Each is held to the plain path: whole sessions decide, explain, store flavor scans and
 count alike with the search put off, and every head kept or refused by the plain rule.
@@ -24,7 +25,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import Workload
-from preemptd.framework.preemption import heads, memo, victims
+from preemptd.framework.preemption import failures, heads, memo, victims
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.run import run_session
 from preemptd.framework.session import FIT, NOCANDIDATES, NOFIT, PREEMPT, Assignment, Session
@@ -253,13 +254,15 @@ def test_a_head_whose_nomination_made_a_plugin_say_something_is_not_kept(monkeyp
 def test_a_dominated_search_says_nothing_and_is_kept_as_remember_keeps_it(
     monkeypatch: pytest.MonkeyPatch, objects: Any
 ) -> None:
-    """``dominated`` leaves every count ``snapshot_counts`` reads as it was, and each answer
-    it gives is in the memo as ``memo.remember`` keeps it (no vetoes)."""
+    """``dominated`` is asked in the search state read afresh, leaves every count
+    ``snapshot_counts`` reads as it was, and each answer it gives is in the memo as
+    ``memo.remember`` keeps it (no vetoes)."""
     real = victims.dominated
     answered = [0]
 
     def dominated(session: Session, preemptor: Workload, leaf: QuotaNode, *args: Any) -> Any:
         before = memo.snapshot_counts(session, preemptor)
+        assert args[-1] == failures.search_state(session, leaf)  # the state as read with the key
         found = real(session, preemptor, leaf, *args)
         assert memo.snapshot_counts(session, preemptor) == before
         if found is not None:
