@@ -225,7 +225,9 @@ def _check(
     if placements is not None and placements.has_nodes(flavor_name):
         node_short = not _pods_fit_now(session, pod_set, count, flavor_name)
         if node_short:
-            needed.extend(fr for fr in usage if fr not in needed)
+            for fr in usage:  # a loop, without a generator's frame
+                if fr not in needed:
+                    needed.append(fr)
     if not needed:
         return _Checks(FIT, usage, level=level)
     return _Checks(-1, usage, "", frozenset(needed), node_short, level)

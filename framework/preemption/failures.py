@@ -50,7 +50,9 @@ from ..quota import QuotaNode
 from ..session import SearchResult, Session
 from .memo import Before, Said, Tally, plugins_said, tally
 
-__all__ = ["Answers", "answers_now", "counted", "dominated", "lasting_here", "remember_failure", "search_state"]
+__all__ = [
+    "Answers", "answers_now", "counted", "dominated", "lasting_here", "remember_failure", "search_state", "search_state_at",
+]
 
 # Per leaf: the state the failures were kept in, and for each failure the preemptor's
 # key, priority and creation time, the usage it asked for, the needed flavor-resources,
@@ -116,6 +118,12 @@ def search_state(session: Session, leaf: QuotaNode) -> tuple[int, int, int]:
     are never candidates of this one, and take no quota from it."""
     statement = session.statement
     return (statement.epoch(leaf), statement.node_epoch, _victims_in_tree(session, leaf))
+
+
+def search_state_at(session: Session, leaf: QuotaNode, epoch: int) -> tuple[int, int, int]:
+    """:func:`search_state`, with ``epoch`` the tree's epoch (``Statement.epoch``) its caller
+    read in the same state."""
+    return (epoch, session.statement.node_epoch, _victims_in_tree(session, leaf))
 
 
 def _victims_in_tree(session: Session, leaf: QuotaNode) -> int:

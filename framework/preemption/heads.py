@@ -118,9 +118,18 @@ def keep_head(
     """Keep ``workload``'s nomination to judge later heads by, when it may (see the module)."""
     if before is None or assignment.mode not in (NOFIT, NOCANDIDATES):
         return
-    if assignment.victims or assignment.vetoed_by or head_counts(session, workload, leaf) != before:
-        return  # a plugin spoke, a search was not answerable so, or the state moved
+    if assignment.victims or assignment.vetoed_by or session.statement.ops:
+        return
+    # ``head_counts`` again: what made ``workload`` judgeable is fixed for it and the
+    # session but for the statement's held operations, tested above.
+    counts = tally(session)
     state = before[-1]
+    if (
+        counts.asked - counts.answered != before[1]
+        or search_state(session, leaf) != state
+        or plugins_said(session, workload) != before[0]
+    ):
+        return  # a plugin spoke, a search was not answerable so, or the state moved
     heads: dict[int, tuple[State, list[Kept]]] = session.state.setdefault(_HEADS, {})
     kept = heads.get(leaf.index)
     if kept is None or kept[0] != state:

@@ -212,8 +212,9 @@ def asked_again(
         or taken != len(session.taken)
     ):
         return None
-    found = recall(session, key)
+    counts = tally(session)
+    found = recall(session, key, counts)
     if found is not None:
-        tally(session).asked += 1
+        counts.asked += 1
         found.memo_key = key
     return found

@@ -47,7 +47,7 @@ from operator import is_
 from ..model import FR, PodSet, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Runs, SearchResult, Session, VictimSearch, with_vetoes
-from .failures import dominated, remember_failure, search_state
+from .failures import dominated, remember_failure, search_state_at
 from .memo import (  # _USAGE, _STATE: where memo_key puts the usage asked for and the state
     _STATE,
     _USAGE,
@@ -92,15 +92,21 @@ def find_victims(
             if found is not None:
                 found.memo_key = key
                 return found
-            before = snapshot_counts(session, preemptor)
-            # Read once: a search moves no epoch and chooses no victim (failures.search_state).
-            state = None if preemptor.is_deployment else search_state(session, leaf)
+            # Read once: a search moves no epoch and chooses no victim (failures.search_state);
+            # the tree's epoch as the key read it.
+            state = None if preemptor.is_deployment else search_state_at(session, leaf, key[_STATE])
             found = dominated(session, preemptor, leaf, usage, needed, targets, state)
             if found is not None:
-                if remember(session, key, found, before, before[1]):
-                    found.memo_key = key
-                    counts.keys.add(key)
+                # ``remember`` of an answer no plugin said anything in, without replicas or
+                # a search to resume: kept with no vetoes.
+                memo = session.memo
+                assert memo is not None  # a key is made only with the memo on
+                memo[key] = (found, ())
+                found.memo_key = key
+                counts.keys.add(key)
                 return found
+            # Nothing counted or said by ``dominated``: what the plugins said before the search.
+            before = snapshot_counts(session, preemptor)
         session.counters.searches += 1
         found_before = _found(session)
         likely = key is not None and key[:_STATE] in found_before and needed not in found_before

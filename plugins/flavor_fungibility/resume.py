@@ -108,6 +108,9 @@ def resume_at(
     if found is not None:
         return found
     stored = workload.flavor_scan
+    if not stored:  # nothing to resume from: nothing to check
+        found = state.resume[workload.key] = {}
+        return found
     context = stored.get(CONTEXT_KEY)
     why = None if context is None else _outdated(session, state, leaf, context)
     if why is None:

@@ -43,6 +43,17 @@ def test_each_search_reads_the_search_state_of_its_tree_once(monkeypatch: pytest
             reads[caller] += 1
         return real_state(*args)
 
+    real_at = failures.search_state_at
+
+    def reading_at(session: Any, leaf: Any, epoch: int) -> tuple[int, int, int]:
+        # The state with the tree's epoch the memo key read: the state read afresh.
+        caller = sys._getframe(1).f_code.co_name
+        if caller in _SEARCHING:
+            reads[caller] += 1
+        found = real_at(session, leaf, epoch)
+        assert found == real_state(session, leaf)
+        return found
+
     def keying(session: Any, preemptor: Any, *args: Any) -> Any:
         key = real_key(session, preemptor, *args)
         if key is not None and not preemptor.is_deployment:
@@ -51,6 +62,7 @@ def test_each_search_reads_the_search_state_of_its_tree_once(monkeypatch: pytest
 
     monkeypatch.setattr(failures, "search_state", reading)
     monkeypatch.setattr(victims, "search_state", reading, raising=False)
+    monkeypatch.setattr(victims, "search_state_at", reading_at)
     monkeypatch.setattr(victims, "memo_key", keying)
     run_session(snap, registry_of(), actions=actions)
     assert keyed[0] > 20  # the saturated cluster: searches, most of them failing
