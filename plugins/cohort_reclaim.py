@@ -44,7 +44,7 @@ ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
 SPANS = "cohort-reclaim/spans"  # and of each node's priorities of admitted workloads (_span)
-OFFERS = "cohort-reclaim/offers"  # and of each sibling queue's part of an answer (_offer_kept)
+OFFERS = "cohort-reclaim/offers"  # and of each sibling queue's part of an answer (_collect, _read_part)
 
 KEEP_OFFERS = True
 """Whether a sibling queue's part of an answer (its runs and its count of left-out units)
@@ -123,7 +123,7 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # next preemptor of the same queue asking the same, as heads of a queue often do.
     # So is each sibling cohort's part of it, which preemptors of other queues of the
     # tree, asking the same, share: the answer is those parts in the same order. A
-    # queue's part is kept longer, while nothing is taken from it (_offer_kept).
+    # queue's part is kept longer, while nothing is taken from it (_collect).
     statement = session.statement
     key = None
     parts: dict[tuple[int, bool], _Kept] | None = None
@@ -153,28 +153,8 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
         table = tables[at_level] if tables is not None else None
         # A sibling within nominal on every needed flavor-resource is skipped: neither it
         # nor anything below it is reclaimed.
-        for sibling, span in _reached(session, ancestor, assignment.needed, epoch, high):
-            if sibling is child:
-                continue
-            if sibling.is_leaf:
-                if table is None:
-                    _offer(session, assignment, sibling, span, at_level, high, cut, out)
-                    continue
-                _offer_kept(session, assignment, sibling, span, at_level, high, cut, out, table, seen, takes)
-                continue
-            if parts is None:
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table, takes)
-                continue
-            part = parts.get((sibling.index, at_level))
-            if part is None:
-                start = len(out.runs)
-                before = assignment.left_out
-                _collect(session, assignment, sibling, at_level, high, cut, out, epoch, table, takes)
-                parts[(sibling.index, at_level)] = (out.runs[start:], assignment.left_out - before)
-            else:
-                for run in part[0]:
-                    out.add(*run)
-                assignment.left_out += part[1]
+        reached = _reached(session, ancestor, assignment.needed, epoch, high)
+        _collect(session, assignment, reached, child, at_level, high, cut, out, epoch, table, seen, takes, parts)
     if key is not None:
         kept[key] = (out, assignment.left_out - left_out)
     return out
@@ -183,31 +163,60 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
 def _collect(
     session: Session,
     assignment: VictimSearch,
-    node: QuotaNode,
+    reached: list[tuple[QuotaNode, tuple[int, int]]],
+    skip: QuotaNode | None,
     advantage: bool,
     high: int | None,
     cut: int | None,
     out: Offer,
     epoch: int | None,
     table: dict[int, _Part] | None,
+    seen: int,
     takes: Mapping[str, Sized],
+    parts: dict[tuple[int, bool], _Kept] | None,
 ) -> None:
-    """The candidates below ``node``, a cohort above nominal on a needed flavor-resource;
-    of each queue, its part kept in ``table`` while current (:func:`_offer_kept`)."""
-    seen = len(session.relied)
-    for child, span in _reached(session, node, assignment.needed, epoch, high):
-        if not child.is_leaf:
-            _collect(session, assignment, child, advantage, high, cut, out, epoch, table, takes)
-        elif table is None:
-            _offer(session, assignment, child, span, advantage, high, cut, out)
-        else:
-            _offer_kept(session, assignment, child, span, advantage, high, cut, out, table, seen, takes)
+    """The candidates of the nodes ``reached`` (:func:`_reached`) but ``skip``, in order: of
+    a queue, its part kept in ``table`` while current (``seen``, ``takes``: see
+    :func:`_read_part`), else read; of a cohort, its part kept in ``parts`` (the sibling
+    cohorts' parts of answers asking the same at one committed state of the tree), else
+    the candidates of its own children reached. One call per level walked, not per queue:
+    most of a search's queues only hand a kept part."""
+    for node, span in reached:
+        if node is skip:
+            continue
+        if node.is_leaf:
+            if table is None:
+                _offer(session, assignment, node, span, advantage, high, cut, out)
+                continue
+            part = table.get(node.index)
+            if part is not None and (part.seen == seen or part.takes == len(takes.get(node.name, ()))):
+                part.seen = seen
+                if part.units:
+                    out.extend(part.units)
+                    out.runs.extend(part.runs)
+                    out.size += len(part.units)
+                assignment.left_out += part.left_out
+                continue
+            _read_part(session, assignment, node, span, advantage, high, cut, out, table, seen, takes)
+            continue
+        found = parts.get((node.index, advantage)) if parts is not None else None
+        if found is not None:
+            for run in found[0]:
+                out.add(*run)
+            assignment.left_out += found[1]
+            continue
+        start = len(out.runs)
+        before = assignment.left_out
+        below = _reached(session, node, assignment.needed, epoch, high)
+        _collect(session, assignment, below, None, advantage, high, cut, out, epoch, table, seen, takes, None)
+        if parts is not None:
+            parts[(node.index, advantage)] = (out.runs[start:], assignment.left_out - before)
 
 
 def _tables(
     session: Session, assignment: VictimSearch, high: int | None, cut: int | None
 ) -> tuple[dict[int, _Part], dict[int, _Part]] | None:
-    """The session's kept sibling-queue parts (:func:`_offer_kept`) a search reads, without
+    """The session's kept sibling-queue parts (:func:`_read_part`) a search reads, without
     and with the advantage: per what :func:`_offer` reads besides the queue's lists and
     span (fixed for the session), then per queue. With the advantage it reads ``high``
     alone; without, the bounds and whether the search only borrows, and then (it only
@@ -403,7 +412,7 @@ def _offer(
         within.offer_between(out, cut, high)
 
 
-def _offer_kept(
+def _read_part(
     session: Session,
     assignment: VictimSearch,
     leaf: QuotaNode,
@@ -419,19 +428,10 @@ def _offer_kept(
     """:func:`_offer`, its part kept in ``table`` (one of :func:`_tables`, which holds what
     else it reads) at the queue's takes. A queue's lists change only when the session takes
     from one of its workloads (``queue_takes``): until then they are the same lists, and the
-    part is the same runs of them and the same count, whatever is taken from other queues;
-    while the session has taken nothing at all (``seen``, units taken, has not moved), the
-    queue's takes need no reading; else they are read from ``takes`` (``takes_by_queue``,
-    read once per answer: nothing is taken while one is collected)."""
-    part = table.get(leaf.index)
-    if part is not None and (part.seen == seen or part.takes == len(takes.get(leaf.name, ()))):
-        part.seen = seen
-        if part.units:
-            out.extend(part.units)
-            out.runs.extend(part.runs)
-            out.size += len(part.units)
-        assignment.left_out += part.left_out
-        return
+    part is the same runs of them and the same count, whatever is taken from other queues.
+    :func:`_collect` hands a kept part while the session has taken nothing at all (``seen``,
+    units taken, has not moved) or the queue's takes are those it was read at (``takes``,
+    ``takes_by_queue``, read once per answer: nothing is taken while one is collected)."""
     size = len(out)
     start = len(out.runs)
     before = assignment.left_out
