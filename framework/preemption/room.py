@@ -104,9 +104,9 @@ class FreedRoom:
         live = self.live
         if self.exact:
             if live:  # else the pods fit from the start: nothing to follow
-                self._follow(victims, self.known, False)
+                self._follow(victims, self.known, False, True)
         elif len(live) == 1:
-            self._follow(victims, self.counted[0], True)
+            self._follow(victims, self.counted[0], True, False)
         elif not live:
             self._keep(victims)
         else:
@@ -141,8 +141,7 @@ class FreedRoom:
         else:
             self._start()
         if self.live:
-            self._follow(rest, self.known, False)
-            self._add_pending()
+            self._follow(rest, self.known, False, False)  # kept: no pod waits
         extra = self.extra
         kept[key] = GivenRoom(
             spec, victims, self.tallies, self.terms, self.live, tuple(self.totals), self.last, dict(self.known),
@@ -166,7 +165,7 @@ class FreedRoom:
                 extra[resource] = extra.get(resource, 0) + amount
         self.pending.clear()
 
-    def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
+    def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool, wait: bool) -> None:
         """:meth:`give` when one pod set is followed (``known``: the pods each node the
         walk touched takes now). ``keep_all``: several pod sets, so the room of every node
         is kept; else only that of the followed pod set's nodes.
@@ -175,9 +174,9 @@ class FreedRoom:
         nodes), and a node short of them takes none. Requests are never negative, so when
         a node's GPUs with the room added stay short, it took none before and takes none
         after: the count does not move and only the room is kept (a count it has is 0).
-        The room of a pod without GPUs there waits in ``pending`` until the node's map is
-        read: the node reaching the GPUs, or the first give kept (fill-back reads only
-        nodes that take some pods, and no waiting pod is on one)."""
+        ``wait`` (not in a first give kept): the room of a pod without GPUs there waits in
+        ``pending`` until the node's map is read, when a node reaches the GPUs (fill-back
+        reads only nodes that take some pods, and no waiting pod is on one)."""
         tally = self.live[0]
         members = tally.members
         short = tally.short
@@ -211,7 +210,7 @@ class FreedRoom:
                     extra = all_extra[node]
                     if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
                         # Short of the GPUs before and after (see above): a count it has is 0.
-                        if not freed and not keep_all:  # no GPUs: added when read
+                        if wait and not freed:  # no GPUs: added when read
                             pending.append((node, requests))
                             continue
                         if not (keep_all or node in owned):

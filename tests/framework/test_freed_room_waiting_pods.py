@@ -4,7 +4,7 @@
 A walk of one pod set gives most of its victims' pods on nodes whose GPUs stay short of
 the preemptor's pods; a pod without GPUs leaves such a node as short as it was, so its
 room is not added to the node's map until something reads that map: the node reaching
-the GPUs (a later pod with GPUs there), or the walk's first give kept for the next walk.
+the GPUs (a later pod with GPUs there); a first give kept for the next walk adds all.
 Fill-back reads only the nodes that take some pods, which no waiting pod is on. Every
 answer must stay that of ``Placements.fit_all`` on placements handed the same room.
 """
@@ -76,8 +76,8 @@ def test_the_cores_of_pods_that_waited_count_when_their_node_reaches_the_gpus() 
 
 def test_a_kept_first_give_holds_the_room_of_the_pods_that_waited() -> None:
     """A first give of two cpu-only victims on one node is kept for the next walk of the
-    node epoch; that walk, given the same two and then the GPUs, fits only if the second
-    victim's 2 cores (which waited) are in the kept room."""
+    node epoch (its pods do not wait); that walk, given the same two and then the GPUs,
+    fits only if the second victim's 2 cores are in the kept room."""
     placements = _full_node()
     session = _session(placements)
     four, two, gpus = _victim({"cpu": 4000}), _victim({"cpu": 2000}), _victim({GPU: 8})
