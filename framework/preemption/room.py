@@ -1,32 +1,24 @@
 """The node room a walk's victims free (``walk.py``), kept beside the placements.
 
-A victim search on a flavor with nodes takes victims until the quota fits and then
-until the preemptor's pods fit the nodes. Giving each victim's room back to the
-placements costs a tentative change and its undo per pod, and every test then scans
-the flavor's nodes, skipping (and judging one by one) every node whose room moved:
-the cost of a test grows with the victims taken so far.
+A victim search on a flavor with nodes takes victims until the quota fits and then until
+the preemptor's pods fit the nodes. Giving each victim's room to the placements costs a
+tentative change and its undo per pod, and every test would scan the flavor's nodes.
 
-:class:`FreedRoom` keeps the freed room instead, per node, in ``extra``: the room of
-the walk's state is the placements' plus ``extra``. For each pod set placed on
-nodes it follows how many of its pods the nodes take (a :class:`~..nodes.PodTally`):
-that number is a sum over the nodes, so freeing or taking back room on a node
-changes it by what that node takes after less what it took before, and only the
-victims' nodes are judged again, and of those only the ones whose room reaches the
-pods' GPUs and cpu (the tally's first filters, asked on the room itself: most of what
-a walk frees is cpu on nodes whose GPUs stay taken). The count starts from one scan of
-the flavor, when the quota first fits; a pod set whose pods all fit then fits at every later
-step, since the walk never leaves less room than it started with (victims only free room;
-fill-back takes back only what they freed), and is not followed.
+:class:`FreedRoom` keeps the freed room instead, per node, in ``extra``: the walk's room
+is the placements' plus ``extra``. For each pod set placed on nodes it follows how many
+of its pods the nodes take (a :class:`~..nodes.PodTally`): a sum over the nodes, so
+freeing or taking back room on a node changes it by what that node takes after less
+before, and only the victims' nodes whose room reaches the pods' GPUs and cpu (the
+tally's first filters) are judged again. The count starts from one scan of the flavor
+when the quota first fits; a pod set whose pods all fit then fits at every later step
+(victims only free room; fill-back takes back only what they freed): not followed.
 
 One pod set: its pods fit exactly when the count reaches them (``can_place`` is that
-sum), so the count is the test. Several: the pods of the earlier pod sets are placed
-best fit before the last is counted (``Placements.fit_all``), which depends on where
-each lands; every pod set fitting on its own is necessary, since the earlier ones only
-take room away, so the counts are a bound there, and only when each pod set fits on
-its own is the test run in full: on the placements' room plus ``extra``
-(``Placements.best_fit_beside`` and ``Placements.count``), the pods placed one by one
-as ``fit_all`` places them, in a copy of ``extra``. Nothing is ever given to the
-placements: the walk changes no node's room and has nothing to undo there.
+sum), so the count is the test. Several: the earlier pod sets' pods are placed best fit
+before the last is counted (``Placements.fit_all``); each pod set fitting on its own is
+necessary, so the counts are a bound, and only when each fits on its own is the test run
+in full on the placements' room plus ``extra`` (``Placements.best_fit_beside`` and
+``Placements.count``), in a copy of ``extra``. The placements are never changed.
 """
 
 from __future__ import annotations
@@ -48,8 +40,8 @@ class FreedRoom:
     """Node room freed by one walk's victims, and how many pods of each target it holds."""
 
     __slots__ = (
-        "counted", "epoch", "exact", "extra", "free", "gpus", "known", "last", "live", "owned", "session",
-        "started", "tallies", "targets", "terms", "took", "totals",
+        "counted", "epoch", "exact", "extra", "free", "gpus", "known", "last", "live", "owned", "pending",
+        "session", "started", "tallies", "targets", "terms", "took", "totals",
     )
 
     def __init__(self, session: Session, targets: Sequence[tuple[PodSet, int, str]], epoch: int | None = None) -> None:
@@ -68,17 +60,17 @@ class FreedRoom:
         self.live: list[PodTally] = []  # the pod sets that did not fit at the start
         self.totals: list[int] = []  # per live pod set: the pods its nodes take now
         self.last = -1  # the place of the last target in ``live``, if it is there
-        # One pod set: the pods each node the walk touched takes now, and the nodes and
-        # counts the last take_back changed (for undo).
+        # One pod set: the pods each node touched takes now; what take_back changed (undo).
         self.known: dict[str, int] = {}
         self.took: list[tuple[str, Mapping[str, int], int]] = []
         # Several pod sets: per live pod set, the pods each node touched takes now.
         self.counted: list[dict[str, int]] = []
-        # The session's node epoch when the placements hold its committed room, and (one pod
-        # set) the nodes whose room map is the walk's own: the others are shared with a kept
-        # first give (``givenroom.py``) or one pod's requests, lent (:meth:`_follow`).
+        # The node epoch when the placements hold its committed room, and (one pod set) the
+        # nodes whose map is the walk's own: others are a kept first give's or a pod's, lent.
         self.epoch = epoch
         self.owned: set[str] = set()
+        # One pod set: pods without GPUs on nodes short of them, added when read (_follow).
+        self.pending: list[tuple[str, Mapping[str, int]]] = []
 
     def _start(self) -> None:
         """Count each pod set on the walk's starting room (nothing freed yet)."""
@@ -112,9 +104,9 @@ class FreedRoom:
         live = self.live
         if self.exact:
             if live:  # else the pods fit from the start: nothing to follow
-                self._follow(victims, self.known, False)
+                self._follow(victims, self.known, False, True)
         elif len(live) == 1:
-            self._follow(victims, self.counted[0], True)
+            self._follow(victims, self.counted[0], True, False)
         elif not live:
             self._keep(victims)
         else:
@@ -149,7 +141,7 @@ class FreedRoom:
         else:
             self._start()
         if self.live:
-            self._follow(rest, self.known, False)
+            self._follow(rest, self.known, False, False)  # kept: no pod waits
         extra = self.extra
         kept[key] = GivenRoom(
             spec, victims, self.tallies, self.terms, self.live, tuple(self.totals), self.last, dict(self.known),
@@ -158,30 +150,33 @@ class FreedRoom:
         self.owned.clear()  # every map is shared with the kept give now
 
     def _own(self, node: str) -> dict[str, int]:
-        """The room map of ``node``, about to change, made the walk's own: a map shared with a
-        kept first give (``givenroom.py``) stays as later walks will start from it, and a pod's
-        requests lent by :meth:`_follow` stay the pod's."""
+        """The room map of ``node``, about to change, made the walk's own: a map of a kept
+        first give (``givenroom.py``) or a pod's requests lent by :meth:`_follow` stays."""
         extra = self.extra[node] = dict(self.extra[node])
         self.owned.add(node)
         return extra
 
-    def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool) -> None:
+    def _add_pending(self) -> None:
+        """Add the room of the pods :meth:`_follow` left waiting to their nodes' maps (see there)."""
+        all_extra = self.extra
+        for node, requests in self.pending:
+            extra = all_extra[node] if node in self.owned else self._own(node)
+            for resource, amount in requests.items():
+                extra[resource] = extra.get(resource, 0) + amount
+        self.pending.clear()
+
+    def _follow(self, victims: Sequence[Candidate], known: dict[str, int], keep_all: bool, wait: bool) -> None:
         """:meth:`give` when one pod set is followed (``known``: the pods each node the
         walk touched takes now). ``keep_all``: several pod sets, so the room of every node
-        is kept; else only that of the followed pod set's nodes (one pod set: the pods
-        never go elsewhere).
+        is kept; else only that of the followed pod set's nodes.
 
-        Most of the room a walk frees does not make a node take a pod (a GPU pod's node
-        stays short of GPUs while cpu-only victims leave it): a node short of the pods'
-        GPUs or cpu takes none (the tally's first filters), which is asked here on its
-        room before the tally is.
-
-        So each room freed is first judged on the GPUs alone: requests are never
-        negative, so a node's GPUs before are at most its GPUs with the room added, and
-        when those stay short of the pods' GPUs the node took none before and takes none
-        after. The count does not move and only the room is kept; no count is written
-        for a node that has none (it is judged from its room when next asked, as
-        before), and one it has is 0 and stays right."""
+        Most freed room leaves its node short of the pods' GPUs (cpu-only victims of GPU
+        nodes), and a node short of them takes none. Requests are never negative, so when
+        a node's GPUs with the room added stay short, it took none before and takes none
+        after: the count does not move and only the room is kept (a count it has is 0).
+        ``wait`` (not in a first give kept): the room of a pod without GPUs there waits in
+        ``pending`` until the node's map is read, when a node reaches the GPUs (fill-back
+        reads only nodes that take some pods, and no waiting pod is on one)."""
         tally = self.live[0]
         members = tally.members
         short = tally.short
@@ -193,6 +188,7 @@ class FreedRoom:
         owned = self.owned
         total = self.totals[0]
         read = read_pods(self.session.state)  # each victim's pods, read once a session
+        pending = self.pending
         for victim in victims:
             for node, requests, freed in pods_of(read, victim.room):
                 if node not in members:
@@ -201,12 +197,9 @@ class FreedRoom:
                     continue  # the pods never go there
                 gpus_after = all_gpus[node] + freed
                 if node not in all_extra:
-                    # The first room freed there: the node took what its own room takes
-                    # (it has no count yet: a count comes with the node's ``extra``).
+                    # The first room freed there: the node took what its own room takes.
                     if gpus_after < gpus:
-                        # Short of the GPUs before and after (see above). Most nodes a walk
-                        # frees room on stay so: one pod set, so the room is the pod's own
-                        # map, lent (not in ``owned``: copied when it changes).
+                        # Short of the GPUs (see above); one pod set: the pod's map, lent.
                         all_extra[node] = dict(requests) if keep_all else requests  # type: ignore[assignment]
                         continue
                     free = all_free[node]
@@ -214,12 +207,20 @@ class FreedRoom:
                     owned.add(node)
                     before = 0 if short(free, None) else takes(node, free, None)
                 else:
-                    extra = all_extra[node] if keep_all or node in owned else self._own(node)
+                    extra = all_extra[node]
                     if gpus_after + extra.get(_GPU_ONE, 0) + extra.get(_GPU_TWO, 0) < gpus:
                         # Short of the GPUs before and after (see above): a count it has is 0.
+                        if wait and not freed:  # no GPUs: added when read
+                            pending.append((node, requests))
+                            continue
+                        if not (keep_all or node in owned):
+                            extra = self._own(node)
                         for resource, amount in requests.items():
                             extra[resource] = extra.get(resource, 0) + amount
                         continue
+                    if pending:
+                        self._add_pending()
+                    extra = all_extra[node] if keep_all or node in owned else self._own(node)
                     free = all_free[node]
                     counted = known.get(node)
                     if counted is not None:
@@ -409,10 +410,8 @@ class FreedRoom:
         targets = self.targets
         if len(targets) == 2 and targets[0][1] == 1:
             # One pod first (a launcher): when some node of its own room fits it with fewer
-            # free GPUs than the last pod set's pods ask, the best fit has no more GPUs
-            # than that node, and the pods of the last pod set never go where it lands
-            # (the index's filter): they fit as on the walk's room, which may_fit counted
-            # (or on the walk's starting room, where they all fit).
+            # free GPUs than the last pod set's pods ask, the best fit has no more, and those
+            # pods never go where it lands: they fit as on the walk's room (may_fit counted).
             spec, _, flavor = targets[0]
             selector, tolerations = self.terms[0]
             found = placements.best_fit_unchanged(flavor, spec.requests, selector, tolerations, extra)
