@@ -28,15 +28,13 @@ from preemptd.framework.model import Workload
 from preemptd.framework.preemption import failures, heads, memo, victims
 from preemptd.framework.quota import QuotaNode
 from preemptd.framework.run import run_session
-from preemptd.framework.session import FIT, NOCANDIDATES, NOFIT, PREEMPT, Assignment, Session
+from preemptd.framework.session import NOCANDIDATES, NOFIT, PREEMPT, Assignment, Session
 from preemptd.framework.testing import snapshot
 from preemptd.plugins import flavor_fungibility as ff
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import NOW_MS, generate, generate_saturated
 from tests.plugins.test_flavor_fungibility import (
-    TRY,
-    _borrow_or_preempt,
     assign,
     chosen,
     job,
@@ -133,24 +131,6 @@ def test_a_last_flavor_behind_one_put_off_is_still_put_off(monkeypatch: pytest.M
     found = assign(s, pending)
     assert (["a"], PREEMPT, ["ml/low-a"]) == (chosen(found), found.mode, [v.key for v in found.victims])
     assert 2 == later[0]
-
-
-@pytest.mark.parametrize("at_once", [True, False])
-def test_a_last_flavor_after_one_that_fits_is_put_off_and_left_unsearched(
-    monkeypatch: pytest.MonkeyPatch, at_once: bool
-) -> None:
-    """a fits by borrowing (level 1), b needs a victim at level 0; BorrowingOverPreemption
-    ranks any fit above any preemption, so b's search could not win: it is put off and never
-    run, though b is the last flavor."""
-    monkeypatch.setattr(ff, "LAST_AT_ONCE", at_once)
-    s, pending = _borrow_or_preempt(borrow=TRY, preempt=TRY)
-    found = assign(s, pending)
-    assert (["a"], FIT, 1) == (chosen(found), found.mode, found.level)
-    assert (
-        "podSet main: flavor b: needs victims, not searched (by BorrowingOverPreemption it cannot beat flavor a)"
-        in found.tried
-    )
-    assert (0, 1) == (s.counters.searches, s.counters.left)
 
 
 # --- whole sessions against the plain path ------------------------------------------------------

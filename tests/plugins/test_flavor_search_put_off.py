@@ -79,7 +79,9 @@ def test_may_stop_search_still_searches_the_first_flavor() -> None:
 
 def test_a_flavor_that_cannot_beat_the_best_seen_is_not_searched() -> None:
     """Both TryNextFlavor, BorrowingOverPreemption: a fits by borrowing (level 1), b needs a
-    victim at level 0. A fit ranks above any preemption by that preference: b is not searched."""
+    victim at level 0. A fit ranks above any preemption by that preference: b is not searched,
+    though it is the last flavor (a last flavor is searched at once only when no flavor seen
+    fits, ``flavor_fungibility.LAST_AT_ONCE``)."""
     s, pending = _borrow_or_preempt(borrow=TRY, preempt=TRY)
     found = assign(s, pending)
     assert (["a"], FIT, 1) == (chosen(found), found.mode, found.level)
