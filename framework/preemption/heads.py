@@ -108,6 +108,12 @@ def head_counts(session: Session, workload: Workload, leaf: QuotaNode) -> Before
     that can judge nobody."""
     if not _judgeable(session, workload):
         return None
+    return _counts(session, workload, leaf)
+
+
+def _counts(session: Session, workload: Workload, leaf: QuotaNode) -> Before:
+    """:func:`head_counts` of a judgeable head: what the plugins said, the searches not
+    answerable by the memo, and the tree's search state."""
     counts = tally(session)
     return plugins_said(session, workload), counts.asked - counts.answered, search_state(session, leaf)
 
@@ -118,18 +124,13 @@ def keep_head(
     """Keep ``workload``'s nomination to judge later heads by, when it may (see the module)."""
     if before is None or assignment.mode not in (NOFIT, NOCANDIDATES):
         return
+    # ``head_counts`` again: what made ``workload`` judgeable is fixed for it and the
+    # session but for the statement's held operations, tested here.
     if assignment.victims or assignment.vetoed_by or session.statement.ops:
         return
-    # ``head_counts`` again: what made ``workload`` judgeable is fixed for it and the
-    # session but for the statement's held operations, tested above.
-    counts = tally(session)
-    state = before[-1]
-    if (
-        counts.asked - counts.answered != before[1]
-        or search_state(session, leaf) != state
-        or plugins_said(session, workload) != before[0]
-    ):
+    if _counts(session, workload, leaf) != before:
         return  # a plugin spoke, a search was not answerable so, or the state moved
+    state = before[-1]
     heads: dict[int, tuple[State, list[Kept]]] = session.state.setdefault(_HEADS, {})
     kept = heads.get(leaf.index)
     if kept is None or kept[0] != state:

@@ -45,6 +45,7 @@ __all__ = [
     "plugins_said",
     "recall",
     "remember",
+    "remember_unsaid",
     "replay",
     "tally",
 ]
@@ -188,6 +189,15 @@ def remember(session: Session, key: Key, result: SearchResult, before: Before, a
         ])
     session.memo[key] = (result, vetoes)
     return True
+
+
+def remember_unsaid(session: Session, key: Key, result: SearchResult) -> None:
+    """:func:`remember` of an answer given with no plugin asked or counting anything (a
+    failure's dominated answer, ``failures.dominated``): kept with no vetoes, as
+    :func:`remember` keeps it, without reading the plugins' counts before and after."""
+    assert session.memo is not None  # a key is made only with the memo on
+    assert not result.replicas and result.resume is None
+    session.memo[key] = (result, ())
 
 
 def asked_again(

@@ -56,6 +56,7 @@ from .memo import (  # _USAGE, _STATE: where memo_key puts the usage asked for a
     plugins_said,
     recall,
     remember,
+    remember_unsaid,
     replay,
     snapshot_counts,
     tally,
@@ -97,11 +98,7 @@ def find_victims(
             state = None if preemptor.is_deployment else search_state_at(session, leaf, key[_STATE])
             found = dominated(session, preemptor, leaf, usage, needed, targets, state)
             if found is not None:
-                # ``remember`` of an answer no plugin said anything in, without replicas or
-                # a search to resume: kept with no vetoes.
-                memo = session.memo
-                assert memo is not None  # a key is made only with the memo on
-                memo[key] = (found, ())
+                remember_unsaid(session, key, found)
                 found.memo_key = key
                 counts.keys.add(key)
                 return found
