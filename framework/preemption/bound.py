@@ -44,12 +44,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from itertools import accumulate, filterfalse, groupby
 from operator import attrgetter, itemgetter
+from typing import Any
 
 from ..model import FR
 from ..quota import Accounting, QuotaNode
 from ..session import Candidate, Runs, Source
 
-__all__ = ["RunSums", "fits_quota", "lacking_of", "may_fit", "over_nominal", "short_of", "slack"]
+__all__ = [
+    "FreedKept", "RunSums", "fits_quota", "lacking_of", "may_fit", "over_nominal", "session_kept", "short_of", "slack",
+]
 
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
@@ -123,6 +126,7 @@ def may_fit(
     allow_borrowing: bool,
     runs: Runs | None = None,
     sums: RunSums | None = None,
+    kept: FreedKept | None = None,
 ) -> bool:
     """The bound: whether the request fits the quota with every candidate this attempt
     may take evicted at once. When it does not, no step of the attempt fits.
@@ -137,7 +141,8 @@ def may_fit(
     (a short list's run from its units, :func:`_run_sums`), not candidate by candidate;
     for a run whose source keeps no units, its sum is kept in
     ``sums`` (a session's, see :data:`RunSums`). Each flavor-resource's usage is read
-    once, for both tests (:class:`_Freed`).
+    once, for both tests (:class:`_Freed`); without runs, once a session for a list handed
+    over again (``kept``, a session's, see :data:`FreedKept`).
 
     An attempt that must end within nominal is tested on the leaf's own nominal before
     the removals are worked out: only the leaf's own candidates lower its usage (no
@@ -145,7 +150,13 @@ def may_fit(
     sum), so when they cannot bring it within nominal the fit test fails after every
     removal, and nothing else is read."""
     short: list[FR] = []
-    freed = _Freed(candidates, allow_borrowing, runs, sums)
+    if kept is not None and runs is None and candidates:
+        key = (allow_borrowing, len(candidates), id(candidates[0]))
+        freed = kept.get(key)
+        if freed is None or freed.candidates != candidates:  # the same candidates (``is``)
+            freed = kept[key] = _Freed(list(candidates), allow_borrowing, runs, sums)
+    else:
+        freed = _Freed(candidates, allow_borrowing, runs, sums)
     for fr, amount in usage.items():
         room = accounting.headroom(leaf, fr)
         over = 0 if allow_borrowing else accounting.used(leaf, fr) + amount - leaf.subtree.get(fr, 0)
@@ -186,7 +197,7 @@ class _Freed:
     are found once and summed as differences of running totals; a queue that comes back
     later adds to its first sums."""
 
-    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "runs", "stretches", "sums")
+    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "queued", "runs", "stretches", "sums")
 
     def __init__(
         self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None, sums: RunSums | None = None
@@ -202,6 +213,9 @@ class _Freed:
         # Without runs: each stretch of takeable candidates of one queue, as (queue, its
         # length), in order (made when first needed).
         self.stretches: list[tuple[QuotaNode, int]] | None = None
+        # Without runs: per flavor-resource, what :meth:`by_queue` answered (the same
+        # candidates free the same).
+        self.queued: dict[FR, dict[QuotaNode, int]] = {}
 
     def _values(self, fr: FR) -> list[int]:
         found = self.per_fr.get(fr)
@@ -241,6 +255,9 @@ class _Freed:
                 if value:
                     freed[queue] = freed.get(queue, 0) + value
             return freed
+        kept = self.queued.get(fr)
+        if kept is not None:
+            return kept
         stretches = self.stretches
         if stretches is None:
             candidates = self.candidates
@@ -256,7 +273,15 @@ class _Freed:
             if value:
                 freed[queue] = freed.get(queue, 0) + value
             start = end
+        self.queued[fr] = freed
         return freed
+
+
+FreedKept = dict[tuple[bool, int, int], _Freed]
+"""The last list of candidates handed to :func:`may_fit` without runs, per kind of attempt,
+length and first candidate, with what its candidates hold (its ``_Freed``, holding a copy
+of the list): a list equal to the copy holds the same candidates (``Candidate`` compares
+by identity), whose usage, queue and class never change (a session's, see ``search.py``)."""
 
 
 # A run an attempt may take: its queue, its source, its place in the source's kept units
@@ -284,6 +309,17 @@ flavor-resources and ``with_room``, and its range of the source's units) and per
 flavor-resource, the usage of its units: the same run of the same source has the same
 units (a source's units never change), so a session sums it once. Under the range
 (-1, -1), 0 for a source that keeps units and was read once (:func:`_run_sums`)."""
+
+
+_KEPT = "_bound_kept"  # in ``session.state``: see :func:`session_kept`
+
+
+def session_kept(state: dict[str, Any]) -> tuple[RunSums, FreedKept]:
+    """A session's :data:`RunSums` and :data:`FreedKept`, for :func:`may_fit`."""
+    kept: tuple[RunSums, FreedKept] | None = state.get(_KEPT)
+    if kept is None:
+        kept = state[_KEPT] = ({}, {})
+    return kept
 
 
 SUMMED = 24

@@ -36,7 +36,7 @@ from ..session import (
 from ..session.candidates import base_order
 from ..session.merged import Merged
 from . import unreached
-from .bound import RunSums, may_fit
+from .bound import may_fit, session_kept
 from .hopeless import walk_hopeless
 from .strategy import by_strategy
 from .unreached import in_vain, reaches
@@ -151,23 +151,13 @@ def _hopeless(
     runs: Runs | None,
 ) -> bool:
     """Whether the quota bound proves every attempt of a search hopeless (``bound.may_fit``)."""
-    sums = _run_sums(session)
-    return not any(may_fit(session.accounting, leaf, usage, offered, allow, runs, sums) for allow in attempts)
+    sums, kept = session_kept(session.state)
+    return not any(may_fit(session.accounting, leaf, usage, offered, allow, runs, sums, kept) for allow in attempts)
 
 
 WALK_FIRST = True
 """Whether a search expected to find victims walks before it asks the quota bound (tests
 turn it off to compare with the search that asks the bound first)."""
-
-_RUN_SUMS = "_bound_run_sums"  # in ``session.state``: the bound's sums of runs (``RunSums``)
-
-
-def _run_sums(session: Session) -> RunSums:
-    """The session's :data:`RunSums`, for the bound."""
-    sums: RunSums | None = session.state.get(_RUN_SUMS)
-    if sums is None:
-        sums = session.state[_RUN_SUMS] = {}
-    return sums
 
 
 def _heads(runs: Runs) -> list[Candidate]:
@@ -289,6 +279,7 @@ def _walked(candidates: list[Candidate], attempts: list[bool]) -> list[Candidate
 
 
 _ORDERED = "_ordered_candidates"  # in ``session.state``: see :func:`_ordered`
+_SORTED = "_sorted_lists"  # in ``session.state``: see :func:`sorted_again`
 _HINTED = 512  # fewer candidates than this are sorted as they come
 
 
@@ -296,11 +287,15 @@ def _ordered(
     session: Session, preemptor: Workload, leaf: QuotaNode, candidates: list[Candidate], request: VictimSearch
 ) -> list[Candidate]:
     """``candidates`` in victim order, as ``sort_candidates`` orders them; with the base
-    order, merged into the order of the last search of the same leaf, needed
-    flavor-resources and node room (:func:`in_order`)."""
+    order, as a list sorted before (:func:`sorted_again`) or, when long, merged into the
+    order of the last search of the same leaf, needed flavor-resources and node room
+    (:func:`in_order`)."""
     order = order_for(session, preemptor)
-    if order is not base_order or len(candidates) < _HINTED:
+    if order is not base_order:
         sort_candidates(candidates, order)
+        return candidates
+    if len(candidates) < _HINTED:
+        sorted_again(session.state, candidates)
         return candidates
     kept: dict[tuple[int, frozenset[FR], bool], Ordered] | None = session.state.get(_ORDERED)
     if kept is None:
@@ -312,6 +307,26 @@ def _ordered(
         return candidates
     kept[place] = found
     return found.units
+
+
+def sorted_again(state: dict[str, Any], candidates: list[Candidate]) -> None:
+    """``sort_candidates`` with the base order, in place. The last list sorted of each
+    length and first unit is kept, as it came and sorted: a list equal to it (the same
+    units in the same order, ``Candidate`` compares by identity) sorts as it did, since a
+    unit's ``sort_key`` never changes and the sort is stable."""
+    if not candidates:
+        return
+    kept: dict[tuple[int, int], tuple[list[Candidate], list[Candidate]]] | None = state.get(_SORTED)
+    if kept is None:
+        kept = state[_SORTED] = {}
+    place = (len(candidates), id(candidates[0]))
+    found = kept.get(place)
+    if found is not None and found[0] == candidates:
+        candidates[:] = found[1]
+        return
+    came = list(candidates)
+    sort_candidates(candidates, base_order)
+    kept[place] = (came, list(candidates))
 
 
 class Ordered:
