@@ -294,23 +294,10 @@ class Accounting:
         return self.usage[node.index].get(fr, 0) <= node.subtree.get(fr, 0)
 
     def level_of(self, leaf: QuotaNode, usage: Mapping[FR, int]) -> int:
-        """The borrowing level of a whole request: the highest of its flavor-resources'
-        (:meth:`borrowing_level` of each, written out)."""
+        """The borrowing level of a whole request: the highest of its flavor-resources'."""
         level = 0
-        all_usage = self.usage
-        kept = leaf.levels
-        for fr, request in usage.items():
-            levels = kept.get(fr)
-            if levels is None:
-                levels = _levels(leaf, fr)
-            found, steps = levels[3]
-            for index, subtree, guaranteed, height in steps:
-                used = all_usage[index].get(fr, 0)
-                if used + request <= subtree:
-                    found = height
-                    break
-                if guaranteed > used:
-                    request -= guaranteed - used
+        for fr, amount in usage.items():
+            found = self.borrowing_level(leaf, fr, amount)
             if found > level:
                 level = found
         return level
