@@ -117,25 +117,32 @@ class Pending:
         return out
 
 
-# Each field of Pending set through its own slot (see :func:`pending`).
-_NEW = object.__new__
-_SET_WORKLOAD: Callable[[Pending, str], None] = Pending.__dict__["workload"].__set__
-_SET_REASON: Callable[[Pending, str], None] = Pending.__dict__["reason"].__set__
-_SET_MESSAGE: Callable[[Pending, str], None] = Pending.__dict__["message"].__set__
-_SET_WAITING_FOR: Callable[[Pending, tuple[str, ...]], None] = Pending.__dict__["waiting_for"].__set__
+class _Unfrozen:
+    """``Pending``'s slots on a class that lets them be set (see :func:`pending`); Python lays
+    slots out by name, so the order they are listed in does not matter."""
+
+    __slots__ = ("message", "reason", "waiting_for", "workload")
+
+    workload: str
+    reason: str
+    message: str
+    waiting_for: tuple[str, ...]
 
 
 def pending(workload: str, reason: str, message: str = "", waiting_for: tuple[str, ...] = ()) -> Pending:
     """``Pending(workload, reason, message, waiting_for)``, the same frozen object, made
     without the dataclass's generated ``__init__`` (a call of ``object.__setattr__`` by
-    name per field): each field is set through its slot. The rounds make one per workload
-    they leave pending, thousands in a saturated session."""
-    made: Pending = _NEW(Pending)
-    _SET_WORKLOAD(made, workload)
-    _SET_REASON(made, reason)
-    _SET_MESSAGE(made, message)
-    _SET_WAITING_FOR(made, waiting_for)
-    return made
+    name per field) or a call of each slot's setter: its fields are set as the slots of a
+    class with the same slots that is not frozen, and the object is then made a
+    ``Pending`` (the two lay their slots out alike, so Python allows the change of class).
+    The rounds make one per workload they leave pending, thousands in a saturated session."""
+    made = _Unfrozen()
+    made.workload = workload
+    made.reason = reason
+    made.message = message
+    made.waiting_for = waiting_for
+    made.__class__ = Pending  # type: ignore[assignment]
+    return made  # type: ignore[return-value]
 
 
 class QueuePosition(NamedTuple):
