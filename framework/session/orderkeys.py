@@ -14,7 +14,6 @@ and unpacked.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from functools import partial
 from typing import Any
 
 from ..model import Workload
@@ -25,7 +24,6 @@ __all__ = ["composed_key", "default_key", "keys_of"]
 OrderKey = Callable[[Workload], tuple[Any, ...]]
 
 _BROKEN = (1,)  # the part of a plugin's key that raised
-_ZERO = (0,)  # the part of a plugin's key that answered, before the answer
 
 
 def default_key(w: Workload) -> tuple[Any, ...]:
@@ -43,8 +41,7 @@ def composed_key(keys: list[tuple[str, Any]], registry: Registry) -> OrderKey:
 
         def one_part(w: Workload) -> tuple[Any, ...]:
             try:
-                part = first(w)
-                part = _ZERO + part if type(part) is tuple else (0, *part)  # ``(0, *part)``
+                part = (0, *first(w))
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:
@@ -52,7 +49,6 @@ def composed_key(keys: list[tuple[str, Any]], registry: Registry) -> OrderKey:
                 part = _BROKEN
             return (part, w.created, w.uid, w.namespace, w.name)
 
-        setattr(one_part, _MANY, partial(_one_part_each, only, first, registry))  # an attribute mypy does not know
         return one_part
 
     def composed(w: Workload) -> tuple[Any, ...]:
@@ -70,40 +66,9 @@ def composed_key(keys: list[tuple[str, Any]], registry: Registry) -> OrderKey:
     return composed
 
 
-_MANY = "_keys_of_each"  # on ``one_part``: :func:`keys_of` with ``one_part`` made in its loop
-
-
-def _one_part_each(
-    only: str, first: Callable[[Workload], Any], registry: Registry, cache: dict[str, tuple[Any, ...]], workloads: Iterable[Workload]
-) -> list[tuple[Any, ...]]:
-    """:func:`keys_of` with ``make`` the ``one_part`` of :func:`composed_key` for plugin
-    ``only``'s key ``first``: the same loop, each key made as ``one_part`` makes it, in
-    the loop (without a call of ``one_part`` per workload)."""
-    found = cache.get
-    keys = []
-    for w in workloads:
-        name = w.key
-        key = found(name)
-        if key is None:
-            try:
-                part = first(w)
-                part = _ZERO + part if type(part) is tuple else (0, *part)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:
-                registry.record_failure(only, "workload_order", exc)
-                part = _BROKEN
-            key = cache[name] = (part, w.created, w.uid, w.namespace, w.name)
-        keys.append(key)
-    return keys
-
-
 def keys_of(cache: dict[str, tuple[Any, ...]], make: OrderKey, workloads: Iterable[Workload]) -> list[tuple[Any, ...]]:
     """The key of each of ``workloads``: the one ``cache`` holds under its workload's key,
-    else made by ``make`` and kept there (with one plugin's key, by ``_one_part_each``)."""
-    each: Callable[[dict[str, tuple[Any, ...]], Iterable[Workload]], list[tuple[Any, ...]]] | None = getattr(make, _MANY, None)
-    if each is not None:
-        return each(cache, workloads)
+    else made by ``make`` and kept there."""
     found = cache.get
     keys = []
     for w in workloads:
