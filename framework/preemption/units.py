@@ -297,9 +297,9 @@ def _whole(
     unit.priority = priority = workload.priority
     unit.unit = name
     admitted_at = workload.admitted_at
-    unit.sort_key = (
-        0 if evicted else 1, group, priority, 1, -(admitted_at if admitted_at is not None else now), workload.tiebreak, 0,
-    )
+    # ``workload.tiebreak`` read field by field, without the property's call.
+    tiebreak = (workload.uid, workload.namespace, workload.name)
+    unit.sort_key = (0 if evicted else 1, group, priority, 1, -(admitted_at if admitted_at is not None else now), tiebreak, 0)
     unit.pod_class = NORMAL
     unit.order_key = None
     return unit

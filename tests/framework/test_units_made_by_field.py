@@ -54,13 +54,13 @@ def _plain_whole(
 ) -> Candidate:
     """A whole workload's unit by the constructor, its sort key as SEMANTICS §4 orders a
     group: evicted first, lower priority, whole after single pods, most recently admitted
-    (no admittedAt: now), then the tie-break ``(uid, namespace, name)``."""
+    (no admittedAt: now), then the tie-break (``Workload.tiebreak``: uid, namespace, name)."""
     unit = Candidate(
         workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
         workload.priority, name,
     )
     admitted = workload.admitted_at if workload.admitted_at is not None else now
-    unit.sort_key = (0 if evicted else 1, group, workload.priority, 1, -admitted, (workload.uid, workload.namespace, workload.name), 0)
+    unit.sort_key = (0 if evicted else 1, group, workload.priority, 1, -admitted, workload.tiebreak, 0)
     return unit
 
 
