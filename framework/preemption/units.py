@@ -22,6 +22,7 @@ from ..model import FR, Pod, PodSet, PodSetAdmission, Workload
 from ..pods import NORMAL, SURPLUS, classify
 from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, HeldRoom, NodeRoom, Session
+from ..session.candidates import NEW_UNIT, units_like
 from ..snapshot import pod_set_usage
 from .kept import KeptWorkload, UnitsByClass, kept_units
 
@@ -177,24 +178,6 @@ def queue_units_of(
     return out
 
 
-def units_like(units: list[Candidate], reason: str, group: int, only_within_nominal: bool) -> list[Candidate]:
-    """The units of another class made from ``units``, the workload's units of one class
-    (not deferred) built in the same take state: ``_units`` and ``_pod_units`` give every
-    class the same units — workload, usage, pods, room, evicted, priority, unit name,
-    pod class — and the same sort key but for its group; only the class fields differ."""
-    out = []
-    for unit in units:
-        like = Candidate(
-            unit.workload, unit.leaf, unit.usage, reason, group, unit.count, unit.pod_set, unit.pods, unit.room,
-            only_within_nominal, unit.evicted, unit.single_pod, unit.priority, unit.unit,
-        )
-        key = unit.sort_key
-        like.sort_key = (key[0], group, *key[2:])
-        like.pod_class = unit.pod_class
-        out.append(like)
-    return out
-
-
 def unit_flags(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
     """Per unit, whether it uses a needed flavor-resource (``with_room``: or holds room)."""
     if with_room:
@@ -298,16 +281,27 @@ def _whole(
     room: tuple[HeldRoom, ...], name: tuple[object, ...], only_within_nominal: bool, evicted: bool, now: int,
 ) -> Candidate:
     """The whole workload as one unit, with its sort key (``_base_key`` written out: this is
-    the path of almost every candidate)."""
-    unit = Candidate(
-        workload, leaf, usage, reason, group, None, None, (), room, only_within_nominal, evicted, False,
-        workload.priority, name,
-    )
+    the path of almost every candidate); made field by field (``NEW_UNIT``), every field set."""
+    unit = NEW_UNIT(Candidate)
+    unit.workload = workload
+    unit.leaf = leaf
+    unit.usage = usage
+    unit.reason = reason
+    unit.group = group
+    unit.count = unit.pod_set = None
+    unit.pods = ()
+    unit.room = room
+    unit.only_within_nominal = only_within_nominal
+    unit.evicted = evicted
+    unit.single_pod = False
+    unit.priority = priority = workload.priority
+    unit.unit = name
     admitted_at = workload.admitted_at
-    unit.sort_key = (
-        0 if evicted else 1, group, workload.priority, 1, -(admitted_at if admitted_at is not None else now),
-        workload.tiebreak, 0,
-    )
+    # ``workload.tiebreak`` read field by field, without the property's call.
+    tiebreak = (workload.uid, workload.namespace, workload.name)
+    unit.sort_key = (0 if evicted else 1, group, priority, 1, -(admitted_at if admitted_at is not None else now), tiebreak, 0)
+    unit.pod_class = NORMAL
+    unit.order_key = None
     return unit
 
 
