@@ -36,6 +36,13 @@ Outcome = tuple[Any, ...]
 
 def _session(monkeypatch: pytest.MonkeyPatch, by_queue: bool, objects: list[dict[str, Any]]) -> Outcome:
     monkeypatch.setattr(allocate, "KEPT_BY_QUEUE", by_queue)
+    return session_outcome(objects)
+
+
+def session_outcome(objects: list[dict[str, Any]]) -> Outcome:
+    """Everything a session over ``objects`` (the default configuration) tells: its decisions,
+    the order it left the pending in, its explanations and flavor scans, its counters (not
+    its timings) and the plugins' vetoes."""
     actions, registry = default_session()
     plugins = registry()
     counters: dict[str, Any] = {}

@@ -17,7 +17,6 @@ count alike with the search put off, and every head kept or refused by the plain
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,13 +26,11 @@ from hypothesis import strategies as st
 from preemptd.framework.model import Workload
 from preemptd.framework.preemption import failures, heads, memo, victims
 from preemptd.framework.quota import QuotaNode
-from preemptd.framework.run import run_session
 from preemptd.framework.session import NOCANDIDATES, NOFIT, PREEMPT, Assignment, Session
-from preemptd.framework.testing import snapshot
 from preemptd.plugins import flavor_fungibility as ff
 
-from benchmarks.bench_session import default_session
-from benchmarks.generate import NOW_MS, generate, generate_saturated
+from benchmarks.generate import generate, generate_saturated
+from tests.framework.test_kept_heads_by_queue import session_outcome
 from tests.plugins.test_flavor_fungibility import (
     assign,
     chosen,
@@ -42,24 +39,6 @@ from tests.plugins.test_flavor_fungibility import (
     queue,
     session,
 )
-
-Outcome = tuple[Any, ...]
-
-
-def _session(objects: list[dict[str, Any]]) -> Outcome:
-    actions, registry = default_session()
-    plugins = registry()
-    counters: dict[str, Any] = {}
-    decisions = run_session(snapshot(objects, NOW_MS), plugins, counters=counters, actions=actions)
-    counted = {name: value for name, value in counters.items() if not isinstance(value, float)}
-    return (
-        json.loads(decisions.to_json()),
-        [entry.workload for entry in decisions.pending],
-        list(decisions.explanations.items()),
-        list(decisions.flavor_scans.items()),
-        counted,
-        dict(plugins.vetoes),
-    )
 
 
 def _searched_later(monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -150,10 +129,10 @@ def test_sessions_decide_alike_with_the_last_flavor_searched_at_once_or_put_off(
 ) -> None:
     made = objects()
     later = _searched_later(monkeypatch)
-    at_once = _session(made)
+    at_once = session_outcome(made)
     put_off_at_once = later[0]
     monkeypatch.setattr(ff, "LAST_AT_ONCE", False)
-    put_off = _session(made)
+    put_off = session_outcome(made)
     assert at_once == put_off
     assert later[0] > put_off_at_once  # the searches it put off were searched at once
 
@@ -169,10 +148,10 @@ def test_generated_saturated_sessions_decide_alike_with_the_search_at_once_or_pu
     seed: int, queues: int, per_queue: int, share: float
 ) -> None:
     made = generate_saturated(seed, queues=queues, workloads=queues * per_queue, pending_share=share)
-    at_once = _session(made)
+    at_once = session_outcome(made)
     ff.LAST_AT_ONCE = False
     try:
-        put_off = _session(made)
+        put_off = session_outcome(made)
     finally:
         ff.LAST_AT_ONCE = True
     assert at_once == put_off
@@ -211,7 +190,7 @@ def _plain_keep(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 @pytest.mark.parametrize("objects", CLUSTERS)
 def test_every_head_is_kept_exactly_when_the_plain_rule_keeps_it(monkeypatch: pytest.MonkeyPatch, objects: Any) -> None:
     seen = _plain_keep(monkeypatch)
-    _session(objects())
+    session_outcome(objects())
     assert seen[0] > 0
 
 
@@ -226,7 +205,7 @@ def test_a_head_whose_nomination_made_a_plugin_say_something_is_not_kept(monkeyp
         return real(session, assignment, *args, **kw)
 
     monkeypatch.setattr(ff, "finish_assignment", finish_assignment)
-    _session(generate_saturated(1, queues=10, workloads=400))
+    session_outcome(generate_saturated(1, queues=10, workloads=400))
     assert seen[0] == 0 and seen[1] > 0
 
 
@@ -275,5 +254,5 @@ def test_a_dominated_search_says_nothing_and_is_kept_as_remember_keeps_it(
     from preemptd.framework import flavors
 
     monkeypatch.setattr(flavors, "find_victims", find_victims)
-    _session(objects())
+    session_outcome(objects())
     assert answered[0] > 0
