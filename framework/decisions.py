@@ -30,7 +30,6 @@ __all__ = [
     "QueuePosition",
     "QueueShare",
     "number_pending",
-    "pending",
 ]
 
 
@@ -115,34 +114,6 @@ class Pending:
         if position is not None and position.local_position is not None:
             out["positionInLocalQueue"] = position.local_position
         return out
-
-
-class _Unfrozen:
-    """``Pending``'s slots on a class that lets them be set (see :func:`pending`); Python lays
-    slots out by name, so the order they are listed in does not matter."""
-
-    __slots__ = ("message", "reason", "waiting_for", "workload")
-
-    workload: str
-    reason: str
-    message: str
-    waiting_for: tuple[str, ...]
-
-
-def pending(workload: str, reason: str, message: str = "", waiting_for: tuple[str, ...] = ()) -> Pending:
-    """``Pending(workload, reason, message, waiting_for)``, the same frozen object, made
-    without the dataclass's generated ``__init__`` (a call of ``object.__setattr__`` by
-    name per field) or a call of each slot's setter: its fields are set as the slots of a
-    class with the same slots that is not frozen, and the object is then made a
-    ``Pending`` (the two lay their slots out alike, so Python allows the change of class).
-    The rounds make one per workload they leave pending, thousands in a saturated session."""
-    made = _Unfrozen()
-    made.workload = workload
-    made.reason = reason
-    made.message = message
-    made.waiting_for = waiting_for
-    made.__class__ = Pending  # type: ignore[assignment]
-    return made  # type: ignore[return-value]
 
 
 class QueuePosition(NamedTuple):

@@ -29,8 +29,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 
-from ..decisions import Admitted, AdmittedPodSet, Pending, pending
+from ..decisions import Admitted, AdmittedPodSet, Pending
 from ..model import Workload
+from ..objects.records import new_pending
 from ..preemption.heads import Kept, State, judge, judged_by, kept_heads, state_now
 from ..preemption.memo import tally
 from ..quota import QuotaNode
@@ -200,11 +201,11 @@ def run_rounds(session: Session) -> None:
                         else:
                             lines.append(kept.tried)
                     if kept.nofit:
-                        made = pending(key, "NoFit", message or "no flavor fits")
+                        made = new_pending(key, "NoFit", message or "no flavor fits", ())
                     elif message and not session.notes_added:
-                        made = pending(key, "PreemptionNoCandidates", message)
+                        made = new_pending(key, "PreemptionNoCandidates", message, ())
                     else:
-                        made = pending(key, "PreemptionNoCandidates", noted(session, key, message))
+                        made = new_pending(key, "PreemptionNoCandidates", noted(session, key, message), ())
                     pending_of[key] = made
                     scan = kept.scan
                     if scan is not None:
@@ -337,12 +338,8 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
     victims = assignment.victims
     if relied_on and not relied_on.isdisjoint(map(_UNIT, victims)):
         overlap = sorted({v.name for v in victims if v.unit in relied_on})  # only when there is one
-        _pending(
-            rounds,
-            key,
-            "WaitingForQuota",
-            "its victims are relied on by another workload of this session: " + ", ".join(overlap),
-        )
+        why = "its victims are relied on by another workload of this session: " + ", ".join(overlap)
+        _pending(rounds, key, "WaitingForQuota", why)
         return _AGAIN
     if not still_fits(session, books, entry.queue.leaf, assignment):
         _pending(rounds, key, "WaitingForQuota", "no longer fits after other workloads of this session")
@@ -412,11 +409,11 @@ def _judged(session: Session, rounds: _Rounds, queue: _Queue, workload: Workload
             lines.append(judged.tried)
     assignment = judged.assignment
     if assignment.mode == NOFIT:
-        rounds.pending[key] = pending(key, "NoFit", message or "no flavor fits")
+        rounds.pending[key] = new_pending(key, "NoFit", message or "no flavor fits", ())
     else:
         if queue.reserves:
             reserve(session, rounds.books, queue.leaf, assignment)
-        rounds.pending[key] = pending(key, "PreemptionNoCandidates", noted(session, key, message))
+        rounds.pending[key] = new_pending(key, "PreemptionNoCandidates", noted(session, key, message), ())
     if judged.scan is not None:  # record_scan: a judged head stores no scan of its own
         session.decisions.flavor_scans[key] = judged.scan
 
@@ -441,10 +438,10 @@ def _without_victims(session: Session, rounds: _Rounds, entry: _Entry, message: 
     queue = entry.queue
     if queue.reserves:
         reserve(session, rounds.books, queue.leaf, assignment)
-    rounds.pending[key] = pending(key, reason, noted(session, key, message))
+    rounds.pending[key] = new_pending(key, reason, noted(session, key, message), ())
     record_scan(session, workload, assignment)
     return _DONE
 
 
-def _pending(rounds: _Rounds, key: str, reason: str, message: str, waiting_for: tuple[str, ...] = ()) -> None:
-    rounds.pending[key] = pending(key, reason, message, waiting_for)
+def _pending(rounds: _Rounds, key: str, reason: str, message: str) -> None:
+    rounds.pending[key] = new_pending(key, reason, message, ())

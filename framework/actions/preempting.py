@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..decisions import Pending, PodAction, Preempted, pending
+from ..decisions import Pending, PodAction
 from ..model import Workload
+from ..objects.records import new_pending, new_preempted
 from ..pods import NORMAL, TERMINATING
 from ..session import Assignment, Candidate, Session, Taken
 from .books import Books
@@ -85,7 +86,7 @@ def preempt(
         if index is None:
             entries[victim_key] = len(preempted)
             preempted.append(
-                Preempted(victim_key, preemptor, first.reason, count, tuple(sorted(pods)) if pods else (), first.pod_set)
+                new_preempted(victim_key, preemptor, first.reason, count, tuple(sorted(pods)) if pods else (), first.pod_set)
             )
         else:
             before = preempted[index]
@@ -114,7 +115,7 @@ def preempt(
             }
         )
     )
-    return pending(
+    return new_pending(
         workload.key,
         "PendingPreemption",
         f"preempting {', '.join(waiting)}; admitted once they have released their quota",

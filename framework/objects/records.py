@@ -1,4 +1,5 @@
-"""Model records built without the constructor's calls (private to :mod:`objects`).
+"""Records built without the constructor's calls: the model's, for :mod:`objects`, and
+the decisions' the rounds make (``actions/``).
 
 A large cluster's snapshot makes a record per object: more than a hundred thousand Pods,
 tens of thousands of Workloads with their pod sets and admissions. The constructor of a
@@ -19,6 +20,10 @@ constructor does: the record is the one the constructor makes of the same values
 (``tests/framework/test_model_records.py``). The intake of plain Pods writes a Pod's
 twin in place instead (``typed_pods.pod_of_item``), its maps already shared FrozenDicts,
 so that its ``__post_init__`` would change nothing and is not run.
+
+The rounds of a session make a ``Pending`` verdict per workload they leave pending (thousands
+in a saturated session) and a ``Preempted`` entry per victim workload; both are frozen
+dataclasses, whose constructor writes each field through ``object.__setattr__``.
 """
 
 from __future__ import annotations
@@ -27,9 +32,19 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..decisions import Pending, Preempted
 from ..model import Admission, PodSet, PodSetAdmission, Workload
 
-__all__ = ["builder", "new_admission", "new_pod_set", "new_pod_set_admission", "new_workload", "twin"]
+__all__ = [
+    "builder",
+    "new_admission",
+    "new_pending",
+    "new_pod_set",
+    "new_pod_set_admission",
+    "new_preempted",
+    "new_workload",
+    "twin",
+]
 
 T = TypeVar("T")
 
@@ -70,3 +85,7 @@ new_workload = builder(Workload)
 new_pod_set = builder(PodSet)
 new_pod_set_admission = builder(PodSetAdmission)
 new_admission = builder(Admission)
+
+# The decision records the rounds make (``actions/allocate.py``, ``actions/preempting.py``).
+new_pending = builder(Pending)
+new_preempted = builder(Preempted)
