@@ -7,7 +7,8 @@ lazy walk lets accepted victims wait before it takes them from the quota, and as
 test on a lower bound of the usage they leave: the node's usage less the needed usage of
 every victim waiting under it (``waiting.py``, where the leading run asks it so too).
 
-Here that bound is kept as one number per node and needed flavor-resource, its *margin*:
+Here that bound is kept as one number per node and needed flavor-resource, its *margin*
+(a row of them per node, by the place of each needed flavor-resource):
 usage less nominal, read from the accounting when the node is first asked about (nothing
 waits under it then), less the needed usage of each victim accepted under it since. The
 node's usage does not move while its victims wait (only taking them changes it), so the
@@ -27,44 +28,48 @@ from ..model import FR
 from ..quota import QuotaNode
 from ..session import Candidate
 
-__all__ = ["Margins", "drop", "gives", "keep", "margin_of", "margin_row"]
+__all__ = ["Margins", "Places", "drop", "gives", "held_of", "keep", "margin_row"]
 
-Margins = dict[QuotaNode, dict[FR, int]]
+Margins = dict[QuotaNode, list[int]]
 """Per queue or cohort off the path asked about in an attempt: per needed
-flavor-resource, its usage less its nominal less the needed usage waiting under it."""
+flavor-resource at its place (:data:`Places`), its usage less its nominal less the
+needed usage of the victims waiting under it."""
+
+Places = tuple[tuple[int, FR], ...]
+"""The needed flavor-resources of an attempt, each with its place in a margin row, in
+order (``tuple(enumerate(needed))``): a row is read and written by place, without
+hashing a flavor-resource per step."""
+
+
+def held_of(usage: Mapping[FR, int], places: Places) -> list[tuple[int, FR]]:
+    """The needed flavor-resources a candidate of ``usage`` holds, with their places."""
+    return [pair for pair in places if pair[1] in usage]
 
 
 def gives(
     all_usage: list[dict[FR, int]],
     chain: tuple[QuotaNode, ...],
-    held: list[FR],
-    needed: frozenset[FR],
+    held: list[tuple[int, FR]],
+    places: Places,
     margins: Margins,
 ) -> bool:
-    """The lender test of a candidate of ``chain`` holding ``held`` (the needed
-    flavor-resources it holds) on the margins; ``False``: not known to pass (refused when
-    nothing waits under the chain)."""
+    """The lender test of a candidate of ``chain`` holding ``held`` (:func:`held_of`) on
+    the margins; ``False``: not known to pass (refused when nothing waits under the chain)."""
     for node in chain:
         margin = margins.get(node)
         if margin is None:
-            margin = margins[node] = margin_of(all_usage[node.index], node.subtree, needed)
-        for fr in held:
-            if margin[fr] > 0:
+            margin = margins[node] = margin_row(all_usage[node.index], node.subtree, places)
+        for place, _ in held:
+            if margin[place] > 0:
                 break
         else:
             return False
     return True
 
 
-def margin_of(used: dict[FR, int], subtree: dict[FR, int], needed: frozenset[FR]) -> dict[FR, int]:
-    """A node's margin with nothing waiting under it: its usage (``used``) less its nominal
-    (``subtree``), per needed flavor-resource."""
-    return {fr: used.get(fr, 0) - subtree.get(fr, 0) for fr in needed}
-
-
-def margin_row(used: dict[FR, int], subtree: dict[FR, int], places: tuple[tuple[int, FR], ...]) -> list[int]:
-    """:func:`margin_of` as a row: the margin of each needed flavor-resource at its place
-    (``places``: each place with its flavor-resource, in order)."""
+def margin_row(used: dict[FR, int], subtree: dict[FR, int], places: Places) -> list[int]:
+    """A node's margin with nothing waiting under it, as a row: its usage (``used``) less
+    its nominal (``subtree``) of each needed flavor-resource at its place."""
     return [used.get(fr, 0) - subtree.get(fr, 0) for _, fr in places]
 
 
@@ -72,8 +77,8 @@ def keep(
     all_usage: list[dict[FR, int]],
     chain: tuple[QuotaNode, ...],
     usage: Mapping[FR, int],
-    held: list[FR],
-    needed: frozenset[FR],
+    held: list[tuple[int, FR]],
+    places: Places,
     margins: Margins,
 ) -> None:
     """A victim of ``chain`` waits: its needed usage comes off the margins of its chain
@@ -81,9 +86,9 @@ def keep(
     for node in chain:
         margin = margins.get(node)
         if margin is None:
-            margin = margins[node] = margin_of(all_usage[node.index], node.subtree, needed)
-        for fr in held:
-            margin[fr] -= usage[fr]
+            margin = margins[node] = margin_row(all_usage[node.index], node.subtree, places)
+        for place, fr in held:
+            margin[place] -= usage[fr]
 
 
 def drop(

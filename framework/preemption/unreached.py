@@ -39,7 +39,7 @@ from typing import Any
 from ..model import FR
 from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate
-from .margins import margin_of
+from .margins import margin_row
 
 __all__ = ["TELL", "Vain", "in_vain", "reaches"]
 
@@ -80,8 +80,10 @@ def reaches(
         return True
     left = [request[fr] - room[fr] for fr in short_of]
     places = range(len(short_of))
-    # Per lender queue asked about: its usage less its nominal, less what was accepted.
-    margins: dict[QuotaNode, dict[FR, int]] = {}
+    # Per lender queue asked about: its usage less its nominal, less what was accepted,
+    # by the place of each needed flavor-resource.
+    needed_places = tuple(enumerate(needed))
+    margins: dict[QuotaNode, list[int]] = {}
     for candidate in candidates:
         if allow_borrowing and candidate.only_within_nominal:
             continue
@@ -99,16 +101,17 @@ def reaches(
                 if chain:
                     if len(chain) > 1:
                         return True  # a cohort's test: the walk tells
-                    margin = margins[queue] = margin_of(all_usage[queue.index], queue.subtree, needed)
+                    margin = margins[queue] = margin_row(all_usage[queue.index], queue.subtree, needed_places)
             if margin is not None:
-                for fr in needed:
-                    if fr in usage and margin[fr] > 0:
+                for place, fr in needed_places:
+                    if margin[place] > 0 and fr in usage:
                         break
                 else:
                     continue  # refused, now and at every later step
-                for fr in needed:
-                    if fr in usage:
-                        margin[fr] -= usage[fr]
+                for place, fr in needed_places:
+                    amount = usage.get(fr)
+                    if amount:
+                        margin[place] -= amount
         short = False
         for i in places:
             more = usage.get(short_of[i])

@@ -18,7 +18,7 @@ from ..quota import QuotaNode
 from ..session import CLASS_SAME_QUEUE, Candidate, ScenarioFilters, Session
 from .bound import fits_quota, lacking_of, may_fit, over_nominal, short_of, slack
 from .fillback import fill_back, singles_taken
-from .margins import Margins, drop, gives, keep, margin_row
+from .margins import Margins, drop, gives, held_of, keep, margin_row
 from .room import FreedRoom
 from .waiting import leading_run, walked
 
@@ -183,7 +183,7 @@ class Walk:
                     continue
                 queue = candidate.leaf
                 usage = candidate.usage
-                held: list[FR] | None = None
+                held: list[tuple[int, FR]] | None = None
                 top: QuotaNode | None = None  # with its chain, once known
                 alone: list[int] | None = None  # the margin row of a chain of the queue alone
                 if candidate.group != CLASS_SAME_QUEUE:
@@ -206,8 +206,8 @@ class Walk:
                         else:
                             continue
                     else:
-                        held = [fr for fr in needed if fr in usage]
-                        if not gives(all_usage, chain, held, needed, margins if lazy else {}):
+                        held = held_of(usage, places)
+                        if not gives(all_usage, chain, held, places, margins if lazy else {}):
                             # Not known on the lower bound: the victims waiting under the top are
                             # taken, and the test with nothing waiting under the chain is exact
                             # (``quota.lender_may_give``), as is the first when nothing waited.
@@ -215,7 +215,7 @@ class Walk:
                             if waiting is not None:
                                 drop(waiting, chains, margins)
                                 self._take(waiting)
-                            if waiting is None or not gives(all_usage, chain, held, needed, margins):
+                            if waiting is None or not gives(all_usage, chain, held, places, margins):
                                 refused.setdefault(queue, set()).add(tuple(usage))
                                 continue
                 if (
@@ -264,7 +264,7 @@ class Walk:
                                 if amount:
                                     alone[place] -= amount
                         else:
-                            keep(all_usage, chain, usage, held or [fr for fr in needed if fr in usage], needed, margins)
+                            keep(all_usage, chain, usage, held or held_of(usage, places), places, margins)
                     if room is None:
                         continue  # hopeless: no fit test
                     if quota_fits:

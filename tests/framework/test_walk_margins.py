@@ -15,7 +15,7 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR, FlavorQuotas, QueueSpec, ResourceGroup, ResourceQuota
-from preemptd.framework.preemption.margins import Margins, drop, gives, keep
+from preemptd.framework.preemption.margins import Margins, drop, gives, held_of, keep
 from preemptd.framework.preemption.waiting import Chain, Pending, lender_gives_anyway, remember
 from preemptd.framework.quota import Accounting, QuotaNode, QuotaTree, lender_may_give
 from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate
@@ -77,6 +77,7 @@ def test_margins_answer_as_the_lower_bound_of_the_waiting_victims_and_exactly_wi
     path = frozenset(leaf.path())
     needed = frozenset(rng.sample([CPU, MEM], rng.randint(1, 2)))
     chains = {queue: _chain(queue, path) for queue in queues}
+    places = tuple(enumerate(needed))
     margins: Margins = {}
     pending: dict[QuotaNode, dict[FR, int]] = {}
     others: dict[QuotaNode, list[Candidate]] = {}
@@ -87,7 +88,7 @@ def test_margins_answer_as_the_lower_bound_of_the_waiting_victims_and_exactly_wi
         usage = {fr: rng.randrange(0, 3000, 500) for fr in rng.sample([CPU, MEM], rng.randint(1, 2))}
         held = [fr for fr in needed if fr in usage]
         top = chain[-1]
-        answer = gives(accounting.usage, chain, held, needed, margins)
+        answer = gives(accounting.usage, chain, held_of(usage, places), places, margins)
         assert answer == lender_gives_anyway(accounting.usage, chain, held, pending)
         if not others.get(top):
             assert answer == lender_may_give(accounting, leaf, queue, usage, needed, path)
@@ -95,7 +96,7 @@ def test_margins_answer_as_the_lower_bound_of_the_waiting_victims_and_exactly_wi
         if answer:
             victim = Candidate(workload(f"v{i}", queue.name, 1), queue, usage, "", CLASS_OTHER_QUEUE)
             others.setdefault(top, []).append(victim)
-            keep(accounting.usage, chain, usage, held, needed, margins)
+            keep(accounting.usage, chain, usage, held_of(usage, places), places, margins)
             remember(chain, usage, held, pending)
         if rng.random() < 0.2 and others:
             # The victims under one top are taken from the quota.

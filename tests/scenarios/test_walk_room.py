@@ -111,11 +111,11 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
     test). The walk's own test for a queue that is its own chain reads it once, for
     ``c1``: its margin is exact (``test_walk_lender_alone.py``); both decide alike."""
     asked: list[str] = []
-    real = margins_module.margin_of
+    real = margins_module.margin_row
 
-    def counting(used: Any, subtree: Any, needed: Any) -> Any:
+    def counting(used: Any, subtree: Any, places: Any) -> Any:
         asked.append("c" if subtree == {("default", "cpu"): 2000} else "?")
-        return real(used, subtree, needed)
+        return real(used, subtree, places)
 
     policy = PreemptionPolicy(
         within_queue="LowerPriority", reclaim_within_cohort="Any", borrow_within_cohort="LowerPriority"
@@ -128,7 +128,7 @@ def test_a_queue_the_lender_test_refused_is_not_asked_again_in_the_attempt(monke
         ],
     )
     plain = _decided(parsed)
-    monkeypatch.setattr(margins_module, "margin_of", counting)
+    monkeypatch.setattr(margins_module, "margin_row", counting)
     monkeypatch.setattr(walk_module, "ALONE", False)
     decided = _decided(parsed)
     assert decided == plain
