@@ -38,6 +38,7 @@ from ..session.merged import Merged
 from . import unreached
 from .bound import may_fit, session_kept
 from .hopeless import walk_hopeless
+from .resorted import sorted_units
 from .strategy import by_strategy
 from .unreached import in_vain, reaches
 from .walk import Walk
@@ -207,20 +208,18 @@ def _merged_runs(session: Session, runs: Runs, heads: list[Candidate], borrowing
     Each run is sorted once per session (stably, by ``sort_key``): a unit's key is set
     when it is made and a source's kept units never change, so the same run of the same
     source is the same sorted list (a run of a source that keeps no units yet is named by
-    its range of the source's units, kept units by their range of those). The runs are
+    its range of the source's units, kept units by their range of those); a new run is
+    sorted from the last of its queue and class where that is exact (``resorted.py``). The runs are
     then merged as far as the walks read (:class:`Merged`): the stable sort of their
     concatenation, which is the collected candidates'. A merge is kept for the session,
     with what was made of it, for the searches that walk the same runs; a single run is
     handed over as it is kept (walks only read their candidates)."""
     parts = [part for part, head in zip(runs.parts, heads, strict=True) if not (borrowing and head.only_within_nominal)]
-    out = kept_of_runs(session, _SORTED_RUNS, runs, parts, _sorted)
+    state = session.state
+    out = kept_of_runs(session, _SORTED_RUNS, runs, parts, lambda units: sorted_units(state, units))
     if len(out) == 1:
         return out[0]
     return kept_union(session, _MERGED_RUNS, out, Merged)
-
-
-def _sorted(units: list[Candidate]) -> list[Candidate]:
-    return sorted(units, key=_SORT_KEY)
 
 
 _Part = tuple[Source, int, int, "list[Candidate] | None"]  # a run of ``Runs.parts``
