@@ -149,6 +149,7 @@ class Snapshot:
         leaves = snap.tree.leaves
         workloads: dict[str, Workload] = {}
         usages: dict[str, Mapping[FR, int]] = {}
+        shared: dict[tuple[tuple[FR, int], ...], FrozenDict[FR, int]] = {}
         admitted: list[Workload] = []
         pending: list[Workload] = []
         admitted_by_queue: dict[str, list[Workload]] = {}
@@ -166,7 +167,8 @@ class Snapshot:
                     )
                     continue
                 usage = admitted_usage(workload)
-                usages[key] = FrozenDict(usage)
+                # Workloads of one shape charge the same: one map for them all.
+                usages[key] = shared.setdefault(tuple(usage.items()), FrozenDict(usage))
                 snap.accounting.add_all(leaf, usage)
                 admitted.append(workload)
                 admitted_by_queue.setdefault(leaf.name, []).append(workload)

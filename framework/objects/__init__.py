@@ -195,8 +195,8 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
             inventory.inadmissible[key] = kueue.held[key]
         elif (refused := namespace_refusal(tree.queues, catalog, workload)) is not None:
             inventory.inadmissible[key] = refused
-        else:
-            inventory.workloads[key] = workload
+        else:  # keyed by the workload's own key: the same text, kept once
+            inventory.workloads[workload.key if workload.key == key else key] = workload
 
     everything: list[Problem] = [*intake.problems, *cycle_problems, *kueue.problems]
     kinds = (flavors, classes, workload_classes, local_queues, namespaces, nodes, pods, queues)
