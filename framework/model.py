@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from sys import intern
 from typing import Any, Literal, NoReturn, TypeVar
 
 __all__ = [
@@ -352,13 +353,14 @@ class Workload:
     # none: without any, both are one shared empty mapping.
     labels: Mapping[str, str] = _EMPTY
     annotations: Mapping[str, str] = _EMPTY
-    # Derived, kept: sessions ask for them all the time. "namespace/name", and
-    # whether an apps/v1 Deployment owns it (SEMANTICS §6).
+    # Derived, kept: sessions ask for them all the time. "namespace/name" (interned: the
+    # same text as its Pods' ``workload``), and whether an apps/v1 Deployment owns it
+    # (SEMANTICS §6).
     key: str = field(init=False, repr=False, compare=False)
     is_deployment: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.namespace}/{self.name}")
+        object.__setattr__(self, "key", intern(f"{self.namespace}/{self.name}"))
         object.__setattr__(self, "is_deployment", self.owner_kind == DEPLOYMENT)
         if type(self.pod_sets) is not tuple:
             object.__setattr__(self, "pod_sets", tuple(self.pod_sets))

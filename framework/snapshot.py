@@ -28,7 +28,7 @@ from .model import (
     Workload,
 )
 from .nodes import NodePool, Placements, pod_terms
-from .objects import Inventory, Problem
+from .objects import Inventory, PodsByKey, Problem
 from .pods import NORMAL, classify
 from .quota import Accounting, QuotaNode, QuotaTree
 
@@ -149,6 +149,7 @@ class Snapshot:
         leaves = snap.tree.leaves
         workloads: dict[str, Workload] = {}
         usages: dict[str, Mapping[FR, int]] = {}
+        shared: dict[tuple[tuple[FR, int], ...], FrozenDict[FR, int]] = {}
         admitted: list[Workload] = []
         pending: list[Workload] = []
         admitted_by_queue: dict[str, list[Workload]] = {}
@@ -166,7 +167,8 @@ class Snapshot:
                     )
                     continue
                 usage = admitted_usage(workload)
-                usages[key] = FrozenDict(usage)
+                # Workloads of one shape charge the same: one map for them all.
+                usages[key] = shared.setdefault(tuple(usage.items()), FrozenDict(usage))
                 snap.accounting.add_all(leaf, usage)
                 admitted.append(workload)
                 admitted_by_queue.setdefault(leaf.name, []).append(workload)
@@ -199,10 +201,9 @@ class Snapshot:
         # parse_objects lists them in that order already, read-only: a large cluster's
         # Pods are neither sorted nor copied again.
         pods = inventory.pods
-        if not _in_order(pods):
-            self.pods = FrozenDict(sorted(pods.items()))
-        else:
-            self.pods = pods if type(pods) is FrozenDict else FrozenDict(pods)
+        if type(pods) is not PodsByKey and (type(pods) is not FrozenDict or not _in_order(pods)):
+            pods = FrozenDict(sorted(pods.items()))
+        self.pods = pods
         pool = NodePool(inventory.nodes, inventory.flavors) if inventory.nodes else None
         holding = list(filter(_HOLDS_RESOURCES, self.pods.values()))  # bound, not finished
         self.pods_by_workload = _by_workload(holding)

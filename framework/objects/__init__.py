@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..model import Flavor, FrozenDict, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
+from ..model import Flavor, LocalQueue, Node, Pod, PriorityClass, QueueSpec, Workload
 from .fallbacks import FALLBACKS
 from .fields import (
     Catalog,
@@ -37,8 +37,9 @@ from .kueue import KueueObjects
 from .kueue import scope as kueue_scope
 from .local_queues import namespace_refusal, parse_local_queue, parse_namespace, queue_problem
 from .nodes import parse_flavor
+from .pods_by_key import PodsByKey, in_key_order, merged, plain_by_key, pod_entry
 from .queues import build_queue_tree, parse_queue
-from .typed import RawItems, RawObject, decode_json, find_unknown_fields
+from .typed import RawItems, decode_json, find_unknown_fields
 from .typed_pods import ITEM, ITEM_ERRORS, LastMaps, forget_read_maps, pod_of_item, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
@@ -46,6 +47,7 @@ from .workloads import check_global_default, parse_priority_class, parse_workloa
 __all__ = [
     "FALLBACKS",
     "Inventory",
+    "PodsByKey",
     "Problem",
     "StrayDocument",
     "escape",
@@ -103,7 +105,7 @@ class Inventory:
     queues: dict[str, QueueSpec] = field(default_factory=dict)
     workloads: dict[str, Workload] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
-    pods: dict[str, Pod] = field(default_factory=dict)
+    pods: Mapping[str, Pod] = field(default_factory=dict)  # parse_objects: a PodsByKey
     priority_classes: dict[str, PriorityClass] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     warnings: list[Problem] = field(default_factory=list)
@@ -123,6 +125,8 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         intake.document(file, document)
     forget_read_maps()
     by_kind: dict[str, dict[str, list[Entry]]] = {kind: {} for kind in _KINDS}
+    plain = intake.pods  # in the documents' order
+    by_key = None if in_key_order(plain) else plain_by_key(plain, intake.entries)
     for entry in intake.entries:
         by_kind[entry.kind].setdefault(entry.key, []).append(entry)
     ours = [entry for entry in intake.entries if entry.kind in _OWN_KINDS]  # checked once read
@@ -130,11 +134,13 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     kueue = KueueObjects.build(intake.kueue)  # Kueue's kinds, read as ours (see .kueue)
     for kind, key, entry in kueue.entries():
         by_kind[kind].setdefault(key, []).append(entry)
-    # A plain Pod is read at intake (see _Intake.plain_pod); one whose key also names
-    # a Pod that was not is a copy like any other, and goes with it.
-    plain_pods = intake.pods
-    for key in by_kind["Pod"].keys() & plain_pods.keys():
-        by_kind["Pod"][key].append(_pod_entry(plain_pods.pop(key)))
+    # A plain Pod is read at intake (see _Intake); one whose key also names a Pod that
+    # was not is a copy like any other, and goes with it.
+    if by_kind["Pod"]:
+        by_key = plain_by_key(plain, []) if by_key is None else by_key  # no copies if None
+        for key in by_kind["Pod"].keys() & by_key.keys():
+            by_kind["Pod"][key].append(pod_entry(by_key.pop(key)))
+    plain_pods = plain if by_key is None else by_key
 
     flavors = _parse_all(by_kind["ResourceFlavor"], guarded(kueue.reader(parse_flavor)))
     classes = _parse_all(by_kind["PriorityClass"], guarded(parse_priority_class))
@@ -168,7 +174,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         flavors=dict(catalog.flavors),
         queues=tree.queues,
         nodes=_valid(nodes),
-        pods=_merged(_valid(pods), plain_pods),
+        pods=merged(_valid(pods), plain_pods),
         priority_classes=dict(catalog.priority_classes),
         excluded_queues=set(tree.excluded),
         local_queues=dict(catalog.local_queues),
@@ -189,8 +195,8 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
             inventory.inadmissible[key] = kueue.held[key]
         elif (refused := namespace_refusal(tree.queues, catalog, workload)) is not None:
             inventory.inadmissible[key] = refused
-        else:
-            inventory.workloads[key] = workload
+        else:  # keyed by the workload's own key: the same text, kept once
+            inventory.workloads[workload.key if workload.key == key else key] = workload
 
     everything: list[Problem] = [*intake.problems, *cycle_problems, *kueue.problems]
     kinds = (flavors, classes, workload_classes, local_queues, namespaces, nodes, pods, queues)
@@ -268,44 +274,20 @@ def _valid(parsed: Mapping[str, list[Parsed[T]]]) -> dict[str, T]:
     }
 
 
-def _merged(walked: dict[str, Pod], plain: dict[str, Pod]) -> dict[str, Pod]:
-    """Both sets of valid Pods, in key order as :func:`_parse_all` gives them; read-only,
-    so that a snapshot takes them as they are (a large cluster's Pods are not copied)."""
-    everything = walked | plain if walked else plain
-    keys = sorted(everything)
-    return FrozenDict(zip(keys, map(everything.__getitem__, keys), strict=True))
-
-
-def _pod_entry(pod: Pod) -> Entry:
-    """The entry of a Pod read at intake, for the checks that need entries."""
-    return Entry(pod.source, "Pod", pod.namespace, pod.name, RawObject(None, pod))
-
-
 class _Intake:
     """Documents -> entries of known kinds; Lists are flattened, the rest reported."""
 
-    __slots__ = ("copied", "entries", "kueue", "pods", "problems", "warnings")
+    __slots__ = ("entries", "kueue", "pods", "problems", "warnings")
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
         self.kueue: list[Entry] = []  # Kueue's kinds and Namespaces (see .kueue)
-        # Plain Pods, read at intake, by key: a large cluster is mostly Pods, and the entries
-        # and per-copy records of the other kinds would be garbage (a fragmented heap).
-        self.pods: dict[str, Pod] = {}
-        self.copied: set[str] = set()  # keys of plain Pods defined more than once
+        # Plain Pods, read at intake, in the documents' order: a large cluster is mostly
+        # Pods, and the entries and per-copy records of the other kinds would be garbage (a
+        # fragmented heap). Copies of a key are found once all are read (parse_objects).
+        self.pods: list[Pod] = []
         self.problems: list[Problem] = []
         self.warnings: list[Problem] = []
-
-    def plain_pod(self, pod: Pod) -> None:
-        key = pod.key
-        if key in self.copied:
-            self.entries.append(_pod_entry(pod))
-        elif key in self.pods:
-            self.copied.add(key)
-            self.entries.append(_pod_entry(self.pods.pop(key)))
-            self.entries.append(_pod_entry(pod))
-        else:
-            self.pods[key] = pod
 
     def document(self, file: str, document: Any) -> None:
         if document is None:
@@ -398,7 +380,11 @@ class _Intake:
         read like the items of a parsed list (the same checks, the same paths)."""
         in_list = bool(document.at)
         last, decode = LastMaps(), ITEM.decode
-        for index, raw in enumerate(document.take()):
+        items = document.take()
+        items.reverse()
+        take = items.pop  # each item let go of once read: the items read free their memory
+        for index in range(len(items)):
+            raw = take()
             try:
                 item = decode(raw)
             except ITEM_ERRORS:  # not an object, a field of another type
@@ -406,7 +392,7 @@ class _Intake:
             if item is not None and item.kind == "Pod":
                 found = pod_of_item(file, raw, item, last)
                 if type(found) is Pod:
-                    self.plain_pod(found)
+                    self.pods.append(found)
                     continue
                 if found is not None:
                     self.entries.append(found)  # type: ignore[arg-type]  # an Entry

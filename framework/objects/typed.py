@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from ..model import FrozenDict, Pod
-from ..quantity import forget_parsed
+from ..quantity import MAX_AMOUNT, forget_parsed
 from .fields import Entry, Problem
 from .known import SCHEMAS, Schema, unknown_fields
 
@@ -74,6 +74,20 @@ def forget_read_memos() -> None:
     the session then has the memory back."""
     _SHARED.clear()
     forget_parsed()
+
+
+def _text(value: str | None) -> str:
+    """A required, non-empty text field."""
+    if not value:
+        raise _NotPlain
+    return value
+
+
+def _count(value: int | None) -> int | None:
+    """An optional integer of at least 1 that fits 64 bits."""
+    if value is not None and not 1 <= value <= MAX_AMOUNT:
+        raise _NotPlain
+    return value
 
 
 def _strings(mapping: dict[str, str] | None) -> list[tuple[str, str]]:

@@ -289,7 +289,7 @@ class LastMaps:
 
     __slots__ = (
         "containers", "created", "created_ms", "init", "labels", "labels_namespace",
-        "labels_text", "requests", "workload",
+        "labels_text", "priority", "requests", "workload",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -300,6 +300,7 @@ class LastMaps:
         self.requests: FrozenDict[str, int] = FrozenDict()
         self.created = ""
         self.created_ms = 0
+        self.priority: int | None = None
 
 
 def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
@@ -337,8 +338,12 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
             _NO_ANNOTATIONS if text is _NULL else _item_annotations(text)
         )
         priority = spec.priority
-        if priority is not None and not _LEAST <= priority <= MAX_AMOUNT:
+        if priority == last.priority:
+            priority = last.priority  # one int for them all (a few values, mostly)
+        elif priority is not None and not _LEAST <= priority <= MAX_AMOUNT:
             raise _NotPlain
+        else:
+            last.priority = priority
         created = metadata.creationTimestamp
         if created is None:
             created_ms = 0

@@ -23,11 +23,9 @@ import msgspec
 
 from ..model import (
     DEPLOYMENT,
-    Admission,
     FrozenDict,
     Node,
     PodSet,
-    PodSetAdmission,
     Taint,
     Toleration,
     Workload,
@@ -37,8 +35,9 @@ from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
-from .records import new_admission, new_pod_set, new_pod_set_admission, new_workload
-from .typed import RawObject, _NotPlain, _shared, _strings, intake_key
+from .records import new_pod_set, new_workload
+from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key
+from .typed_admissions import _admission_of, _AdmissionDoc
 from .typed_pods import _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
@@ -100,17 +99,6 @@ class _WorkloadSpec(msgspec.Struct, forbid_unknown_fields=True):
     priorityClassSource: str | None = None
 
 
-class _AdmittedPodSet(msgspec.Struct, forbid_unknown_fields=True):
-    name: str | None = None
-    count: int | None = None
-    flavors: dict[str, str] | None = None
-
-
-class _AdmissionDoc(msgspec.Struct, forbid_unknown_fields=True):
-    queue: str | None = None
-    podSets: list[_AdmittedPodSet] | None = None
-
-
 class _WorkloadStatus(msgspec.Struct, forbid_unknown_fields=True):
     admission: _AdmissionDoc | None = None
     admittedAt: Any = None
@@ -128,25 +116,10 @@ class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
     status: _WorkloadStatus | None = None
 
 
-def _text(value: str | None) -> str:
-    """A required, non-empty text field."""
-    if not value:
-        raise _NotPlain
-    return value
-
-
-def _count(value: int | None) -> int | None:
-    """An optional integer of at least 1 that fits 64 bits."""
-    if value is not None and not 1 <= value <= MAX_AMOUNT:
-        raise _NotPlain
-    return value
-
-
 # Resource and flavor maps as the JSON gave them (the same keys in the same order), to
 # what they read as: the workloads of one shape repeat them, so each is read once.
 _READ_BOUND = 4_096
 _AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = {}
-_FLAVORS: dict[tuple[tuple[str, str], ...], tuple[FrozenDict[str, str], frozenset[str]]] = {}
 
 
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
@@ -167,18 +140,6 @@ def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[s
         if len(_AMOUNTS) >= _READ_BOUND:
             _AMOUNTS.clear()
         found = _AMOUNTS[key] = _shared(items)
-    return found
-
-
-def _flavors(mapping: dict[str, str] | None) -> tuple[FrozenDict[str, str], frozenset[str]]:
-    """An admitted pod set's flavors (resource -> flavor), shared, and the flavors named."""
-    key = tuple(mapping.items()) if mapping else ()
-    found = _FLAVORS.get(key)
-    if found is None:
-        flavors = _strings(mapping)
-        if len(_FLAVORS) >= _READ_BOUND:
-            _FLAVORS.clear()
-        found = _FLAVORS[key] = (_shared(flavors), frozenset(flavor for _, flavor in flavors))
     return found
 
 
@@ -237,7 +198,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
 
     owner_kind = owner_name = None
     if spec.owner is not None:
-        owner_kind, owner_name = _text(spec.owner.kind), _text(spec.owner.name)
+        owner_kind, owner_name = _intern(_text(spec.owner.kind)), _text(spec.owner.name)
     elif metadata.ownerReferences is not None:
         references = {"ownerReferences": metadata.ownerReferences}
         owner_kind, owner_name = _walked(entry, workload_owner, references, {})
@@ -245,7 +206,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
     pod_sets: list[PodSet] = []
     by_name: dict[str, PodSet] = {}
     for doc_set in spec.podSets or _no_pod_sets():
-        name = _text(doc_set.name)
+        name = _intern(_text(doc_set.name))  # most are "main"
         count = _count(doc_set.count)
         count = 1 if count is None else count
         min_count = _count(doc_set.minCount)
@@ -311,7 +272,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         created=(parse_timestamp(created) if created is not None else 0) or 0,
         uid=metadata.uid or "",
         owner_kind=owner_kind,
-        owner_name=owner_name,
+        owner_name=entry.name if owner_name == entry.name else owner_name,  # one text, mostly
         admission=admission,
         admitted_at=parse_timestamp(admitted_at) if admitted_at is not None else None,
         evicted=evicted,
@@ -356,45 +317,11 @@ def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | Non
     key = intake_key(item, "Workload", "preemptd.io")
     if key is None:
         return None
-    namespace, name = key
-    return Entry(file, "Workload", namespace, name, RawObject(raw.copy(), None))
+    namespace, name = key  # the name interned: its Pods' labels name it too
+    return Entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:
-    raise _NotPlain  # at least one is required
-
-
-def _admission_of(
-    doc: _AdmissionDoc,
-    queue: str,
-    by_name: Mapping[str, PodSet],
-    catalog: Catalog,
-    owned_by_deployment: bool,
-) -> Admission:
-    assigned: list[PodSetAdmission] = []
-    seen: set[str] = set()
-    for doc_set in doc.podSets or _no_admitted_pod_sets():
-        name = _text(doc_set.name)
-        spec_pod_set = by_name.get(name)
-        if spec_pod_set is None or name in seen:
-            raise _NotPlain
-        seen.add(name)
-        count = _count(doc_set.count)
-        if count is None:
-            count = spec_pod_set.count
-        elif count > spec_pod_set.count and not owned_by_deployment:
-            raise _NotPlain
-        flavors, named = _flavors(doc_set.flavors)
-        for flavor in named:
-            if catalog.flavor_problem(flavor) is not None:
-                raise _NotPlain
-        if spec_pod_set.requests.keys() - flavors.keys():
-            raise _NotPlain
-        assigned.append(new_pod_set_admission(name, count, flavors))
-    return new_admission(_intern(doc.queue or queue), tuple(assigned))
-
-
-def _no_admitted_pod_sets() -> list[_AdmittedPodSet]:
     raise _NotPlain  # at least one is required
 
 

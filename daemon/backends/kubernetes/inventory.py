@@ -116,7 +116,8 @@ class ClusterInventory:
         self._stale_workloads: set[str] = set()
         self._problems: dict[tuple[str, str], list[Problem]] = {}  # (kind, key) -> its problems
         self._problems_changed = True
-        self._inventory = Inventory()
+        self._pods: dict[str, Pod] = {}  # the inventory's, kept up to date here
+        self._inventory = Inventory(pods=self._pods)
         self.reads = 0  # objects parsed so far: what "O(changes)" is measured by
 
     # -- events ---------------------------------------------------------------
@@ -149,7 +150,7 @@ class ClusterInventory:
                     self._evicting.discard(key)
             self._stale_workloads.add(key)
         elif kind == "Pod":
-            self._read_one(entry, deleted, read_pod, self._inventory.pods)
+            self._read_one(entry, deleted, read_pod, self._pods)
         elif kind == "Node":
             self._read_one(entry, deleted, read_node, self._inventory.nodes)
 
