@@ -167,8 +167,8 @@ class Snapshot:
                     )
                     continue
                 usage = admitted_usage(workload)
-                # Workloads of one shape charge the same: one map for them all.
-                usages[key] = shared.setdefault(tuple(usage.items()), FrozenDict(usage))
+                charged = tuple(usage.items())  # one shape charges the same: one map, made once
+                usages[key] = shared.get(charged) or shared.setdefault(charged, FrozenDict(usage))
                 snap.accounting.add_all(leaf, usage)
                 admitted.append(workload)
                 admitted_by_queue.setdefault(leaf.name, []).append(workload)
