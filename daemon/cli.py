@@ -698,7 +698,7 @@ def _decisions_answer(decisions: Decisions) -> Answer:
         data=decisions.to_dict,
         names=names,
         table=lambda out, wide: _report_module().print_decisions(decisions, out),
-        text=lambda: indented_json(decisions.to_dict()),  # CONTRACT §3's bytes: to_json's
+        text=lambda: indented_json_pieces(decisions.to_dict()),  # CONTRACT §3's bytes: to_json's
     )
 
 
@@ -718,6 +718,41 @@ def indented_json(data: Any) -> str:
         return msgspec.json.format(compact, indent=2) + "\n"
     except (msgspec.DecodeError, UnicodeError):
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+PIECE_ITEMS = 256
+"""Items of a list laid out together by :func:`indented_json_pieces`."""
+
+
+def indented_json_pieces(data: Any, batch: int = PIECE_ITEMS) -> list[str]:
+    """:func:`indented_json`'s text in pieces of tens of kilobytes, written one after another.
+
+    A mapping's lists (the decisions' sections) are laid out ``batch`` items at a time: the
+    whole text of a large cluster's decisions, and the buffers it is laid out in, would each
+    be megabytes taken from the top of the heap after the session, raising the process's
+    peak memory, where pieces of tens of kilobytes fit in the room the session left free.
+    A list of a batch's items, indented as at the top, holds each item at one level deeper
+    than the list's own lines; one more level (two spaces after every line break) puts it
+    where the mapping's list holds it. Anything else (a key that is not a string, a value
+    that is not a list) is laid out whole, as :func:`indented_json` does.
+    """
+    if not isinstance(data, dict) or not data or not all(type(key) is str for key in data):
+        return [indented_json(data)]
+    pieces = ["{"]
+    before = "\n  "
+    for key, value in data.items():
+        pieces.append(f"{before}{json.dumps(key, ensure_ascii=False)}: ")
+        before = ",\n  "
+        if not isinstance(value, list) or not value:
+            pieces.append(indented_json(value)[:-1].replace("\n", "\n  "))
+            continue
+        pieces.append("[\n")
+        for start in range(0, len(value), batch):
+            items = indented_json(value[start : start + batch])[2:-3]  # without "[\n" and "\n]\n"
+            pieces.append((",\n  " if start else "  ") + items.replace("\n", "\n  "))
+        pieces.append("\n  ]")
+    pieces.append("\n}\n")
+    return pieces
 
 
 def _validate(args: argparse.Namespace) -> int:

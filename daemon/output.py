@@ -58,13 +58,14 @@ class Answer:
 
     ``data`` is the answer as JSON-able data (json, yaml); ``names`` its ``type/name``
     lines (name); ``table(console, wide)`` prints it for people (table, wide). ``text``,
-    when given, is the exact JSON text to print instead of ``data`` (a contract's bytes).
+    when given, is the exact JSON text to print instead of ``data`` (a contract's bytes),
+    in pieces written one after another.
     """
 
     data: Callable[[], Any]
     names: Callable[[], Iterable[str]]
     table: Callable[[Console, bool], None]
-    text: Callable[[], str] | None = None
+    text: Callable[[], Iterable[str]] | None = None
 
 
 def console(stream: TextIO | None = None, *, wide: bool = False) -> Console:
@@ -81,11 +82,11 @@ def write_output(answer: Answer, output: str, stream: TextIO | None = None) -> N
     """Print ``answer`` as ``output`` (one of :data:`FORMATS`) on ``stream`` (stdout)."""
     out = stream if stream is not None else sys.stdout
     if output == "json":
-        out.write(answer.text() if answer.text is not None else dumps_json(answer.data()))
+        out.writelines(answer.text() if answer.text is not None else [dumps_json(answer.data())])
     elif output == "yaml":
         import yaml
 
-        data = json.loads(answer.text()) if answer.text is not None else answer.data()
+        data = json.loads("".join(answer.text())) if answer.text is not None else answer.data()
         out.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=10_000))
     elif output == "name":
         out.writelines(f"{name}\n" for name in answer.names())

@@ -137,7 +137,7 @@ def test_the_cycles_json_is_what_decisions_to_json_writes(
         assert cli.main(["cycle", snapshot, "--now", NOW, "-o", "json"]) == 0
     for answer in answers:
         decisions = answer.data.__self__  # type: ignore[attr-defined]  # Decisions.to_dict
-        assert answer.text is not None and answer.text() == decisions.to_json()
+        assert answer.text is not None and "".join(answer.text()) == decisions.to_json()
 
 
 _SCALARS = (
