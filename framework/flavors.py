@@ -30,7 +30,7 @@ from .nodes.witness import Witness, fit_witness, witness_holds
 from .preemption import asked_again, find_victims
 from .preemption.victims import search_targets
 from .quantity import format_quantity
-from .quota import QuotaNode
+from .quota import QuotaNode, fr_of
 from .session import (
     CLASS_SAME_QUEUE,
     FIT,
@@ -189,7 +189,7 @@ def _check(
     for resource in group.covered:
         amount = requests.get(resource, 0)
         if amount:
-            fr = (flavor_name, resource)
+            fr = fr_of(flavor_name, resource)
             usage[fr] = amount * count + prior.get(fr, 0) if prior else amount * count
     needed: list[FR] = []
     level = 0

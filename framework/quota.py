@@ -17,7 +17,18 @@ from collections.abc import Iterable, Mapping
 
 from .model import FR, QueueSpec
 
-__all__ = ["Accounting", "QuotaNode", "QuotaTree", "lender_may_give"]
+__all__ = ["Accounting", "QuotaNode", "QuotaTree", "fr_of", "lender_may_give"]
+
+_FRS: dict[FR, FR] = {}
+
+
+def fr_of(flavor: str, resource: str) -> FR:
+    """The one tuple of ``(flavor, resource)``. A tuple's hash is not kept, and a map
+    asked with a key equal to one of its own but another object compares the two item by
+    item: a key that *is* the map's is found on identity. The queues' quota figures and
+    kept levels and the flavor checks' requests key by these tuples."""
+    fr = (flavor, resource)
+    return _FRS.setdefault(fr, fr)
 
 
 class QuotaNode:
@@ -75,7 +86,7 @@ class QuotaNode:
         for group in spec.resource_groups:
             for flavor in group.flavors:
                 for resource, quota in flavor.resources.items():
-                    fr = (flavor.flavor, resource)
+                    fr = fr_of(flavor.flavor, resource)
                     self.nominal[fr] = quota.nominal
                     if quota.borrowing_limit is not None:
                         self.borrowing_limit[fr] = quota.borrowing_limit
