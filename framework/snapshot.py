@@ -30,7 +30,7 @@ from .model import (
 from .nodes import NodePool, Placements, pod_terms
 from .objects import Inventory, PodsByKey, Problem
 from .pods import NORMAL, classify
-from .quota import Accounting, QuotaNode, QuotaTree
+from .quota import Accounting, QuotaNode, QuotaTree, fr_of
 
 __all__ = ["DeploymentPods", "Snapshot", "admitted_usage", "fewest_to_cover", "pod_set_usage", "wants_more"]
 
@@ -41,7 +41,7 @@ def pod_set_usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> di
         flavor = flavors.get(resource)
         if flavor is None or amount == 0:
             continue
-        fr = (flavor, resource)
+        fr = fr_of(flavor, resource)
         usage[fr] = usage.get(fr, 0) + amount * count
     return usage
 

@@ -1,7 +1,7 @@
 """A flavor-resource is one tuple object (``quota.fr_of``) wherever the quota keys by it.
 
-The queues' quota figures and kept levels and the requests the flavor checks build all
-hold the same tuple, so a look-up with one of them is found on identity. What they answer
+The queues' quota figures and kept levels, the requests the flavor checks build and the
+snapshot's usage maps all hold the same tuple, so a look-up with one of them is found on identity. What they answer
 is unchanged: usage charged under an equal tuple made elsewhere counts as before.
 """
 
@@ -84,3 +84,25 @@ def test_the_flavor_checks_request_under_the_shared_tuple() -> None:
     assert option.usage
     assert all(key is fr_of(*key) for key in option.usage)
     assert leaf.levels and all(key is fr_of(*key) for key in leaf.levels)
+
+
+def test_the_snapshots_usage_maps_key_by_the_shared_tuple() -> None:
+    # Every admitted workload's usage and every queue's charged usage is keyed by the one
+    # tuple, so the accounting's look-ups with the quota's keys match on identity.
+    snap = snapshot(generate_saturated(1, queues=10, workloads=300), NOW_MS)
+    admitted = [w for ws in snap.admitted_by_queue.values() for w in ws]
+    assert admitted
+    for workload in admitted:
+        usage = snap.usage[workload.key]
+        assert usage and all(key is fr_of(*key) for key in usage)
+    # SEMANTICS §1: a workload's usage is Σ count × requests on its admitted flavors.
+    workload = admitted[0]
+    assert workload.admission is not None
+    want: dict[tuple[str, str], int] = {}
+    for psa in workload.admission.pod_sets:
+        spec = next(ps for ps in workload.pod_sets if ps.name == psa.name)
+        for resource, amount in spec.requests.items():
+            if resource in psa.flavors and amount:
+                key = (psa.flavors[resource], resource)
+                want[key] = want.get(key, 0) + amount * psa.count
+    assert dict(snap.usage[workload.key]) == want
