@@ -46,6 +46,36 @@ def _decide(snapshot: Snapshot, registry: Registry, actions: tuple[str, ...]) ->
     return decisions.to_json() + repr(sorted(registry.vetoes.items())) + repr(sorted(registry.failures.items()))
 
 
+def _each_way(module: Any, switch: str, decide: Callable[[], str], **fixed: object) -> dict[bool, str]:
+    """What ``decide`` gives with ``module``'s ``switch`` on and with it off, the
+    module's other settings ``fixed`` as given in both."""
+    decided = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in fixed.items():
+            patch.setattr(module, name, value)
+        for on in (True, False):
+            patch.setattr(module, switch, on)
+            decided[on] = decide()
+    return decided
+
+
+RANDOM_PLUGINS = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
+RANDOM_ACTIONS = ("allocate", "preempt")
+
+
+def _random_snapshot(seed: int) -> Snapshot:
+    """The snapshot of :func:`_world`'s queues and workloads for ``seed``."""
+    specs, workloads = _world(seed)
+    return Snapshot.build(inventory(specs, workloads), now=60_000)
+
+
+def _generated_snapshot(spec: object, label: str) -> Snapshot:
+    """The snapshot of a generated cluster of size ``spec``, seeded by ``label``."""
+    assert isinstance(spec, Size)
+    objects = generate_spec(spec, label)
+    return Snapshot.build(parse_objects([("g.json", o) for o in objects]), now=NOW_MS)
+
+
 def _world(seed: int) -> tuple[list[Any], list[Workload]]:
     """Deep random queues: a root over two cohorts (one over a third), leaves with lending
     and borrowing limits that preempt and reclaim, most workloads admitted (some evicted,
@@ -90,15 +120,13 @@ def _world(seed: int) -> tuple[list[Any], list[Workload]]:
 @settings(max_examples=120, deadline=None)
 @given(st.integers(min_value=0, max_value=100_000))
 def test_walks_with_leading_runs_decide_as_the_plain_walk_on_random_queues(seed: int) -> None:
-    specs, workloads = _world(seed)
-    snapshot = Snapshot.build(inventory(specs, workloads), now=60_000)
-    plugins = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
+    snapshot = _random_snapshot(seed)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(waiting, "WORTH", 0)  # every walk after a key's first two tries a run
-        fast = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
+        fast = _decide(snapshot, Registry(RANDOM_PLUGINS), RANDOM_ACTIONS)
     with pytest.MonkeyPatch.context() as patch:
         _plain(patch)
-        plain = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
+        plain = _decide(snapshot, Registry(RANDOM_PLUGINS), RANDOM_ACTIONS)
     assert fast == plain
 
 
@@ -114,9 +142,7 @@ def test_walks_with_leading_runs_decide_as_the_plain_walk_on_generated_clusters(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec, seed = CLUSTERS[name]
-    assert isinstance(spec, Size)
-    objects = generate_spec(spec, f"leading/{name}/{seed}")
-    snapshot = Snapshot.build(parse_objects([("g.json", o) for o in objects]), now=NOW_MS)
+    snapshot = _generated_snapshot(spec, f"leading/{name}/{seed}")
     actions, registry = default_session()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(waiting, "WORTH", 0)

@@ -15,18 +15,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR
-from preemptd.framework.objects import parse_objects
 from preemptd.framework.preemption import waiting
 from preemptd.framework.preemption.waiting import Leading
 from preemptd.framework.quota import QuotaNode, QuotaTree
 from preemptd.framework.session import CLASS_OTHER_QUEUE, CLASS_SAME_QUEUE, Candidate, Registry
-from preemptd.framework.snapshot import Snapshot
-from preemptd.framework.testing import cohort, inventory, queue, workload
-from preemptd.plugins import cohort_reclaim, priority
+from preemptd.framework.testing import cohort, queue, workload
 
 from benchmarks.bench_session import default_session
-from benchmarks.generate import NOW_MS, Size, generate_spec, growth_spec
-from tests.framework.test_leading_run import _decide, _world
+from benchmarks.generate import growth_spec
+from tests.framework.test_leading_run import (
+    RANDOM_ACTIONS,
+    RANDOM_PLUGINS,
+    _decide,
+    _each_way,
+    _generated_snapshot,
+    _random_snapshot,
+)
 
 CPU: FR = ("default", "cpu")
 GPU: FR = ("default", "nvidia.com/gpu")
@@ -154,16 +158,9 @@ CLUSTERS = {
 @pytest.mark.parametrize("worth", [0, waiting.WORTH])
 def test_generated_deep_clusters_decide_as_with_runs_found_by_bisection(name: str, worth: int) -> None:
     spec, seed = CLUSTERS[name]
-    assert isinstance(spec, Size)
-    objects = generate_spec(spec, f"longest/{name}/{seed}")
-    snapshot = Snapshot.build(parse_objects([("g.json", o) for o in objects]), now=NOW_MS)
+    snapshot = _generated_snapshot(spec, f"longest/{name}/{seed}")
     actions, registry = default_session()
-    decided = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(waiting, "WORTH", worth)
-        for longest in (True, False):
-            patch.setattr(waiting, "LONGEST", longest)
-            decided[longest] = _decide(snapshot, registry(), actions)
+    decided = _each_way(waiting, "LONGEST", lambda: _decide(snapshot, registry(), actions), WORTH=worth)
     assert decided[True] == decided[False]
 
 
@@ -172,13 +169,8 @@ def test_generated_deep_clusters_decide_as_with_runs_found_by_bisection(name: st
 def test_random_queue_trees_decide_as_with_runs_found_by_bisection(seed: int) -> None:
     """Deep random trees: lenders in a cohort below another (chains of two) and beside
     the preemptor's (chains of one)."""
-    specs, workloads = _world(seed)
-    snapshot = Snapshot.build(inventory(specs, workloads), now=60_000)
-    plugins = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
-    decided = {}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(waiting, "WORTH", 0)
-        for longest in (True, False):
-            patch.setattr(waiting, "LONGEST", longest)
-            decided[longest] = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
+    snapshot = _random_snapshot(seed)
+    decided = _each_way(
+        waiting, "LONGEST", lambda: _decide(snapshot, Registry(RANDOM_PLUGINS), RANDOM_ACTIONS), WORTH=0
+    )
     assert decided[True] == decided[False]

@@ -17,18 +17,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from preemptd.framework.model import FR
-from preemptd.framework.objects import parse_objects
 from preemptd.framework.preemption import resorted
 from preemptd.framework.preemption.resorted import sorted_units
 from preemptd.framework.quota import QuotaNode, QuotaTree
 from preemptd.framework.session import CLASS_OTHER_QUEUE, Candidate, Registry
-from preemptd.framework.snapshot import Snapshot
-from preemptd.framework.testing import cohort, inventory, queue, workload
-from preemptd.plugins import cohort_reclaim, priority
+from preemptd.framework.testing import cohort, queue, workload
 
 from benchmarks.bench_session import default_session
-from benchmarks.generate import NOW_MS, Size, generate_spec, growth_spec
-from tests.framework.test_leading_run import _decide, _world
+from benchmarks.generate import growth_spec
+from tests.framework.test_leading_run import (
+    RANDOM_ACTIONS,
+    RANDOM_PLUGINS,
+    _decide,
+    _each_way,
+    _generated_snapshot,
+    _random_snapshot,
+)
 
 CPU: FR = ("default", "cpu")
 
@@ -172,27 +176,15 @@ CLUSTERS = {
 @pytest.mark.parametrize("name", sorted(CLUSTERS))
 def test_generated_deep_clusters_decide_as_with_every_run_sorted_in_full(name: str) -> None:
     spec, seed = CLUSTERS[name]
-    assert isinstance(spec, Size)
-    objects = generate_spec(spec, f"resorted/{name}/{seed}")
-    snapshot = Snapshot.build(parse_objects([("g.json", o) for o in objects]), now=NOW_MS)
+    snapshot = _generated_snapshot(spec, f"resorted/{name}/{seed}")
     actions, registry = default_session()
-    decided = {}
-    with pytest.MonkeyPatch.context() as patch:
-        for resort in (True, False):
-            patch.setattr(resorted, "RESORT", resort)
-            decided[resort] = _decide(snapshot, registry(), actions)
+    decided = _each_way(resorted, "RESORT", lambda: _decide(snapshot, registry(), actions))
     assert decided[True] == decided[False]
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(min_value=0, max_value=100_000))
 def test_random_queue_trees_decide_as_with_every_run_sorted_in_full(seed: int) -> None:
-    specs, workloads = _world(seed)
-    snapshot = Snapshot.build(inventory(specs, workloads), now=60_000)
-    plugins = [("priority", priority, None), ("cohort-reclaim", cohort_reclaim, None)]
-    decided = {}
-    with pytest.MonkeyPatch.context() as patch:
-        for resort in (True, False):
-            patch.setattr(resorted, "RESORT", resort)
-            decided[resort] = _decide(snapshot, Registry(plugins), ("allocate", "preempt"))
+    snapshot = _random_snapshot(seed)
+    decided = _each_way(resorted, "RESORT", lambda: _decide(snapshot, Registry(RANDOM_PLUGINS), RANDOM_ACTIONS))
     assert decided[True] == decided[False]
