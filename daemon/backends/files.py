@@ -49,11 +49,14 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import gc
 import json
+import mmap
 import os
 import re
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -209,16 +212,17 @@ def load_files(
     files = _expand(paths, errors)
     for path in files:
         shown = escape(path)  # messages are one line each, whatever the file is called
-        text: str | bytes
+        text: str | bytes | mmap.mmap
         try:
             if path == STDIN:
                 text = sys.stdin.read()
             else:
-                data = Path(path).read_bytes()
                 # Typed reading takes a JSON file in ASCII (no BOM, nothing to check) as
                 # its bytes: a large snapshot is not copied into a string first.
-                as_bytes = typed and not keep_text and path.endswith(".json") and data.isascii()
-                text = data if as_bytes else data.decode("utf-8-sig")
+                as_bytes = typed and not keep_text and path.endswith(".json")
+                data = _mapped_bytes(path) if as_bytes else Path(path).read_bytes()
+                as_bytes = as_bytes and _isascii(data)
+                text = data if as_bytes else str(data, "utf-8-sig")
         except OSError as exc:
             errors.append(f"{shown}: cannot read: {exc.strerror or exc}")
             continue
@@ -230,12 +234,70 @@ def load_files(
         except ValueError as exc:
             errors.append(f"{shown}{escape(str(exc))}")
             continue
+        if isinstance(text, mmap.mmap):
+            found = [_released_as_read(document, text) for document in found]
         documents.extend((path, document) for document in found)
         if keep_text and isinstance(text, str):
             texts.append((path, text))
     if errors:
         raise LoadError(errors, documents)
     return Loaded(documents, texts, files)
+
+
+def _mapped_bytes(path: str) -> bytes | mmap.mmap:
+    """A file's bytes: a regular file's in an anonymous mapping of its size (whose pages
+    can be given back one by one: :class:`_ReadPast`), anything else's (a pipe, a
+    device, an empty file, a file that changed size while read) as bytes."""
+    with open(path, "rb", buffering=0) as file:
+        status = os.fstat(file.fileno())
+        if stat.S_ISREG(status.st_mode) and status.st_size and _CAN_RELEASE:
+            # Private: a shared mapping's pages given back stay in the kernel's memory.
+            buffer = mmap.mmap(-1, status.st_size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+            with memoryview(buffer) as view:
+                filled = 0
+                while filled < len(buffer) and (count := file.readinto(view[filled:])):
+                    filled += count
+            if filled == len(buffer) and not file.read(1):
+                return buffer
+            file.seek(0)
+        return file.readall()
+
+
+_CAN_RELEASE = hasattr(mmap, "MADV_DONTNEED")
+_ASCII_CHUNK = 1 << 20
+
+
+def _isascii(data: bytes | mmap.mmap) -> bool:
+    if isinstance(data, bytes):
+        return data.isascii()
+    with memoryview(data) as view:
+        return all(
+            view[start : start + _ASCII_CHUNK].tobytes().isascii() for start in range(0, len(view), _ASCII_CHUNK)
+        )
+
+
+class _ReadPast:
+    """Gives back the pages of a file's mapping that lie wholly before an offset the
+    intake has read past (:attr:`RawItems.read_past`): their memory leaves the process
+    while the items after them are read, instead of all at once with the last item."""
+
+    __slots__ = ("buffer", "released")
+
+    def __init__(self, buffer: mmap.mmap) -> None:
+        self.buffer = buffer
+        self.released = 0  # the pages before this offset are given back
+
+    def __call__(self, offset: int) -> None:
+        end = min(offset, len(self.buffer)) // mmap.PAGESIZE * mmap.PAGESIZE
+        if end > self.released:
+            self.buffer.madvise(mmap.MADV_DONTNEED, self.released, end - self.released)
+            self.released = end
+
+
+def _released_as_read(document: Document, buffer: mmap.mmap) -> Document:
+    if isinstance(document, RawItems):
+        return dataclasses.replace(document, read_past=_ReadPast(buffer))
+    return document
 
 
 def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
@@ -255,7 +317,9 @@ def _expand(paths: Iterable[str | Path], errors: list[str]) -> list[str]:
     return files
 
 
-def parse_text(text: str | bytes, *, json_only: bool = False, typed: bool = False) -> list[Document]:
+def parse_text(
+    text: str | bytes | mmap.mmap, *, json_only: bool = False, typed: bool = False
+) -> list[Document]:
     """The documents of one file's text: objects, lists of objects or ``kind: List``.
 
     Lists are not flattened here: :func:`~preemptd.framework.objects.parse_objects`
@@ -268,8 +332,8 @@ def parse_text(text: str | bytes, *, json_only: bool = False, typed: bool = Fals
     :class:`~preemptd.framework.objects.typed.RawItems`, its objects still text, for
     the typed decoding of :mod:`preemptd.framework.objects`; only reading for the model
     asks for that (``--apply`` and the simulator want the documents themselves).
-    ``text`` may be the bytes of a JSON file in ASCII (``json_only``, as
-    :func:`load_files` passes them).
+    ``text`` may be the bytes of a JSON file in ASCII, or a mapping of them (``json_only``,
+    as :func:`load_files` passes them).
     """
     documents: list[Any]
     if json_only or (isinstance(text, str) and text.lstrip().startswith(("{", "["))):
@@ -300,11 +364,11 @@ def parse_text(text: str | bytes, *, json_only: bool = False, typed: bool = Fals
     return found
 
 
-def _yaml_documents(text: str | bytes) -> list[Any]:
+def _yaml_documents(text: str | bytes | mmap.mmap) -> list[Any]:
     import yaml
 
-    if isinstance(text, bytes):
-        text = text.decode("utf-8-sig")
+    if not isinstance(text, str):
+        text = str(text, "utf-8-sig")
     try:
         return list(yaml.load_all(text, Loader=_loader()))
     except yaml.YAMLError as exc:

@@ -73,6 +73,7 @@ _KINDS: dict[str, tuple[str, bool]] = {
     "Namespace": ("", False),
 }
 _OWN_KINDS = frozenset(kind for kind, (group, _) in _KINDS.items() if group == "preemptd.io")
+_READ_PAST_EVERY = 2_048  # items between calls of ``RawItems.read_past`` (about 1 MB of Pods)
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,7 +384,11 @@ class _Intake:
         items = document.take()
         items.reverse()
         take = items.pop  # each item let go of once read: the items read free their memory
+        read_past, spanned, every = document.read_past, 0, _READ_PAST_EVERY
         for index in range(len(items)):
+            if not index % every and read_past is not None:
+                read_past(spanned)  # the items before this one lie wholly before that offset
+                spanned += sum(map(len, items[-every:]))  # the next ones
             raw = take()
             try:
                 item = decode(raw)
@@ -408,6 +413,8 @@ class _Intake:
                 self.problems.append(Problem(file, "", at, "empty list item"))
             else:
                 self.object(file, decoded, at)
+        if read_past is not None:
+            read_past(spanned)
 
     def _list(self, file: str, obj: Mapping[str, Any], kind: str, at: str) -> None:
         items = obj.get("items")

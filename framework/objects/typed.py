@@ -24,9 +24,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,6 +34,9 @@ from ..model import FrozenDict, Pod
 from ..quantity import MAX_AMOUNT, forget_parsed
 from .fields import Entry, Problem
 from .known import SCHEMAS, Schema, unknown_fields
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = [
     "RawItems",
@@ -110,7 +113,7 @@ def _json_int(text: str) -> int | str:
         return text
 
 
-def decode_json(text: str | bytes) -> Any:
+def decode_json(text: str | ReadableBuffer) -> Any:
     """One JSON value: msgspec's decoder, else the standard one for its exact answer.
 
     msgspec reads a valid document into the same values as ``json.loads`` in a fraction
@@ -122,7 +125,9 @@ def decode_json(text: str | bytes) -> Any:
     try:
         return msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError):
-        return json.loads(text, parse_int=_json_int)
+        # json reads str, bytes and bytearray; any other buffer is read as its bytes.
+        readable = text if isinstance(text, str | bytes | bytearray) else bytes(text)
+        return json.loads(readable, parse_int=_json_int)
 
 
 class _Envelope(msgspec.Struct):
@@ -140,10 +145,16 @@ class RawItems:
     ``"items"`` for a ``kind: List``. See :func:`decode_items`. The items are read
     once: :meth:`take` hands them over and lets go of them, so that the file's text
     they point into is freed as soon as the objects are read.
+
+    ``read_past``, when the text's owner can give its memory back piece by piece, is
+    called as the items are read with a length of text they span at least: the items
+    read so far all lie before that offset and nothing reads them again (what the
+    intake keeps of an item is a copy), so the text before it may be dropped.
     """
 
     at: str
     items: list[msgspec.Raw]
+    read_past: Callable[[int], object] | None = None
 
     def take(self) -> list[msgspec.Raw]:
         items = self.items[:]
@@ -151,13 +162,14 @@ class RawItems:
         return items
 
 
-def decode_items(text: str | bytes) -> Any:
+def decode_items(text: str | ReadableBuffer) -> Any:
     """A JSON document whose objects are left as text when it is a list of them.
 
     A top-level list, or a ``kind: ...List`` with an ``items`` list, becomes
     :class:`RawItems`; anything else is decoded whole by :func:`decode_json`. The
     intake (``objects._Intake``) reads a plain Pod item as a typed record without ever
-    building its dict, and decodes every other item with :func:`decode_json`.
+    building its dict, and decodes every other item with :func:`decode_json`. ``text``
+    may be any buffer of the bytes (a file's mapping, as the files backend passes it).
     """
     try:
         found = msgspec.json.decode(text, type=list[msgspec.Raw] | _Envelope)
