@@ -167,6 +167,9 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     )
     nodes = _parse_all(by_kind["Node"], guarded(read_node))
     pods = _parse_all(by_kind["Pod"], guarded(read_pod))
+    valid_pods, plain_count = merged(_valid(pods), plain_pods), len(plain_pods)
+    del plain, plain_pods, by_key  # the keys made to sort the Pods go before the Workloads come
+    intake.pods.clear()
     queues = _parse_all(by_kind["Queue"], guarded(kueue.reader(lambda e: parse_queue(e, catalog), catalog)))
     tree, cycle_problems = build_queue_tree(queues)
     workloads = _parse_all(by_kind["Workload"], guarded(kueue.reader(lambda e: read_workload(e, catalog), catalog)))
@@ -175,7 +178,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
         flavors=dict(catalog.flavors),
         queues=tree.queues,
         nodes=_valid(nodes),
-        pods=merged(_valid(pods), plain_pods),
+        pods=valid_pods,
         priority_classes=dict(catalog.priority_classes),
         excluded_queues=set(tree.excluded),
         local_queues=dict(catalog.local_queues),
@@ -209,7 +212,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     inventory.warnings = sorted([*intake.warnings, *kueue.warnings])
     inventory.unknown_fields = sorted(p for entry in ours for p in find_unknown_fields(entry))
     inventory.counts = {kind: sum(map(len, by_kind[kind].values())) for kind in sorted(_KINDS)}
-    inventory.counts["Pod"] += len(plain_pods)
+    inventory.counts["Pod"] += plain_count
     return inventory
 
 

@@ -181,9 +181,12 @@ def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     except (msgspec.ValidationError, msgspec.DecodeError):
         return None
     try:
-        return _workload_of(entry, catalog, doc)
+        workload = _workload_of(entry, catalog, doc)
     except (QuantityError, _NotPlain):
         return None
+    if type(body) is RawObject:
+        body.raw = None
+    return workload
 
 
 def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:

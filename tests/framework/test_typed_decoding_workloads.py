@@ -346,3 +346,16 @@ def test_a_workload_item_is_kept_as_its_text_until_it_is_read() -> None:
     assert entry.key == "ns/w" and entry.body.raw is not None
     assert fast_workload(entry, CATALOG) == parse_workload(entry_of(WORKLOAD), CATALOG)[0]
     assert workload_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
+
+
+def test_a_workload_items_text_goes_once_its_record_is_read_and_stays_for_the_walker() -> None:
+    bad = WORKLOAD | {"spec": {**WORKLOAD["spec"], "queueName": 7}}
+    (document,) = parse_text(json.dumps([WORKLOAD, bad]), typed=True)
+    assert isinstance(document, RawItems)
+    read, walked = (workload_entry("f.json", item) for item in document.items)
+    assert read is not None and walked is not None
+    assert isinstance(read.body, RawObject) and isinstance(walked.body, RawObject)
+    assert read_workload(read, CATALOG) == (parse_workload(entry_of(WORKLOAD), CATALOG)[0], [])
+    assert read.body.raw is None  # nothing decodes it again: its memory is free for the next
+    assert read_workload(walked, CATALOG) == parse_workload(entry_of(bad), CATALOG)
+    assert walked.body.raw is not None and dict(walked.body) == bad
