@@ -120,6 +120,19 @@ class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
 # what they read as: the workloads of one shape repeat them, so each is read once.
 _READ_BOUND = 4_096
 _AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = {}
+# Pod sets, and a Workload's tuple of them, by value: the workloads of one shape have
+# equal pod sets (a large cluster, a few dozen distinct ones), kept once.
+_POD_SETS: dict[Any, Any] = {}
+
+
+def _kept_once(value: T) -> T:
+    """The record equal to ``value`` read before, else ``value``, kept for the next."""
+    found: T | None = _POD_SETS.get(value)
+    if found is None:
+        if len(_POD_SETS) >= _READ_BOUND:
+            _POD_SETS.clear()
+        found = _POD_SETS[value] = value
+    return found
 
 
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
@@ -222,13 +235,15 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
             _known_keys(doc_set.tolerations, TOLERATION)
             holder = {"tolerations": doc_set.tolerations}
             tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
-        pod_set = by_name[name] = new_pod_set(
-            name=name,
-            count=count,
-            requests=_amounts(doc_set.requests, drop_zero=True),
-            min_count=min_count,
-            node_selector=_shared(_strings(doc_set.nodeSelector)),
-            tolerations=tolerations,
+        pod_set = by_name[name] = _kept_once(
+            new_pod_set(
+                name=name,
+                count=count,
+                requests=_amounts(doc_set.requests, drop_zero=True),
+                min_count=min_count,
+                node_selector=_shared(_strings(doc_set.nodeSelector)),
+                tolerations=tolerations,
+            )
         )
         pod_sets.append(pod_set)
 
@@ -270,7 +285,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         namespace=namespace,
         name=entry.name,
         queue=queue,
-        pod_sets=tuple(pod_sets),
+        pod_sets=_kept_once(tuple(pod_sets)),
         priority=priority,
         created=(parse_timestamp(created) if created is not None else 0) or 0,
         uid=metadata.uid or "",

@@ -13,6 +13,7 @@ the plain path in the same state.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -28,14 +29,16 @@ from benchmarks.generate import NOW_MS, generate_saturated
 
 
 def _same_shape_heads(snap: Snapshot) -> tuple[Workload, Workload]:
-    """Two pending workloads of one queue whose single podSet has the same count and requests."""
+    """Two pending workloads of one queue whose single podSet has the same count and requests;
+    the second holds a record of its own (the reader keeps equal pod sets once, and a pod
+    set's record is what the session's own node-fit answer is kept by)."""
     for items in sorted(snap.pending_by_queue.values(), key=lambda ws: ws[0].queue):
         seen: dict[tuple[object, ...], Workload] = {}
         for w in items:
             (spec,) = w.pod_sets
             shape = (spec.count, tuple(sorted(spec.requests.items())))
             if shape in seen:
-                return seen[shape], w
+                return seen[shape], dataclasses.replace(w, pod_sets=(dataclasses.replace(spec),))
             seen[shape] = w
     raise AssertionError("no two workloads of one queue share a shape")
 

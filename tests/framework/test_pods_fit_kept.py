@@ -9,6 +9,7 @@ answered from the kept entry.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -24,18 +25,15 @@ from benchmarks.generate import NOW_MS, generate_saturated
 
 
 def _one_shape_in_two_queues(snap: Snapshot) -> tuple[str, PodSet, PodSet]:
-    """The first pending head's flavor and pod set, and an equal pod set (another object)
-    of a head of another queue."""
+    """The first pending head's flavor and pod set, and an equal pod set of a head of another
+    queue as another object (the reader keeps equal pod sets as one record; one read apart,
+    as the walker reads them, is not the same record)."""
     heads = [w for items in snap.pending_by_queue.values() for w in items if not w.is_deployment]
     first = heads[0]
     flavor = snap.tree.leaves[first.queue].spec.resource_groups[0].flavors[0].flavor
     spec = first.pod_sets[0]
-    other = next(
-        w.pod_sets[0]
-        for w in heads
-        if w.queue != first.queue and w.pod_sets[0] is not spec and w.pod_sets[0] == spec
-    )
-    return flavor, spec, other
+    other = next(w.pod_sets[0] for w in heads if w.queue != first.queue and w.pod_sets[0] == spec)
+    return flavor, spec, dataclasses.replace(other)
 
 
 def test_a_repeated_pods_fit_on_committed_room_is_answered_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -19,7 +19,10 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import parse_text
+from preemptd.framework.model import PodSet
 from preemptd.framework.objects import parse_objects
+from preemptd.framework.objects.fields import Catalog, Entry
+from preemptd.framework.objects.workloads import parse_workload
 from preemptd.framework.snapshot import Snapshot, admitted_usage
 
 from benchmarks.generate import NOW_MS, generate
@@ -110,3 +113,19 @@ def test_admissions_of_one_shape_share_their_pod_sets_records(snapshot: Snapshot
         pod_sets = workload.admission.pod_sets
         assert by_shape.setdefault(shape, id(pod_sets)) == id(pod_sets)
     assert len(by_shape) < len(snapshot.admitted) / 2
+
+
+def test_workloads_of_one_shape_share_their_pod_set_records(snapshot: Snapshot, objects: list[dict[str, Any]]) -> None:
+    """Each Workload's pod sets read as the walker reads its object, and equal pod sets
+    (and equal tuples of them) are one record held by every workload of that shape."""
+    docs = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in objects if o["kind"] == "Workload"}
+    catalog = Catalog(flavors=dict(snapshot.flavors))
+    records: dict[PodSet, int] = {}
+    tuples: dict[tuple[PodSet, ...], int] = {}
+    for workload in snapshot.workloads.values():
+        entry = Entry("s.json", "Workload", workload.namespace, workload.name, docs[workload.key])
+        assert workload.pod_sets == parse_workload(entry, catalog)[0].pod_sets
+        assert tuples.setdefault(workload.pod_sets, id(workload.pod_sets)) == id(workload.pod_sets)
+        for pod_set in workload.pod_sets:
+            assert records.setdefault(pod_set, id(pod_set)) == id(pod_set)
+    assert len(records) < len(snapshot.workloads) / 10  # the sharing is real here
