@@ -14,8 +14,9 @@ raises ``TypeError`` in the plugin's own hook instead.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from operator import attrgetter
 from sys import intern
 from typing import Any, Literal, NoReturn, TypeVar
 
@@ -31,6 +32,7 @@ __all__ = [
     "LocalQueue",
     "Node",
     "Pod",
+    "PodFacts",
     "PodSet",
     "PodSetAdmission",
     "PreemptionPolicy",
@@ -69,14 +71,7 @@ class FrozenDict(dict[K, V]):
     def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
         raise TypeError("the scheduling model is read-only")
 
-    __setitem__ = _read_only
-    __delitem__ = _read_only
-    __ior__ = _read_only
-    clear = _read_only
-    pop = _read_only
-    popitem = _read_only
-    setdefault = _read_only
-    update = _read_only
+    __setitem__ = __delitem__ = __ior__ = clear = pop = popitem = setdefault = update = _read_only
 
     def __hash__(self) -> int:  # type: ignore[override]
         return hash(frozenset(self.items()))
@@ -300,8 +295,7 @@ class PodSet:
     tolerations: tuple[Toleration, ...] = ()
 
     def __post_init__(self) -> None:
-        if type(self.requests) is not FrozenDict:
-            object.__setattr__(self, "requests", FrozenDict(self.requests))
+        _freeze_fields(self, "requests")
         if type(self.node_selector) is not FrozenDict:
             selector = self.node_selector
             object.__setattr__(self, "node_selector", FrozenDict(selector) if selector else _EMPTY)
@@ -316,8 +310,7 @@ class PodSetAdmission:
     flavors: Mapping[str, str]  # resource -> flavor
 
     def __post_init__(self) -> None:
-        if type(self.flavors) is not FrozenDict:
-            object.__setattr__(self, "flavors", FrozenDict(self.flavors))
+        _freeze_fields(self, "flavors")
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +394,20 @@ class Node:
 
 
 @dataclass(frozen=True, slots=True)
+class PodFacts:
+    """What a Pod says that most Pods of a cluster say alike: one record for them all."""
+
+    force_delete: bool = False  # annotation preemptd.io/force-delete: "true"
+    deletion_cost: int = 0
+    phase: str = "Running"
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, init=False)
 class Pod:
+    """A Pod. ``facts`` holds its ``force_delete``, ``deletion_cost``, ``phase`` and ``source``,
+    read as its own, and the constructor (and ``dataclasses.replace``) takes them over those."""
+
     namespace: str
     name: str
     requests: Mapping[str, int]
@@ -410,17 +416,23 @@ class Pod:
     priority: int | None = None
     created: int = 0
     deleting: bool = False  # deletionTimestamp set
-    force_delete: bool = False  # annotation preemptd.io/force-delete: "true"
-    deletion_cost: int = 0
-    phase: str = "Running"
     labels: Mapping[str, str] = _EMPTY
-    source: str = ""
+    facts: PodFacts = PodFacts()
 
-    def __post_init__(self) -> None:
-        if type(self.requests) is not FrozenDict:
-            object.__setattr__(self, "requests", FrozenDict(self.requests))
-        if type(self.labels) is not FrozenDict:
-            object.__setattr__(self, "labels", FrozenDict(self.labels) if self.labels else _EMPTY)
+    def __init__(
+        self, namespace: str, name: str, requests: Mapping[str, int], node_name: str | None = None,
+        workload: str | None = None, priority: int | None = None, created: int = 0, deleting: bool = False,
+        force_delete: bool | None = None, deletion_cost: int | None = None, phase: str | None = None,
+        labels: Mapping[str, str] = _EMPTY, source: str | None = None, facts: PodFacts = PodFacts(),
+    ) -> None:  # fmt: skip
+        given = zip(PodFacts.__slots__, (force_delete, deletion_cost, phase, source), strict=True)
+        changed: dict[str, Any] = {name: value for name, value in given if value is not None}
+        facts = replace(facts, **changed) if changed else facts
+        values = (namespace, name, freeze(requests), node_name, workload, priority, created, deleting)
+        for slot, value in zip(Pod.__slots__, (*values, freeze(labels) if labels else _EMPTY, facts), strict=True):
+            object.__setattr__(self, slot, value)
+
+    force_delete, deletion_cost, phase, source = (property(attrgetter(f"facts.{n}")) for n in PodFacts.__slots__)
 
     @property
     def key(self) -> str:
@@ -429,7 +441,7 @@ class Pod:
     @property
     def holds_resources(self) -> bool:
         """Bound and not finished: it occupies room on its node (SEMANTICS §6)."""
-        return self.node_name is not None and self.phase not in ("Succeeded", "Failed")
+        return self.node_name is not None and self.facts.phase not in ("Succeeded", "Failed")
 
 
 @dataclass(frozen=True, slots=True)

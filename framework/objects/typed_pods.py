@@ -22,6 +22,7 @@ from ..model import (
     WORKLOAD_LABEL,
     FrozenDict,
     Pod,
+    PodFacts,
 )
 from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
 from .fields import Entry, Problem
@@ -127,12 +128,13 @@ _AMOUNTS: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...]] = {}
 _ITEM_LABELS: dict[tuple[str, bytes], tuple[FrozenDict[str, str], str | None]] = {}
 _ITEM_REQUESTS: dict[tuple[bytes, bytes], FrozenDict[str, int]] = {}
 _ITEM_ANNOTATIONS: dict[bytes, tuple[bool, int]] = {}
+_FACTS: dict[tuple[bool, int, str, str], PodFacts] = {}
 _NO_ANNOTATIONS = (False, 0)  # (force delete, deletion cost)
 
 
 def forget_read_maps() -> None:
     """Drop the maps kept while reading (their keys hold the input's own strings)."""
-    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS):
+    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS, _FACTS):
         kept.clear()
 
 
@@ -236,12 +238,16 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | 
         priority,
         created_ms or 0,
         metadata.deletionTimestamp is not None,
-        force_delete,
-        deletion_cost,
-        _intern(phase) if phase else ("Running" if node_name else "Pending"),
         labels,
-        file,
+        _facts(force_delete, deletion_cost, _intern(phase) if phase else ("Running" if node_name else "Pending"), file),
     )
+
+
+def _facts(force_delete: bool, deletion_cost: int, phase: str, source: str) -> PodFacts:
+    """The one record of these facts (see :class:`~..model.PodFacts`)."""
+    key = (force_delete, deletion_cost, phase, source)
+    found: PodFacts | None = _FACTS.get(key)
+    return found if found is not None else _kept(_FACTS, key, PodFacts(*key))
 
 
 def _annotations(annotations: dict[str, str] | None) -> tuple[bool, int]:
@@ -288,7 +294,7 @@ class LastMaps:
     the map texts are copies, not views of the file's text."""
 
     __slots__ = (
-        "containers", "created", "created_ms", "init", "labels", "labels_namespace",
+        "containers", "created", "created_ms", "facts", "init", "labels", "labels_namespace",
         "labels_text", "priority", "requests", "workload",
     )  # fmt: skip
 
@@ -301,6 +307,7 @@ class LastMaps:
         self.created = ""
         self.created_ms = 0
         self.priority: int | None = None
+        self.facts = PodFacts()  # of the last Pod read
 
 
 def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
@@ -370,11 +377,16 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     pod.priority = priority
     pod.created = created_ms
     pod.deleting = metadata.deletionTimestamp is not None
-    pod.force_delete = force_delete
-    pod.deletion_cost = deletion_cost
-    pod.phase = phase
     pod.labels = labels
-    pod.source = file
+    facts = last.facts  # most Pods say what the one before said
+    if (
+        facts.phase is not phase
+        or facts.deletion_cost != deletion_cost
+        or facts.force_delete is not force_delete
+        or facts.source is not file
+    ):
+        facts = last.facts = _facts(force_delete, deletion_cost, phase, file)
+    pod.facts = facts
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]
 

@@ -12,6 +12,7 @@ the fields they equal.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from itertools import pairwise
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import parse_text
-from preemptd.framework.model import PodSet
+from preemptd.framework.model import PodFacts, PodSet
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.workloads import parse_workload
@@ -129,3 +130,50 @@ def test_workloads_of_one_shape_share_their_pod_set_records(snapshot: Snapshot, 
         for pod_set in workload.pod_sets:
             assert records.setdefault(pod_set, id(pod_set)) == id(pod_set)
     assert len(records) < len(snapshot.workloads) / 10  # the sharing is real here
+
+
+def test_pods_that_say_the_same_share_one_record_of_it(snapshot: Snapshot, objects: list[dict[str, Any]]) -> None:
+    """A Pod's force-delete, deletion cost, phase and source read as the object says (the
+    generated Pods have no annotations, so neither is set), and the Pods that say the same
+    hold one record of them."""
+    records: dict[PodFacts, int] = {}
+    phases = set()
+    for item in (o for o in objects if o["kind"] == "Pod"):
+        pod = snapshot.pods[f"{item['metadata']['namespace']}/{item['metadata']['name']}"]
+        phase = item.get("status", {}).get("phase") or ("Running" if item["spec"].get("nodeName") else "Pending")
+        assert (pod.force_delete, pod.deletion_cost, pod.phase, pod.source) == (False, 0, phase, "s.json")
+        assert records.setdefault(pod.facts, id(pod.facts)) == id(pod.facts)
+        phases.add(phase)
+    assert len(records) == len(phases)
+
+
+def test_pods_share_their_facts_when_they_are_not_consecutive(objects: list[dict[str, Any]]) -> None:
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName"))
+    said = [
+        ("Running", {}),
+        ("Succeeded", {}),
+        ("Running", {"preemptd.io/force-delete": "true"}),
+        ("Running", {"controller.kubernetes.io/pod-deletion-cost": "7"}),
+        ("Failed", {"controller.kubernetes.io/pod-deletion-cost": "7"}),
+    ]
+    items = []
+    for i in range(30):
+        phase, annotations = said[i * 7 % len(said)]
+        metadata = {**pod["metadata"], "name": f"p-{i:02}", "annotations": annotations}
+        items.append({**pod, "metadata": metadata, "status": {"phase": phase}})
+    documents = parse_text(json.dumps(items).encode(), json_only=True, typed=True)
+    pods = parse_objects([("f.json", document) for document in documents]).pods
+    records: dict[PodFacts, int] = {}
+    for i, item in enumerate(items):
+        read = pods[f"{item['metadata']['namespace']}/p-{i:02}"]
+        annotations = item["metadata"]["annotations"]
+        expected = PodFacts(
+            "preemptd.io/force-delete" in annotations,
+            int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0)),
+            item["status"]["phase"],
+            "f.json",
+        )
+        assert read.facts == expected
+        assert (read.force_delete, read.deletion_cost, read.phase, read.source) == dataclasses.astuple(expected)
+        assert records.setdefault(read.facts, id(read.facts)) == id(read.facts)
+    assert len(records) == len(said)

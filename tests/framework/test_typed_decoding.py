@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import load_files, parse_text
-from preemptd.framework.model import Pod
+from preemptd.framework.model import FrozenDict, Pod, PodFacts
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Entry
 from preemptd.framework.objects.nodes import parse_pod
@@ -180,11 +180,13 @@ def test_pods_whose_maps_have_the_same_text_share_their_records() -> None:
 
 
 def test_a_pod_record_built_field_by_field_equals_the_constructors() -> None:
-    values = ("ns", "p", {"cpu": 1}, "n1", "ns/w", 7, 5, True, True, 3, "Pending", {"a": "b"}, "f")
-    built = _new_pod(*values)
-    expected = Pod(*values)  # type: ignore[arg-type]
+    values = ("ns", "p", FrozenDict({"cpu": 1}), "n1", "ns/w", 7, 5, True, FrozenDict({"a": "b"}))
+    facts = PodFacts(force_delete=True, deletion_cost=3, phase="Pending", source="f")
+    built = _new_pod(*values, facts)
+    expected = Pod(*values[:8], True, 3, "Pending", values[8], "f")
     assert built == expected
-    assert [getattr(built, name) for name in Pod.__slots__] == list(values)
+    assert [getattr(built, name) for name in Pod.__slots__] == [*values, facts]
+    assert (built.force_delete, built.deletion_cost, built.phase, built.source) == (True, 3, "Pending", "f")
 
 
 def test_items_that_are_not_pods_keep_their_located_problems(tmp_path: Path) -> None:
