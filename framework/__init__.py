@@ -46,7 +46,7 @@ from .quantity import (
     parse_quantity,
     parse_timestamp,
 )
-from .quota import Accounting, QuotaNode
+from .quota import Accounting, QuotaNode, fr_of
 from .session import (
     CLASS_HIERARCHICAL,
     CLASS_OTHER_QUEUE,
@@ -126,6 +126,7 @@ __all__ = [
     "format_duration",
     "format_quantity",
     "format_timestamp",
+    "fr_of",
     "hookimpl",
     "parse_duration",
     "parse_quantity",

@@ -342,8 +342,8 @@ def _covers(pod_set: PodSet, flavors: Mapping[str, str], leaf: QuotaNode, assign
 
 
 def _usage(pod_set: PodSet, count: int, flavors: Mapping[str, str]) -> dict[FR, int]:
-    # Each resource is its own flavor-resource: nothing to add up.
-    return {(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
+    # Each resource is its own flavor-resource: nothing to add up; keyed as the accounting is.
+    return {fr_of(flavors[resource], resource): amount * count for resource, amount in pod_set.requests.items() if amount}
 
 
 def finish_assignment(

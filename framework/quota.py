@@ -26,7 +26,8 @@ def fr_of(flavor: str, resource: str) -> FR:
     """The one tuple of ``(flavor, resource)``. A tuple's hash is not kept, and a map
     asked with a key equal to one of its own but another object compares the two item by
     item: a key that *is* the map's is found on identity. The queues' quota figures and
-    kept levels, the flavor checks' requests and the snapshot's usage maps key by these."""
+    kept levels, the flavor checks' requests, the snapshot's usage maps and the usage of
+    the assignments the flavor scans make key by these."""
     fr = (flavor, resource)
     return _FRS.setdefault(fr, fr)
 

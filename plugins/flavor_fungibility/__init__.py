@@ -51,6 +51,7 @@ from preemptd.framework import (
     Workload,
     evaluate_flavor,
     finish_assignment,
+    fr_of,
     hookimpl,
     search_flavor,
 )
@@ -353,10 +354,11 @@ def _uncovered(pod_set: PodSet, groups: list[ResourceGroup], leaf: QuotaNode) ->
 
 
 def _usage(pod_set: PodSet, flavors: Mapping[str, str]) -> dict[FR, int]:
-    # Each resource is its own flavor-resource: nothing to add up.
+    # Each resource is its own flavor-resource: nothing to add up. Keyed by the shared
+    # tuples, as the accounting's maps are (``fr_of``).
     count = pod_set.count
     usage: dict[FR, int] = {}
     for resource, amount in pod_set.requests.items():  # a loop, without a comprehension's frame
         if amount:
-            usage[flavors[resource], resource] = amount * count
+            usage[fr_of(flavors[resource], resource)] = amount * count
     return usage

@@ -1,17 +1,32 @@
 """A flavor-resource is one tuple object (``quota.fr_of``) wherever the quota keys by it.
 
-The queues' quota figures and kept levels, the requests the flavor checks build and the
-snapshot's usage maps all hold the same tuple, so a look-up with one of them is found on identity. What they answer
-is unchanged: usage charged under an equal tuple made elsewhere counts as before.
+The queues' quota figures and kept levels, the requests the flavor checks build, the
+snapshot's usage maps and the usage of the assignments the flavor scans make all hold the
+same tuple, so a look-up with one of them is found on identity. What they answer is
+unchanged: usage charged under an equal tuple made elsewhere counts as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import pytest
 from preemptd.framework import evaluate_flavor
-from preemptd.framework.model import FlavorQuotas, QueueSpec, ResourceGroup, ResourceQuota
+from preemptd.framework.flavors import default_assign
+from preemptd.framework.model import (
+    Flavor,
+    FlavorQuotas,
+    PodSet,
+    QueueSpec,
+    ResourceGroup,
+    ResourceQuota,
+    Workload,
+)
+from preemptd.framework.objects import Inventory
 from preemptd.framework.quota import Accounting, QuotaTree, fr_of
-from preemptd.framework.session import Registry, Session
+from preemptd.framework.session import Assignment, Registry, Session
 from preemptd.framework.testing import snapshot
+from preemptd.plugins import flavor_fungibility
 
 from benchmarks.generate import NOW_MS, generate_saturated
 
@@ -106,3 +121,50 @@ def test_the_snapshots_usage_maps_key_by_the_shared_tuple() -> None:
                 key = (psa.flavors[resource], resource)
                 want[key] = want.get(key, 0) + amount * psa.count
     assert dict(snap.usage[workload.key]) == want
+
+
+_GI = 1 << 30
+
+
+def _two_pod_sets_session(plugins: Registry) -> tuple[Session, Workload]:
+    """Queue q: one group of cpu and memory over flavors a and b, 8 cores and 16 Gi each;
+    workload w: podSet main (2 pods of 1.5 cores and 2 Gi) and podSet aux (1 pod of 0.5 core)."""
+    quotas = {"cpu": ResourceQuota(nominal=8000), "memory": ResourceQuota(nominal=16 * _GI)}
+    group = ResourceGroup(covered=("cpu", "memory"), flavors=(FlavorQuotas("a", quotas), FlavorQuotas("b", quotas)))
+    pod_sets = (PodSet("main", 2, {"cpu": 1500, "memory": 2 * _GI}), PodSet("aux", 1, {"cpu": 500}))
+    w = Workload("ns", "w", "q", pod_sets)
+    inv = Inventory()
+    inv.flavors = {"a": Flavor("a"), "b": Flavor("b")}
+    inv.queues = {"q": QueueSpec(name="q", parent=None, resource_groups=(group,))}
+    inv.workloads = {w.key: w}
+    session = Session(snapshot(inv, NOW_MS), plugins)
+    session.open()
+    return session, w
+
+
+def _default(session: Session, w: Workload) -> Assignment:
+    leaf = session.leaf(w.queue)
+    assert leaf is not None
+    return default_assign(session, w, leaf)
+
+
+def _fungibility(session: Session, w: Workload) -> Assignment:
+    found = flavor_fungibility.assign_flavors(session, w)
+    assert found is not None
+    return found
+
+
+@pytest.mark.parametrize("assign", [_default, _fungibility], ids=["default", "flavor-fungibility"])
+def test_an_assignments_usage_keys_by_the_shared_tuple(assign: Callable[[Session, Workload], Assignment]) -> None:
+    plugins = Registry([(flavor_fungibility.NAME, flavor_fungibility, None)] if assign is _fungibility else [])
+    session, w = _two_pod_sets_session(plugins)
+    assignment = assign(session, w)
+    # SEMANTICS §1, §3: both podSets fit flavor a, the first listed; a podSet's usage is
+    # count × requests per flavor-resource, the assignment's their sum.
+    assert [ps.flavors for ps in assignment.pod_sets] == [{"cpu": "a", "memory": "a"}, {"cpu": "a"}]
+    main, aux = (ps.usage for ps in assignment.pod_sets)
+    assert main == {("a", "cpu"): 3000, ("a", "memory"): 4 * _GI}
+    assert aux == {("a", "cpu"): 500}
+    assert assignment.usage == {("a", "cpu"): 3500, ("a", "memory"): 4 * _GI}
+    for usage in (main, aux, assignment.usage):
+        assert all(key is fr_of(*key) for key in usage)
