@@ -31,6 +31,9 @@ def _order(workload: Workload) -> Sequence[object]:
     return (-workload.priority, workload.created)
 
 
+_order.fixed_length = 2  # type: ignore[attr-defined]  # every key two items (hooks.workload_order)
+
+
 @hookimpl
 def workload_order(session: Session) -> object:
     return _order

@@ -243,7 +243,11 @@ def workload_order(session: Session) -> OrderKey | None:
     The session composes the keys of all plugins, in plugin order, into one
     tuple: the first plugin whose key differs decides ("first decisive wins"),
     and the tie-break key ``(uid, namespace, name)`` ends every tuple. The key
-    is computed once per workload, never per comparison.
+    is computed once per workload, never per comparison. A key every value of
+    which holds the same number of items may say so with the attribute
+    ``fixed_length = n`` (a value of another length then counts as a key that
+    raised): when every key says so, the session's key holds the plugins' items
+    unnested, in the same order, with fewer steps per comparison.
     """
 
 
