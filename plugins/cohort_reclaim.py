@@ -64,7 +64,7 @@ class _Part:
 
     __slots__ = ("left_out", "runs", "seen", "takes", "units")
 
-    def __init__(self, takes: int, seen: int, units: list[Candidate], runs: list[tuple[Source, int, int]], left_out: int) -> None:
+    def __init__(self, takes: int, seen: int, units: tuple[Candidate, ...], runs: tuple[tuple[Source, int, int], ...], left_out: int) -> None:
         self.takes, self.seen, self.units, self.runs, self.left_out = takes, seen, units, runs, left_out
 
 
@@ -440,4 +440,5 @@ def _read_part(
     before = assignment.left_out
     _offer(session, assignment, leaf, span, advantage, high, cut, out)
     left_out = assignment.left_out - before
-    table[leaf.index] = _Part(len(takes.get(leaf.name, ())), seen, out[size:], out.runs[start:], left_out)
+    # Tuples: a session keeps thousands of parts, many empty (one shared empty tuple).
+    table[leaf.index] = _Part(len(takes.get(leaf.name, ())), seen, tuple(out[size:]), tuple(out.runs[start:]), left_out)

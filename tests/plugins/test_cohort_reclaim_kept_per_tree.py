@@ -77,3 +77,18 @@ def test_a_take_drops_the_kept_answers_of_every_tree() -> None:
     again_b = _ask(session, "b")
     assert again_a is not kept_a and again_b is not kept_b
     assert _kept(session, "a") == [again_a] and _kept(session, "b") == [again_b]
+
+
+
+def test_a_sibling_queues_kept_part_holds_its_candidates_and_runs_in_tuples() -> None:
+    """A queue's part (``_Part``) is kept for the session, thousands of them in a large
+    cluster: its candidates and runs are tuples (an empty part's, the one empty tuple), the
+    candidates those the answer holds of that queue, in order."""
+    session = _session()
+    answer = _ask(session, "a")
+    parts = [part for table in session.state[cohort_reclaim.OFFERS].values() for part in table.values()]
+    assert len(parts) == 1
+    part = parts[0]
+    assert type(part.units) is tuple and type(part.runs) is tuple
+    assert list(part.units) == list(answer)
+    assert [unit for source, start, end in part.runs for unit in source.units[start:end]] == list(answer)
