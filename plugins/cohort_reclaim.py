@@ -38,8 +38,7 @@ from preemptd.framework import (
 )
 
 MEMO_SAFE = True  # answers depend only on session state and the preemptor (framework/session/hooks.py)
-NAME = "cohort-reclaim"  # its per-session table of answers, in ``session.state``
-SUBTREES = "cohort-reclaim/subtrees"  # and of each sibling subtree's part of an answer
+NAME = "cohort-reclaim"  # its per-session answers and sibling cohorts' parts, per tree (_Tree)
 ABOVE = "cohort-reclaim/above"  # and of the queues and cohorts above nominal (_above)
 ABOVE_ON = "cohort-reclaim/above-on"  # and of what each cohort's children are above nominal on
 REACHED = "cohort-reclaim/reached"  # and of those with a workload below a priority bound (_reached)
@@ -54,6 +53,8 @@ queue's lists at every search)."""
 # A part of an answer, as the ranges of the candidate index it is made of (an Offer's
 # runs: the framework filters and sums them per range), and the units left out.
 _Kept = tuple[list[tuple[Source, int, int]], int]
+# A tree's state, its answers (per queue, question and advantage by level) and its cohorts' parts (per question).
+_Tree = tuple[tuple[int, int, int], dict[tuple[object, ...], tuple[Offer, int]], dict[tuple[object, ...], dict[tuple[int, bool], _Kept]]]
 
 
 class _Part:
@@ -63,7 +64,7 @@ class _Part:
 
     __slots__ = ("left_out", "runs", "seen", "takes", "units")
 
-    def __init__(self, takes: int, seen: int, units: list[Candidate], runs: list[tuple[Source, int, int]], left_out: int) -> None:
+    def __init__(self, takes: int, seen: int, units: tuple[Candidate, ...], runs: tuple[tuple[Source, int, int], ...], left_out: int) -> None:
         self.takes, self.seen, self.units, self.runs, self.left_out = takes, seen, units, runs, left_out
 
 
@@ -123,26 +124,28 @@ def preemption_candidates(session: Session, preemptor: Workload, assignment: Vic
     # next preemptor of the same queue asking the same, as heads of a queue often do.
     # So is each sibling cohort's part of it, which preemptors of other queues of the
     # tree, asking the same, share: the answer is those parts in the same order. A
-    # queue's part is kept longer, while nothing is taken from it (_collect).
+    # queue's part is kept longer, while nothing is taken from it (_collect). Answers and
+    # parts are kept per tree at its state (its epoch, the units and workloads taken) and
+    # dropped at its next: none is asked for at a state gone by (each of the three grows).
     statement = session.statement
     key = None
     parts: dict[tuple[int, bool], _Kept] | None = None
     if not statement.ops:
-        asked = (
-            statement.epoch(leaf), assignment.needed, assignment.with_room, assignment.borrowing_only,
-            high, cut, len(session.relied), len(session.taken), session.defer_pods,
-        )
+        state = (statement.epoch(leaf), len(session.relied), len(session.taken))
+        trees: dict[int, _Tree] = session.state.setdefault(NAME, {})
+        tree = trees.get(leaf.root.index)
+        if tree is None or tree[0] != state:
+            tree = trees[leaf.root.index] = (state, {}, {})
+        asked = (assignment.needed, assignment.with_room, assignment.borrowing_only, high, cut, session.defer_pods)
         key = (leaf.index, asked, tuple(level[2] for level in levels))
-        kept: dict[tuple[object, ...], tuple[Offer, int]] = session.state.setdefault(NAME, {})
+        kept = tree[1]
         found = kept.get(key)
         if found is not None:
             assignment.left_out += found[1]
             return found[0]  # the framework only reads an answer (hook ``preemption_candidates``)
-        subtrees: dict[tuple[object, ...], dict[tuple[int, bool], _Kept]]
-        subtrees = session.state.setdefault(SUBTREES, {})
-        parts = subtrees.get(asked)
+        parts = tree[2].get(asked)
         if parts is None:
-            parts = subtrees[asked] = {}
+            parts = tree[2][asked] = {}
     left_out = assignment.left_out
     out = Offer()
     epoch = statement.epoch(leaf) if key is not None else None
@@ -437,4 +440,5 @@ def _read_part(
     before = assignment.left_out
     _offer(session, assignment, leaf, span, advantage, high, cut, out)
     left_out = assignment.left_out - before
-    table[leaf.index] = _Part(len(takes.get(leaf.name, ())), seen, out[size:], out.runs[start:], left_out)
+    # Tuples: a session keeps thousands of parts, many empty (one shared empty tuple).
+    table[leaf.index] = _Part(len(takes.get(leaf.name, ())), seen, tuple(out[size:]), tuple(out.runs[start:]), left_out)

@@ -61,8 +61,7 @@ class QueueUnits:
         self,
         units: list[Candidate],
         bounds: list[tuple[int, int]],
-        running: list[Workload] | None = None,
-        made: list[list[Candidate]] | None = None,
+        running: list[Workload] | None = None, made: list[list[Candidate]] | None = None,
         patched: int = 0,
     ) -> None:
         self.units = units
@@ -76,9 +75,10 @@ class QueueUnits:
         # Workload key -> its place in ``running``, made by the first patch and handed on
         # with ``running`` to the lists made from this one.
         self.positions: dict[str, int] | None = None
-        # (needed, with_room) -> what :meth:`using` and :meth:`totals` answer, and how many
-        # units searches were handed before it was kept (:meth:`read`).
-        self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], list[int]]] = {}
+        # (needed, with_room) -> what :meth:`using` (its counts a range when it keeps all, as
+        # most lists do) and :meth:`totals` answer, and how many units searches were handed
+        # before it was kept (:meth:`read`).
+        self.matching: dict[tuple[frozenset[FR], bool], tuple[list[Candidate], Sequence[int]]] = {}
         self.sums: dict[tuple[frozenset[FR], bool, FR], list[int]] = {}
         self.reads: dict[tuple[frozenset[FR], bool], int] = {}
         # (needed, with_room) -> per unit, whether :meth:`using` keeps it (``unit_flags``: alike
@@ -87,7 +87,7 @@ class QueueUnits:
         self.flags: dict[tuple[frozenset[FR], bool], list[bool]] = {}
         self.origin: Origin | None = None
 
-    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], Sequence[int]] | None:
         """:meth:`using` once searches were handed as many units as the list holds: keeping
         it reads them all, which pays only if they are read that much before a take."""
         key = (needed, with_room)
@@ -99,7 +99,7 @@ class QueueUnits:
             return None
         return self.using(needed, with_room)
 
-    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
+    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], Sequence[int]]:
         """The units a search needing ``needed`` keeps, and per i how many of the first i
         units it keeps; built once per (``needed``, ``with_room``) for the list's life."""
         key = (needed, with_room)
@@ -107,9 +107,9 @@ class QueueUnits:
         if found is None:
             units = self.units
             flags = self.flags.get(key) or self.flags.setdefault(key, self._spliced(key) or unit_flags(units, needed, with_room))
-            counts = list(accumulate(flags, initial=0))
-            kept = units if counts[-1] == len(units) else list(compress(units, flags))
-            found = self.matching[key] = (kept, counts)
+            all_kept = all(flags)
+            counts = range(len(units) + 1) if all_kept else list(accumulate(flags, initial=0))
+            found = self.matching[key] = (units if all_kept else list(compress(units, flags)), counts)
         return found
 
     def _spliced(self, key: tuple[frozenset[FR], bool]) -> list[bool] | None:
@@ -219,9 +219,9 @@ def queue_units(
             recorded = index.changed.get(leaf.name)
             built.patched = len(recorded) if recorded is not None else 0
     if built is None:
-        like = None
-        if by_class is not None and not deferred:
-            like = next((found for (_, _, _, late), found in by_class.items() if not late), None)
+        # From a held list (never a deferred one), of the group if held: sort keys shared (units_like).
+        held = {of: found for (_, of, _, _), found in by_class.items()} if by_class and not deferred else {}
+        like = held.get(group) or next(iter(held.values()), None)
         if like is not None:
             built = _build_like(session, leaf, reason, group, only_within_nominal, like)
         else:

@@ -118,10 +118,16 @@ def _cached_units(
     cache_key = (leaf.index, reason, group, only_within_nominal, False)
     found = cache.get(cache_key)
     if found is None:
-        for (index, _, _, _, deferred), other in cache.items():
+        # Made from the units of another class, one of the same group if built: those keep
+        # their sort keys (``units_like``), one tuple for both.
+        like = None
+        for (index, _, of, _, deferred), other in cache.items():
             if index == leaf.index and not deferred:
-                found = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
-                break
+                like = other
+                if of == group:
+                    break
+        if like is not None:
+            found = cache[cache_key] = units_like(like, reason, group, only_within_nominal)
         else:
             found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
     return found

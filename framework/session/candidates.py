@@ -153,9 +153,9 @@ def units_like(units: list[Candidate], reason: str, group: int, only_within_nomi
     units — workload, usage, pods, room, evicted, priority, unit name, pod class — and the same
     sort key but for its group (the second of its seven places: the very tuple when the group
     is the same); only the class fields differ. ``order_key`` is unset, as the constructor
-    leaves it."""
-    out = []
-    for unit in units:
+    leaves it. The list is made at its size (a copy filled in place): most hold one unit."""
+    out = units.copy()
+    for at, unit in enumerate(units):
         like = NEW_UNIT(Candidate)
         like.workload = unit.workload
         like.leaf = unit.leaf
@@ -175,7 +175,7 @@ def units_like(units: list[Candidate], reason: str, group: int, only_within_nomi
         like.sort_key = key if key[1] == group else (key[0], group, key[2], key[3], key[4], key[5], key[6])
         like.pod_class = unit.pod_class
         like.order_key = None
-        out.append(like)
+        out[at] = like
     return out
 
 
@@ -262,7 +262,7 @@ class Source(Protocol):
     # Per (needed, with_room, flavor-resource): the running totals :meth:`totals` made.
     sums: dict[tuple[frozenset[FR], bool, FR], list[int]]
 
-    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], list[int]]:
+    def using(self, needed: frozenset[FR], with_room: bool) -> tuple[list[Candidate], Sequence[int]]:
         """The units a search keeps, and per i how many of the first i units are kept."""
         ...
 
@@ -270,7 +270,7 @@ class Source(Protocol):
         """Per i, the usage of ``fr`` of the first i units :meth:`using` keeps."""
         ...
 
-    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], list[int]] | None:
+    def read(self, needed: frozenset[FR], with_room: bool, count: int) -> tuple[list[Candidate], Sequence[int]] | None:
         """:meth:`using`, once runs of ``count`` units at a time have been read from the
         list for this request often enough that keeping it costs less than filtering
         them; ``None`` before."""

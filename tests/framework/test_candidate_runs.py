@@ -133,3 +133,29 @@ def test_a_list_keeps_its_filtered_units_once_searches_read_its_length() -> None
     assert kept == [units[1], units[3]]
     assert counts == [0, 0, 1, 1, 2]
     assert source.totals(needed, False, CPU) == [0, 1000, 2000]
+
+
+def test_a_list_whose_units_a_search_all_keeps_answers_its_own_units_and_the_counts_0_to_n() -> None:
+    """Every unit uses a needed flavor-resource: the units kept are the list's own (no copy)
+    and the count of the first i is i, for i from 0 to the length; read as the units kept
+    by the runs of a search, as the counts of any other list are."""
+    tree = QuotaTree({spec.name: spec for spec in [cohort("root"), queue("q0", "root", cpu=4)]})
+    leaf = tree.leaves["q0"]
+    workload: Any = None
+    units = [Candidate(workload, leaf, {CPU: 1000, GPU: i % 2}, "r", 1) for i in range(5)]
+    source = QueueUnits(units, [(0, i) for i in range(5)])
+    kept, counts = source.using(frozenset({CPU}), False)
+    assert kept is units
+    assert list(counts) == [0, 1, 2, 3, 4, 5]
+    assert source.count_between(None, None, frozenset({CPU}), False) == 5
+    offer = Offer()
+    source.offer_between(offer, None, None)
+    source.using(frozenset({CPU}), False)
+    found, runs = using([offer], frozenset({CPU}), False, long_run=0)
+    assert found == units and runs is not None and runs.parts == [(source, 0, 5, None)]
+    # One unit without the needed flavor-resource: the counts are a list of their own.
+    some = [Candidate(workload, leaf, {GPU: 1} if i == 2 else {CPU: 1000}, "r", 1) for i in range(5)]
+    other = QueueUnits(some, [(0, i) for i in range(5)])
+    kept, counts = other.using(frozenset({CPU}), False)
+    assert kept == [some[0], some[1], some[3], some[4]]
+    assert list(counts) == [0, 1, 2, 2, 3, 4]
