@@ -151,9 +151,7 @@ def _label_map(mapping: dict[str, str] | None) -> FrozenDict[str, Any]:
     key = tuple(mapping.items()) if mapping else ()
     found = _LABELS.get(key)
     if found is None:
-        if len(_LABELS) >= _READ_BOUND:
-            _LABELS.clear()
-        found = _LABELS[key] = _shared(_strings(mapping))
+        found = _kept(_LABELS, key, _shared(_strings(mapping)))
     return found
 
 
@@ -172,9 +170,7 @@ def _amounts(requests: dict[str, Any]) -> tuple[tuple[str, int], ...]:
             amount = parse_quantity(value, resource)
             if amount:  # drop_zero, as the walker reads container requests
                 parsed.append((resource, amount))
-        if len(_AMOUNTS) >= _READ_BOUND:
-            _AMOUNTS.clear()
-        found = _AMOUNTS[key] = tuple(parsed)
+        found = _kept(_AMOUNTS, key, tuple(parsed))
     return found
 
 

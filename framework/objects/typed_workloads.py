@@ -38,7 +38,7 @@ from .nodes import parse_node
 from .records import new_pod_set, new_workload
 from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key
 from .typed_admissions import _admission_of, _AdmissionDoc
-from .typed_pods import _PodItemMeta
+from .typed_pods import _kept, _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
@@ -117,8 +117,8 @@ class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
 
 
 # Resource and flavor maps as the JSON gave them (the same keys in the same order), to
-# what they read as: the workloads of one shape repeat them, so each is read once.
-_READ_BOUND = 4_096
+# what they read as: the workloads of one shape repeat them, so each is read once
+# (bounded as the Pods' maps are: ``typed_pods._kept``).
 _AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = {}
 # Pod sets, and a Workload's tuple of them, by value: the workloads of one shape have
 # equal pod sets (a large cluster, a few dozen distinct ones), kept once.
@@ -128,11 +128,7 @@ _POD_SETS: dict[Any, Any] = {}
 def _kept_once(value: T) -> T:
     """The record equal to ``value`` read before, else ``value``, kept for the next."""
     found: T | None = _POD_SETS.get(value)
-    if found is None:
-        if len(_POD_SETS) >= _READ_BOUND:
-            _POD_SETS.clear()
-        found = _POD_SETS[value] = value
-    return found
+    return found if found is not None else _kept(_POD_SETS, value, value)
 
 
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
@@ -150,9 +146,7 @@ def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[s
             amount = parse_quantity(value, resource)
             if amount or not drop_zero:
                 items.append((_intern(resource), amount))
-        if len(_AMOUNTS) >= _READ_BOUND:
-            _AMOUNTS.clear()
-        found = _AMOUNTS[key] = _shared(items)
+        found = _kept(_AMOUNTS, key, _shared(items))
     return found
 
 
