@@ -23,6 +23,7 @@ the first time each session is handed a kept unit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..model import Workload
@@ -30,7 +31,7 @@ from ..quota import QuotaTree
 from ..session import Candidate, Session
 from ..snapshot import Snapshot
 
-__all__ = ["KeptUnits", "KeptWorkload", "UnitsByClass", "kept_units"]
+__all__ = ["KeptQueue", "KeptUnits", "KeptWorkload", "UnitsByClass", "kept_units", "queue_current", "queue_inputs"]
 
 # One workload's units by class: ``(leaf.index, reason, group, only_within_nominal,
 # deferred)`` -> units (``session.unit_cache[key]``).
@@ -78,7 +79,7 @@ class KeptUnits:
         self.tree: QuotaTree | None = None
         self.placed = False
         self.workloads: dict[str, KeptWorkload] = {}
-        self.queues: dict[str, Any] = {}  # queue name -> its kept lists (unitindex.py)
+        self.queues: dict[str, KeptQueue] = {}  # queue name -> its kept lists (unitindex.py)
         # The unit cache of the session served last (a new one is a new session), and
         # how many sessions it has served: an entry whose generation is older has
         # ``order_key`` values of an earlier session.
@@ -91,6 +92,76 @@ class KeptUnits:
         self.workloads = {
             key: entry for key, entry in self.workloads.items() if workloads.get(key) is entry.workload
         }
+
+
+class KeptQueue:
+    """One queue's lists of the candidate index (``unitindex.py``), kept across sessions, with
+    the listing they were built from."""
+
+    __slots__ = ("checked", "inputs", "listing", "lists", "taken", "when")
+
+    def __init__(self, listing: Sequence[Workload], inputs: list[tuple[Any, Any, Any]], when: int | None) -> None:
+        self.listing = listing
+        self.inputs = inputs  # per workload of ``listing``: its pods, usage and reserved room
+        self.when = when  # the session's ``now`` if a workload has no admittedAt, else None
+        # Per class: the list, and the generation of the session last handed it.
+        self.lists: dict[tuple[Any, ...], tuple[Any, int]] = {}  # class -> (``QueueUnits``, generation)
+        # The generation of the session that last found ``inputs`` current, and how many
+        # workloads that session had taken from then.
+        self.checked = -1
+        self.taken = 0
+
+
+def queue_inputs(session: Session, listing: Sequence[Workload]) -> tuple[list[tuple[Any, Any, Any]], int | None] | None:
+    """What the units of ``listing`` are built from, in this session; None if the session
+    has taken from one of its workloads."""
+    taken = session.taken
+    snapshot = session.snapshot
+    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
+    inputs = []
+    when = None
+    for workload in listing:
+        name = workload.key
+        if taken and name in taken:
+            return None
+        if workload.admitted_at is None:
+            when = session.now
+        inputs.append((pods.get(name), usage.get(name), reserved.get(name)))
+    return inputs, when
+
+
+def queue_current(session: Session, kept: KeptUnits, found: KeptQueue) -> bool:
+    """Whether the lists of ``found`` are the ones this session would build. Its inputs
+    are checked once per session (the snapshot does not change during one); what the
+    session takes, whenever it has taken more since the last check."""
+    taken = session.taken
+    if found.checked == kept.generation:
+        if found.taken == len(taken):
+            return True
+        for workload in found.listing:
+            if workload.key in taken:
+                return False
+        found.taken = len(taken)
+        return True
+    snapshot = session.snapshot
+    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
+    when = None
+    for workload, (had_pods, had_usage, had_reserved) in zip(found.listing, found.inputs, strict=True):
+        name = workload.key
+        if (
+            pods.get(name) is not had_pods
+            or usage.get(name) is not had_usage
+            or reserved.get(name) is not had_reserved
+            or (taken and name in taken)
+        ):
+            return False
+        if workload.admitted_at is None:
+            when = session.now
+    if when != found.when:
+        return False
+    found.checked = kept.generation
+    found.taken = len(taken)
+    return True
 
 
 def kept_units(session: Session) -> KeptUnits | None:
