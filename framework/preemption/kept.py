@@ -23,19 +23,99 @@ the first time each session is handed a kept unit.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ..model import Workload
 from ..quota import QuotaTree
-from ..session import Candidate, Session
+from ..session import (
+    CLASS_HIERARCHICAL,
+    CLASS_OTHER_QUEUE,
+    CLASS_SAME_QUEUE,
+    IN_COHORT_RECLAIM,
+    IN_COHORT_RECLAIM_WHILE_BORROWING,
+    IN_QUEUE,
+    Candidate,
+    Session,
+)
 from ..snapshot import Snapshot
 
-__all__ = ["KeptQueue", "KeptUnits", "KeptWorkload", "UnitsByClass", "kept_units", "queue_current", "queue_inputs"]
+__all__ = [
+    "PLACES",
+    "KeptQueue",
+    "KeptUnits",
+    "KeptWorkload",
+    "UnitClass",
+    "UnitClasses",
+    "Units",
+    "held",
+    "hold",
+    "kept_units",
+    "queue_current",
+    "queue_inputs",
+    "unit_classes",
+    "units_of",
+]
 
-# One workload's units by class: ``(leaf.index, reason, group, only_within_nominal,
-# deferred)`` -> units (``session.unit_cache[key]``).
-UnitsByClass = dict[tuple[Any, ...], list[Candidate]]
+UnitClass = tuple[str, int, bool, bool]  # (reason, group, only_within_nominal, deferred)
+Units = tuple[Candidate, ...]  # a workload's units of one class
+
+PLACES: dict[UnitClass, int] = {
+    (IN_COHORT_RECLAIM, CLASS_HIERARCHICAL, False, False): 1,
+    (IN_COHORT_RECLAIM_WHILE_BORROWING, CLASS_OTHER_QUEUE, False, False): 2,
+    (IN_COHORT_RECLAIM, CLASS_OTHER_QUEUE, True, False): 3,
+    (IN_QUEUE, CLASS_SAME_QUEUE, False, False): 4,
+}
+"""The classes a workload's units are asked in by the bundled plugins' queue lists, each with
+its place in a :data:`UnitClasses`."""
+_OTHERS = 5
+
+UnitClasses = list[Any]
+"""One workload's units by class (``session.unit_cache[key]``, ``KeptWorkload.units``), a class
+being its leaf's index and a :data:`UnitClass`: ``[leaf, *places, others]``, the index of the
+leaf the places are of, the units of each class of :data:`PLACES` at that leaf (None: not
+held), then a dict ``(leaf, *class) -> units`` of any other class (None: none). A list of six
+places is 104 B, where a dict of the three classes most workloads hold was 224; made as a
+list literal, it costs what that dict did (:func:`unit_classes`)."""
+
+
+def unit_classes(leaf: int) -> UnitClasses:
+    """A new :data:`UnitClasses` of ``leaf``, holding none."""
+    return [leaf, None, None, None, None, None]
+
+
+def units_of(classes: UnitClasses, leaf: int, cls: UnitClass) -> Units | None:
+    """The units of ``cls`` at ``leaf`` that ``classes`` holds, else None."""
+    place = PLACES.get(cls) if leaf == classes[0] else None
+    if place is not None:
+        found: Units | None = classes[place]
+        return found
+    others = classes[_OTHERS]
+    return None if others is None else others.get((leaf, *cls))
+
+
+def hold(classes: UnitClasses, leaf: int, cls: UnitClass, units: Units) -> Units:
+    """Hold ``units`` in ``classes`` as those of ``cls`` at ``leaf``; answers them."""
+    place = PLACES.get(cls) if leaf == classes[0] else None
+    if place is not None:
+        classes[place] = units
+    else:
+        if classes[_OTHERS] is None:
+            classes[_OTHERS] = {}
+        classes[_OTHERS][(leaf, *cls)] = units
+    return units
+
+
+def held(classes: UnitClasses) -> Iterator[tuple[tuple[Any, ...], Units]]:
+    """``((leaf, *class), units)`` of every class ``classes`` holds, the places' first in
+    :data:`PLACES`' order."""
+    leaf = classes[0]
+    for cls, place in PLACES.items():
+        units = classes[place]
+        if units is not None:
+            yield (leaf, *cls), units
+    if classes[_OTHERS] is not None:
+        yield from classes[_OTHERS].items()
 
 
 class KeptWorkload:
@@ -43,7 +123,7 @@ class KeptWorkload:
 
     __slots__ = ("generation", "pods", "reserved", "units", "usage", "when", "workload")
 
-    def __init__(self, snapshot: Snapshot, workload: Workload, when: int | None, generation: int) -> None:
+    def __init__(self, snapshot: Snapshot, workload: Workload, when: int | None, generation: int, leaf: int) -> None:
         key = workload.key
         self.workload = workload
         self.pods = snapshot.pods_by_workload.get(key)
@@ -51,7 +131,7 @@ class KeptWorkload:
         self.reserved = snapshot.reserved_by_workload.get(key)
         self.when = when  # the session's ``now`` if the workload has no admittedAt, else None
         self.generation = generation
-        self.units: UnitsByClass = {}
+        self.units = unit_classes(leaf)
 
     def current(self, snapshot: Snapshot, workload: Workload, when: int | None) -> bool:
         """Whether the units built from this entry are still the ones ``workload`` gives."""

@@ -42,9 +42,20 @@ from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Offer, Session
 from ..session.candidates import UnitIndex
-from .kept import KeptQueue, KeptUnits, kept_units, queue_current, queue_inputs
+from .kept import (
+    PLACES,
+    KeptQueue,
+    KeptUnits,
+    UnitClasses,
+    Units,
+    hold,
+    kept_units,
+    queue_current,
+    queue_inputs,
+    units_of,
+)
 from .retaken import Origin, retaken_units, spliced_totals, usage_totals
-from .units import candidate_units, queue_units_of, unit_flags, units_like
+from .units import class_units, queue_units_of, unit_flags, units_like
 
 __all__ = ["QueueUnits", "queue_takes", "queue_units", "takes_by_queue"]
 
@@ -61,7 +72,7 @@ class QueueUnits:
 
     def __init__(
         self, units: list[Candidate], priorities: list[int], created: list[int],
-        running: list[Workload] | None = None, made: list[list[Candidate]] | None = None, patched: int = 0,
+        running: list[Workload] | None = None, made: list[Units] | None = None, patched: int = 0,
     ) -> None:
         self.units = units
         # Per unit, its workload's priority and creation time: bisected in turn, the latter
@@ -289,18 +300,21 @@ def _build_like(
     the same workloads in the same order, each with its units of this class — the ones
     the session has, else made from its units of the other class (``units._like``)."""
     unit_cache = session.unit_cache
-    cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    made_all: list[list[Candidate]] = []
+    index = leaf.index
+    cls = (reason, group, only_within_nominal, False)
+    place = PLACES.get(cls)  # read and set in place below when the class has one (``units_of``)
+    made_all: list[Units] = []
     for workload, other in zip(like.running, like.made, strict=True):
-        cache = unit_cache.get(workload.key)
-        made = None if cache is None else cache.get(cache_key)
-        if made is None:
-            if cache is None:
-                made = candidate_units(
-                    session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-                )
-            else:
-                made = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
+        cache: UnitClasses | None = unit_cache.get(workload.key)
+        if cache is None:
+            made = class_units(session, workload, leaf, reason, group, only_within_nominal)
+        elif place is not None and cache[0] == index:
+            made = cache[place]
+            if made is None:
+                made = cache[place] = units_like(other, reason, group, only_within_nominal)
+        else:
+            found = units_of(cache, index, cls)
+            made = found if found is not None else hold(cache, index, cls, units_like(other, reason, group, only_within_nominal))
         made_all.append(made)
     units = list(chain.from_iterable(made_all))
     built = QueueUnits(units, like.priorities, like.created, like.running, made_all, like.patched)
@@ -328,7 +342,7 @@ def _patch(
         positions = {w.key: i for i, w in enumerate(running)}
     made = list(made) if names else made
     places = positions or {}
-    splices: list[tuple[int, int, list[Candidate]]] = []
+    splices: list[tuple[int, int, Units]] = []
     for name in names:
         i = places.get(name)
         if i is None:
