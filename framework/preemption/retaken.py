@@ -26,6 +26,7 @@ from operator import sub
 from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Session
+from .kept import Units, hold, unit_classes
 from .units import _cached_units, _elastic_pod_set, _whole, unit_flags
 
 __all__ = ["Origin", "retaken_units", "spliced_totals", "usage_totals"]
@@ -35,7 +36,7 @@ Sums = dict[tuple[frozenset[FR], bool, FR], list[int]]
 # A patched list's origin: the flags and totals of the list before (``QueueUnits.flags`` and
 # ``sums``), and the segments ``(start, end, new units)`` replaced since, each in the list as
 # the earlier ones left it.
-Origin = tuple[Flags, list[tuple[int, int, list[Candidate]]], Sums]
+Origin = tuple[Flags, list[tuple[int, int, Units]], Sums]
 
 
 def retaken_units(
@@ -45,8 +46,8 @@ def retaken_units(
     reason: str,
     group: int,
     only_within_nominal: bool,
-    before: list[Candidate],
-) -> list[Candidate]:
+    before: Units,
+) -> Units:
     """``candidate_units`` of ``workload`` (not deferred) of one class, given its units of
     that class in the list before the take (``before``)."""
     key = workload.key
@@ -61,9 +62,9 @@ def retaken_units(
     if not whole or type(unit) is not Candidate or unit.count is not None or unit.pod_set is not None:
         return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
     usage = session.snapshot.usage.get(key, {})
-    made = [_whole(workload, leaf, usage, reason, group, unit.room, unit.unit, only_within_nominal, evicted, session.now)]
-    unit_cache[key] = {(leaf.index, reason, group, only_within_nominal, False): made}
-    return made
+    made = (_whole(workload, leaf, usage, reason, group, unit.room, unit.unit, only_within_nominal, evicted, session.now),)
+    unit_cache[key] = cache = unit_classes(leaf.index)
+    return hold(cache, leaf.index, (reason, group, only_within_nominal, False), made)
 
 
 def spliced_totals(origin: Origin | None, key: tuple[frozenset[FR], bool, FR]) -> list[int] | None:

@@ -42,30 +42,43 @@ from ..model import FR, Workload
 from ..quota import QuotaNode
 from ..session import Candidate, Offer, Session
 from ..session.candidates import UnitIndex
-from .kept import KeptUnits, kept_units
+from .kept import (
+    PLACES,
+    KeptQueue,
+    KeptUnits,
+    UnitClasses,
+    Units,
+    hold,
+    kept_units,
+    queue_current,
+    queue_inputs,
+    units_of,
+)
 from .retaken import Origin, retaken_units, spliced_totals, usage_totals
-from .units import candidate_units, queue_units_of, unit_flags, units_like
+from .units import class_units, queue_units_of, unit_flags, units_like
 
 __all__ = ["QueueUnits", "queue_takes", "queue_units", "takes_by_queue"]
 
 _STATE = "_unit_index"  # the session's index, in ``session.state`` (as ``_node_index``)
 _BY_PRIORITY = attrgetter("priority", "created")
+_PRIORITY = attrgetter("priority")
+_CREATED = attrgetter("created")
 
 
 class QueueUnits:
     """One queue's units of one class, by (workload priority, creation time)."""
 
-    __slots__ = ("bounds", "flags", "made", "matching", "origin", "patched", "positions", "reads", "running", "sums", "units")
+    __slots__ = ("created", "flags", "made", "matching", "origin", "patched", "positions", "priorities", "reads", "running", "sums", "units")
 
     def __init__(
-        self,
-        units: list[Candidate],
-        bounds: list[tuple[int, int]],
-        running: list[Workload] | None = None, made: list[list[Candidate]] | None = None,
-        patched: int = 0,
+        self, units: list[Candidate], priorities: list[int], created: list[int],
+        running: list[Workload] | None = None, made: list[Units] | None = None, patched: int = 0,
     ) -> None:
         self.units = units
-        self.bounds = bounds  # per unit: its workload's (priority, creation time)
+        # Per unit, its workload's priority and creation time: bisected in turn, the latter
+        # within a priority's range (two lists of the workloads' own ints, not a pair per unit).
+        self.priorities = priorities
+        self.created = created
         # The queue's workloads in that order, and each one's units (``units`` is their
         # concatenation): what a take from one of them replaces.
         self.running = running if running is not None else []
@@ -135,9 +148,9 @@ class QueueUnits:
         return counts[end] - counts[start] if end > start else 0
 
     def _range(self, low: int | None, high: int | None) -> tuple[int, int]:
-        bounds = self.bounds
-        start = 0 if low is None else bisect_left(bounds, (low,))
-        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        priorities = self.priorities
+        start = 0 if low is None else bisect_left(priorities, low)
+        end = len(priorities) if high is None else bisect_left(priorities, high)
         return start, end
 
     def between(self, low: int | None, high: int | None) -> list[Candidate]:
@@ -149,14 +162,16 @@ class QueueUnits:
         return self.units[slice(*self._newer(priority, created))]
 
     def _newer(self, priority: int, created: int) -> tuple[int, int]:
-        return bisect_right(self.bounds, (priority, created)), bisect_left(self.bounds, (priority + 1,))
+        priorities = self.priorities
+        first, end = bisect_left(priorities, priority), bisect_right(priorities, priority)
+        return bisect_right(self.created, created, first, end), end
 
     def offer_between(self, out: Offer, low: int | None, high: int | None) -> None:
         """Append :meth:`between` to ``out`` as one run (``Offer.add``, written out: it runs
         for every queue of every search)."""
-        bounds = self.bounds
-        start = 0 if low is None else bisect_left(bounds, (low,))
-        end = len(bounds) if high is None else bisect_left(bounds, (high,))
+        priorities = self.priorities
+        start = 0 if low is None else bisect_left(priorities, low)
+        end = len(priorities) if high is None else bisect_left(priorities, high)
         if end > start:
             out.extend(self.units[start:end])
             out.runs.append((self, start, end))
@@ -270,11 +285,12 @@ def _build(
     units = list(chain.from_iterable(made_all))
     sizes = list(map(len, made_all))
     if sizes.count(1) == len(sizes):  # one unit per workload, as almost always
-        bounds = list(map(_BY_PRIORITY, running))
+        priorities, created = list(map(_PRIORITY, running)), list(map(_CREATED, running))
     else:
-        bounds = list(chain.from_iterable(map(repeat, map(_BY_PRIORITY, running), sizes)))
+        priorities = list(chain.from_iterable(map(repeat, map(_PRIORITY, running), sizes)))
+        created = list(chain.from_iterable(map(repeat, map(_CREATED, running), sizes)))
     changes = None if deferred else session.state[_STATE].changed.get(leaf.name)
-    return QueueUnits(units, bounds, running, made_all, len(changes) if changes is not None else 0)
+    return QueueUnits(units, priorities, created, running, made_all, len(changes) if changes is not None else 0)
 
 
 def _build_like(
@@ -284,20 +300,24 @@ def _build_like(
     the same workloads in the same order, each with its units of this class — the ones
     the session has, else made from its units of the other class (``units._like``)."""
     unit_cache = session.unit_cache
-    cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    made_all: list[list[Candidate]] = []
+    index = leaf.index
+    cls = (reason, group, only_within_nominal, False)
+    place = PLACES.get(cls)  # read and set in place below when the class has one (``units_of``)
+    made_all: list[Units] = []
     for workload, other in zip(like.running, like.made, strict=True):
-        cache = unit_cache.get(workload.key)
-        made = None if cache is None else cache.get(cache_key)
-        if made is None:
-            if cache is None:
-                made = candidate_units(
-                    session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-                )
-            else:
-                made = cache[cache_key] = units_like(other, reason, group, only_within_nominal)
+        cache: UnitClasses | None = unit_cache.get(workload.key)
+        if cache is None:
+            made = class_units(session, workload, leaf, reason, group, only_within_nominal)
+        elif place is not None and cache[0] == index:
+            made = cache[place]
+            if made is None:
+                made = cache[place] = units_like(other, reason, group, only_within_nominal)
+        else:
+            found = units_of(cache, index, cls)
+            made = found if found is not None else hold(cache, index, cls, units_like(other, reason, group, only_within_nominal))
         made_all.append(made)
-    built = QueueUnits(list(chain.from_iterable(made_all)), like.bounds, like.running, made_all, like.patched)
+    units = list(chain.from_iterable(made_all))
+    built = QueueUnits(units, like.priorities, like.created, like.running, made_all, like.patched)
     built.positions = like.positions
     built.flags, built.sums, built.origin = like.flags, like.sums, like.origin
     return built
@@ -315,13 +335,14 @@ def _patch(
     """``old`` with the units of the workloads named in ``changes`` since it was made built
     again (``candidate_units``: the session dropped their cache entries when it took; a whole
     unit taken is made again from the one ``old`` holds, ``retaken.retaken_units``)."""
-    units, bounds, made, running, positions = old.units, old.bounds, old.made, old.running, old.positions
+    units, made, running, positions = old.units, old.made, old.running, old.positions
+    priorities, created = old.priorities, old.created
     names = dict.fromkeys(changes[old.patched :])
     if names and positions is None:
         positions = {w.key: i for i, w in enumerate(running)}
     made = list(made) if names else made
     places = positions or {}
-    splices: list[tuple[int, int, list[Candidate]]] = []
+    splices: list[tuple[int, int, Units]] = []
     for name in names:
         i = places.get(name)
         if i is None:
@@ -334,80 +355,12 @@ def _patch(
         units = [*units[:start], *new, *units[end:]]
         splices.append((start, end, new))
         if len(new) != end - start:
-            bounds = [*bounds[:start], *[(workload.priority, workload.created)] * len(new), *bounds[end:]]
-    patched = QueueUnits(units, bounds, running, made, len(changes))
+            priorities = [*priorities[:start], *[workload.priority] * len(new), *priorities[end:]]
+            created = [*created[:start], *[workload.created] * len(new), *created[end:]]
+    patched = QueueUnits(units, priorities, created, running, made, len(changes))
     patched.positions = positions
     patched.origin = (old.flags, splices, old.sums)
     return patched
-
-
-class _KeptQueue:
-    """One queue's lists, kept across sessions, with the listing they were built from."""
-
-    __slots__ = ("checked", "inputs", "listing", "lists", "taken", "when")
-
-    def __init__(self, listing: Sequence[Workload], inputs: list[tuple[Any, Any, Any]], when: int | None) -> None:
-        self.listing = listing
-        self.inputs = inputs  # per workload of ``listing``: its pods, usage and reserved room
-        self.when = when  # the session's ``now`` if a workload has no admittedAt, else None
-        # Per class: the list, and the generation of the session last handed it.
-        self.lists: dict[tuple[Any, ...], tuple[QueueUnits, int]] = {}
-        # The generation of the session that last found ``inputs`` current, and how many
-        # workloads that session had taken from then.
-        self.checked = -1
-        self.taken = 0
-
-
-def _inputs(session: Session, listing: Sequence[Workload]) -> tuple[list[tuple[Any, Any, Any]], int | None] | None:
-    """What the units of ``listing`` are built from, in this session; None if the session
-    has taken from one of its workloads."""
-    taken = session.taken
-    snapshot = session.snapshot
-    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
-    inputs = []
-    when = None
-    for workload in listing:
-        name = workload.key
-        if taken and name in taken:
-            return None
-        if workload.admitted_at is None:
-            when = session.now
-        inputs.append((pods.get(name), usage.get(name), reserved.get(name)))
-    return inputs, when
-
-
-def _current(session: Session, kept: KeptUnits, found: _KeptQueue) -> bool:
-    """Whether the lists of ``found`` are the ones this session would build. Its inputs
-    are checked once per session (the snapshot does not change during one); what the
-    session takes, whenever it has taken more since the last check."""
-    taken = session.taken
-    if found.checked == kept.generation:
-        if found.taken == len(taken):
-            return True
-        for workload in found.listing:
-            if workload.key in taken:
-                return False
-        found.taken = len(taken)
-        return True
-    snapshot = session.snapshot
-    pods, usage, reserved = snapshot.pods_by_workload, snapshot.usage, snapshot.reserved_by_workload
-    when = None
-    for workload, (had_pods, had_usage, had_reserved) in zip(found.listing, found.inputs, strict=True):
-        name = workload.key
-        if (
-            pods.get(name) is not had_pods
-            or usage.get(name) is not had_usage
-            or reserved.get(name) is not had_reserved
-            or (taken and name in taken)
-        ):
-            return False
-        if workload.admitted_at is None:
-            when = session.now
-    if when != found.when:
-        return False
-    found.checked = kept.generation
-    found.taken = len(taken)
-    return True
 
 
 def _keep_list(
@@ -419,13 +372,13 @@ def _keep_list(
     built: QueueUnits,
 ) -> None:
     """Keep a list the session built, unless it took from one of the queue's workloads."""
-    found: _KeptQueue | None = kept.queues.get(name)
-    if found is None or found.listing is not listing or not _current(session, kept, found):
-        made = _inputs(session, listing)
+    found = kept.queues.get(name)
+    if found is None or found.listing is not listing or not queue_current(session, kept, found):
+        made = queue_inputs(session, listing)
         if made is None:
             kept.queues.pop(name, None)
             return
-        found = kept.queues[name] = _KeptQueue(listing, *made)
+        found = kept.queues[name] = KeptQueue(listing, *made)
         found.checked = kept.generation
         found.taken = len(session.taken)
     found.lists[key] = (built, kept.generation)
@@ -436,14 +389,14 @@ def _kept_list(
 ) -> QueueUnits | None:
     """The kept list of queue ``name`` and class ``key`` if it is the one the session
     would build, else None."""
-    found: _KeptQueue | None = kept.queues.get(name)
+    found = kept.queues.get(name)
     if found is None or found.listing is not listing:
         return None
     entry = found.lists.get(key)
-    if entry is None or not _current(session, kept, found):
+    if entry is None or not queue_current(session, kept, found):
         return None
-    units, generation = entry
-    if generation != kept.generation:
+    units: QueueUnits = entry[0]
+    if entry[1] != kept.generation:
         found.lists[key] = (units, kept.generation)
         for unit in units.units:
             unit.order_key = None

@@ -24,31 +24,30 @@ from ..quota import QuotaNode
 from ..session import Candidate, DeferredPods, HeldRoom, NodeRoom, Session
 from ..session.candidates import NEW_UNIT, units_like
 from ..snapshot import pod_set_usage
-from .kept import KeptWorkload, UnitsByClass, kept_units
+from .kept import PLACES, KeptWorkload, Units, held, hold, kept_units, unit_classes, units_of
 
-__all__ = ["candidate_units", "pod_unit", "queue_units_of", "unit_flags", "units_like"]
+__all__ = ["candidate_units", "class_units", "pod_unit", "queue_units_of", "unit_flags", "units_like"]
 
 _NODE_NAME = attrgetter("node_name")  # a pod's node, read without a Python frame per pod (_held)
 
 
-def _session_units(session: Session, workload: Workload) -> UnitsByClass:
-    """The session's cache entry for ``workload``, new: its kept units when they are
-    still exact (shared with :class:`KeptUnits`, which then keeps what the session adds),
+def _session_units(session: Session, workload: Workload, leaf: QuotaNode) -> list[Any]:
+    """The session's cache entry for ``workload`` (in ``leaf``), new: its kept units when they
+    are still exact (shared with :class:`KeptUnits`, which then keeps what the session adds),
     else an empty one of the session's own."""
     key = workload.key
     kept = kept_units(session) if key not in session.taken else None
     if kept is None:
-        found: UnitsByClass = {}
-        session.unit_cache[key] = found
+        found = session.unit_cache[key] = unit_classes(leaf.index)
         return found
     snapshot = session.snapshot
     when = session.now if workload.admitted_at is None else None
     entry = kept.workloads.get(key)
     if entry is None or not entry.current(snapshot, workload, when):
-        entry = kept.workloads[key] = KeptWorkload(snapshot, workload, when, kept.generation)
+        entry = kept.workloads[key] = KeptWorkload(snapshot, workload, when, kept.generation, leaf.index)
     elif entry.generation != kept.generation:
         entry.generation = kept.generation
-        for units in entry.units.values():
+        for _, units in held(entry.units):
             for unit in units:
                 unit.order_key = None
     session.unit_cache[key] = entry.units
@@ -69,12 +68,20 @@ def candidate_units(
     "Elastic victims").
 
     Cached for the session per workload and class: a search over 10k candidates
-    builds them once per session, not once per search. The allocate action drops a
-    workload's entry when the session takes something from it.
+    builds them once per session, not once per search (:func:`class_units`, in a new list).
+    The allocate action drops a workload's entry when the session takes something from it.
 
     While a node-by-node search collects candidates (``session.defer_pods``), a
     running Deployment's pods come as one :class:`DeferredPods` instead, which the
     search expands only on the nodes it looks at."""
+    return list(class_units(session, workload, leaf, reason, group, only_within_nominal))
+
+
+def class_units(
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> Units:
+    """:func:`candidate_units`' units as the session holds them (``session.unit_cache``): a tuple
+    per workload and class (most hold one unit: 48 B, where a list was 80)."""
     if session.defer_pods and workload.is_deployment:
         return _deferred_units(session, workload, leaf, reason, group, only_within_nominal)
     return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
@@ -82,54 +89,47 @@ def candidate_units(
 
 def _deferred_units(
     session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
-) -> list[Candidate]:
-    """``[DeferredPods]`` for a running Deployment with Pod objects, else its units."""
+) -> Units:
+    """``(DeferredPods,)`` for a running Deployment with Pod objects, else its units."""
     key = workload.key
-    cache = session.unit_cache.get(key)
+    cache: list[Any] | None = session.unit_cache.get(key)
     if cache is None:
-        cache = _session_units(session, workload)
-    cache_key = (leaf.index, reason, group, only_within_nominal, True)
-    found = cache.get(cache_key)
+        cache = _session_units(session, workload, leaf)
+    cls = (reason, group, only_within_nominal, True)
+    found = units_of(cache, leaf.index, cls)
     if found is not None:
         return found
     if not _gives_pods(session, workload):
         return _cached_units(session, workload, leaf, reason, group, only_within_nominal)
     # Its usage (one replica's) and pod set are filled in when it is first expanded.
-    found = cache[cache_key] = [
-        DeferredPods(
-            workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
-            workload.priority, (key, "pods"),
-        )
-    ]
-    return found
+    deferred = DeferredPods(
+        workload, leaf, {}, reason, group, None, None, (), (), only_within_nominal, False, False,
+        workload.priority, (key, "pods"),
+    )
+    return hold(cache, leaf.index, cls, (deferred,))
 
 
 def _cached_units(
-    session: Session,
-    workload: Workload,
-    leaf: QuotaNode,
-    reason: str,
-    group: int,
-    only_within_nominal: bool,
-) -> list[Candidate]:
-    cache = session.unit_cache.get(workload.key)
+    session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
+) -> Units:
+    cache: list[Any] | None = session.unit_cache.get(workload.key)
     if cache is None:
-        cache = _session_units(session, workload)
-    cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    found = cache.get(cache_key)
+        cache = _session_units(session, workload, leaf)
+    cls = (reason, group, only_within_nominal, False)
+    found = units_of(cache, leaf.index, cls)
     if found is None:
         # Made from the units of another class, one of the same group if built: those keep
         # their sort keys (``units_like``), one tuple for both.
         like = None
-        for (index, _, of, _, deferred), other in cache.items():
+        for (index, _, of, _, deferred), other in held(cache):
             if index == leaf.index and not deferred:
                 like = other
                 if of == group:
                     break
         if like is not None:
-            found = cache[cache_key] = units_like(like, reason, group, only_within_nominal)
+            found = hold(cache, leaf.index, cls, units_like(like, reason, group, only_within_nominal))
         else:
-            found = cache[cache_key] = _units(session, workload, leaf, reason, group, only_within_nominal, cache)
+            found = hold(cache, leaf.index, cls, _units(session, workload, leaf, reason, group, only_within_nominal, cache))
     return found
 
 
@@ -141,26 +141,24 @@ def queue_units_of(
     group: int,
     only_within_nominal: bool,
     deferred: bool,
-) -> list[list[Candidate]]:
-    """:func:`candidate_units` of each of ``workloads`` (a queue's, for the candidate index),
+) -> list[Units]:
+    """:func:`class_units` of each of ``workloads`` (a queue's, for the candidate index),
     read from the session's cache where it has them. The units of a plain workload — one
     whole unit: not a Deployment, not elastic, not taken from, no kept units — are made
     here by ``_units``' own constructor (:func:`_whole`), without the calls around it: most
     units of a session are these."""
     unit_cache = session.unit_cache
-    cache_key = (leaf.index, reason, group, only_within_nominal, False)
-    taken = session.taken
-    snapshot = session.snapshot
-    all_usage = snapshot.usage
-    placed = session.placements is not None
+    index = leaf.index
+    cls = (reason, group, only_within_nominal, False)
+    place = PLACES.get(cls)  # read and set in place below when the class has one (``units_of``)
+    taken, all_usage, placed, now = session.taken, session.snapshot.usage, session.placements is not None, session.now
     plain: bool | None = None  # no kept units: read where ``_session_units`` would read it
-    now = session.now
-    out: list[list[Candidate]] = []
+    out: list[Units] = []
     for workload in workloads:
         key = workload.key
-        cache = None if deferred and workload.is_deployment else unit_cache.get(key)
+        cache: list[Any] | None = None if deferred and workload.is_deployment else unit_cache.get(key)
         if cache is not None:
-            made = cache.get(cache_key)
+            made = cache[place] if place is not None and cache[0] == index else units_of(cache, index, cls)
             if made is not None:
                 out.append(made)
                 continue
@@ -172,19 +170,19 @@ def queue_units_of(
         ):
             room = _room(session, workload) if placed else ()
             usage = all_usage.get(key, {})
-            made = [_whole(workload, leaf, usage, reason, group, room, (key,), only_within_nominal, workload.evicted, now)]
-            unit_cache[key] = {cache_key: made}
+            made = (_whole(workload, leaf, usage, reason, group, room, (key,), only_within_nominal, workload.evicted, now),)
+            unit_cache[key] = cache = unit_classes(index)
+            if place is None:
+                hold(cache, index, cls, made)
+            else:
+                cache[place] = made
             out.append(made)
             continue
-        out.append(
-            candidate_units(
-                session, workload, leaf, reason=reason, group=group, only_within_nominal=only_within_nominal
-            )
-        )
+        out.append(class_units(session, workload, leaf, reason, group, only_within_nominal))
     return out
 
 
-def unit_flags(units: list[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
+def unit_flags(units: Sequence[Candidate], needed: frozenset[FR], with_room: bool) -> list[bool]:
     """Per unit, whether it uses a needed flavor-resource (``with_room``: or holds room)."""
     if with_room:
         return [bool(unit.room) or not needed.isdisjoint(unit.usage) or isinstance(unit, DeferredPods) for unit in units]
@@ -208,8 +206,8 @@ def _units(
     reason: str,
     group: int,
     only_within_nominal: bool,
-    cache: UnitsByClass | None = None,
-) -> list[Candidate]:
+    cache: list[Any] | None = None,
+) -> Units:
     key = workload.key
     taken = session.taken.get(key)
     evicted = workload.evicted or (taken is not None and taken.whole)
@@ -227,7 +225,7 @@ def _units(
         else:
             room = _room(session, workload) if session.placements is not None else ()
             name = (key,)
-        return [_whole(workload, leaf, usage, reason, group, room, name, only_within_nominal, evicted, session.now)]
+        return (_whole(workload, leaf, usage, reason, group, room, name, only_within_nominal, evicted, session.now),)
     spec, admitted = elastic
     assert spec.min_count is not None and workload.admission is not None
     flavors = next(psa.flavors for psa in workload.admission.pod_sets if psa.name == spec.name)
@@ -279,7 +277,7 @@ def _units(
     now = session.now
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
-    return units
+    return tuple(units)
 
 
 def _whole(
@@ -311,9 +309,9 @@ def _whole(
     return unit
 
 
-def _whole_unit(cache: UnitsByClass) -> Candidate | None:
+def _whole_unit(cache: list[Any]) -> Candidate | None:
     """A whole-workload unit among a workload's units of other classes."""
-    for units in cache.values():
+    for _, units in held(cache):
         if len(units) == 1:
             unit = units[0]
             if unit.count is None and unit.pod_set is None and type(unit) is Candidate:
@@ -323,7 +321,7 @@ def _whole_unit(cache: UnitsByClass) -> Candidate | None:
 
 def _pod_units(
     session: Session, workload: Workload, leaf: QuotaNode, reason: str, group: int, only_within_nominal: bool
-) -> list[Candidate]:
+) -> Units:
     """A Deployment gives pods (SEMANTICS §6): each bound pod is a unit of its lifecycle
     class; only a normal pod carries a replica's quota (taking it lowers the committed
     count). Without Pod objects (no nodes) the committed replicas but one are units."""
@@ -345,7 +343,7 @@ def _pod_units(
                     admitted,
                 )
             )
-        return units
+        return tuple(units)
     already = taken.pods if taken is not None else 0
     for i in range(already, psa.count - 1):
         units.append(
@@ -357,7 +355,7 @@ def _pod_units(
     now = session.now
     for i, unit in enumerate(units):
         unit.sort_key = (0 if unit.evicted else 1, group, *_base_key(unit, now), i)
-    return units
+    return tuple(units)
 
 
 def _pod_unit(

@@ -147,14 +147,14 @@ set one by one, every one of them: :func:`units_like` and ``preemption/units.py`
 units, tens of thousands a session, each at about half the constructor's cost."""
 
 
-def units_like(units: list[Candidate], reason: str, group: int, only_within_nominal: bool) -> list[Candidate]:
+def units_like(units: Sequence[Candidate], reason: str, group: int, only_within_nominal: bool) -> tuple[Candidate, ...]:
     """The units of another class made from ``units``, a workload's units of one class (not
     deferred) built in the same take state (``preemption/units.py``): every class has the same
     units — workload, usage, pods, room, evicted, priority, unit name, pod class — and the same
     sort key but for its group (the second of its seven places: the very tuple when the group
     is the same); only the class fields differ. ``order_key`` is unset, as the constructor
-    leaves it. The list is made at its size (a copy filled in place): most hold one unit."""
-    out = units.copy()
+    leaves it. The units come as a tuple, as the session holds a class's units."""
+    out = list(units)
     for at, unit in enumerate(units):
         like = NEW_UNIT(Candidate)
         like.workload = unit.workload
@@ -176,7 +176,7 @@ def units_like(units: list[Candidate], reason: str, group: int, only_within_nomi
         like.pod_class = unit.pod_class
         like.order_key = None
         out[at] = like
-    return out
+    return tuple(out)
 
 
 @dataclass(eq=False, slots=True, repr=False)

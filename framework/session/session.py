@@ -110,7 +110,8 @@ class Session:
         # Victim searches already run, by their inputs (preemption/memo.py); ``None``: off.
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
         self.taken: dict[str, Taken] = {}
-        self.unit_cache: dict[str, dict[tuple[Any, ...], list[Candidate]]] = {}
+        # Per workload key, its units by class (``preemption/kept.py``'s ``UnitClasses``).
+        self.unit_cache: dict[str, Any] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
         # victims themselves.
         self.relied: dict[tuple[object, ...], Candidate] = {}

@@ -55,7 +55,7 @@ def _lists(rng: random.Random, leaves: list[QuotaNode]) -> list[QueueUnits]:
                 usage = {fr: rng.randrange(0, 3000, 500) for fr in rng.sample([CPU, GPU, MEM], rng.randrange(0, 3))}
                 room = (("n1", {"cpu": 1}),) if rng.random() < 0.3 else ()
                 units.append(Candidate(workload, leaf, usage, "r", 1, room=room, only_within_nominal=within))
-            out.append(QueueUnits(units, bounds))
+            out.append(QueueUnits(units, [p for p, _ in bounds], [c for _, c in bounds]))
     return out
 
 
@@ -110,7 +110,7 @@ def test_an_answer_changed_outside_its_runs_is_read_as_a_plain_list() -> None:
     leaf = tree.leaves["q0"]
     workload: Any = None
     units = [Candidate(workload, leaf, {CPU: 1000}, "r", 1) for _ in range(3)]
-    source = QueueUnits(units, [(0, 1), (0, 2), (1, 3)])
+    source = QueueUnits(units, [0, 0, 1], [1, 2, 3])
     offer = Offer()
     source.offer_between(offer, None, 1)
     extra = Candidate(workload, leaf, {CPU: 500}, "r", 1)
@@ -125,7 +125,7 @@ def test_a_list_keeps_its_filtered_units_once_searches_read_its_length() -> None
     leaf = tree.leaves["q0"]
     workload: Any = None
     units = [Candidate(workload, leaf, {CPU: 1000} if i % 2 else {GPU: 1}, "r", 1) for i in range(4)]
-    source = QueueUnits(units, [(0, i) for i in range(4)])
+    source = QueueUnits(units, [0] * 4, list(range(4)))
     needed = frozenset({CPU})
     assert source.read(needed, False, 2) is None
     assert source.read(needed, False, 1) is None
@@ -143,7 +143,7 @@ def test_a_list_whose_units_a_search_all_keeps_answers_its_own_units_and_the_cou
     leaf = tree.leaves["q0"]
     workload: Any = None
     units = [Candidate(workload, leaf, {CPU: 1000, GPU: i % 2}, "r", 1) for i in range(5)]
-    source = QueueUnits(units, [(0, i) for i in range(5)])
+    source = QueueUnits(units, [0] * 5, list(range(5)))
     kept, counts = source.using(frozenset({CPU}), False)
     assert kept is units
     assert list(counts) == [0, 1, 2, 3, 4, 5]
@@ -155,7 +155,7 @@ def test_a_list_whose_units_a_search_all_keeps_answers_its_own_units_and_the_cou
     assert found == units and runs is not None and runs.parts == [(source, 0, 5, None)]
     # One unit without the needed flavor-resource: the counts are a list of their own.
     some = [Candidate(workload, leaf, {GPU: 1} if i == 2 else {CPU: 1000}, "r", 1) for i in range(5)]
-    other = QueueUnits(some, [(0, i) for i in range(5)])
+    other = QueueUnits(some, [0] * 5, list(range(5)))
     kept, counts = other.using(frozenset({CPU}), False)
     assert kept == [some[0], some[1], some[3], some[4]]
     assert list(counts) == [0, 1, 2, 2, 3, 4]

@@ -209,7 +209,7 @@ def _sources(rng: random.Random, tree: QuotaTree) -> list[QueueUnits]:
                 unit = Candidate(workload, leaf, usage, "r", group, only_within_nominal=within)
                 unit.sort_key = (rng.randrange(2), group, priority, rng.randrange(3))
                 units.append(unit)
-            out.append(QueueUnits(units, bounds))
+            out.append(QueueUnits(units, [p for p, _ in bounds], [c for _, c in bounds]))
     return out
 
 

@@ -103,7 +103,7 @@ def test_an_intact_offer_is_read_from_its_runs_not_from_its_items() -> None:
     leaf = tree.leaves["q0"]
     workload_: Any = None
     units = [Candidate(workload_, leaf, {CPU: 1000}, "r", 1) for _ in range(3)]
-    source = QueueUnits(units, [(0, 1), (0, 2), (1, 3)])
+    source = QueueUnits(units, [0, 0, 1], [1, 2, 3])
     offer = Offer()
     source.offer_between(offer, None, 2)
     list.__setitem__(offer, 1, "not a candidate")  # same length: still intact
@@ -135,7 +135,7 @@ def test_offers_of_other_sources_and_changed_offers_are_checked_item_by_item() -
     bad.add(_OwnSource([units[0], "junk"]), 0, 2)  # type: ignore[arg-type]
     assert not CHECK(bad)
     changed = Offer()
-    QueueUnits(units, [(0, 1), (0, 2)]).offer_between(changed, None, None)
+    QueueUnits(units, [0, 0], [1, 2]).offer_between(changed, None, None)
     changed.append("junk")  # type: ignore[arg-type]
     assert not changed.intact()
     assert not CHECK(changed)

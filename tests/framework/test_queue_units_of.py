@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from preemptd.framework import queue_units
 from preemptd.framework.preemption import unitindex, units
-from preemptd.framework.preemption.kept import KeptUnits
+from preemptd.framework.preemption.kept import KeptUnits, units_of
 from preemptd.framework.session import Candidate, Session
 from preemptd.framework.session.registry import Registry
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
@@ -77,9 +77,8 @@ def test_a_queues_units_in_one_pass_equal_candidate_units_of_each_workload(case:
                     assert [_fields(m) for m in made] == [_fields(e) for e in expected], (name, cls)
                     # The session's cache holds them now: asked again, the same objects.
                     again = [
-                        units.candidate_units(
-                            session, one, leaf, reason=cls["reason"], group=cls["group"],
-                            only_within_nominal=cls.get("only_within_nominal", False),
+                        units.class_units(
+                            session, one, leaf, cls["reason"], cls["group"], cls.get("only_within_nominal", False)
                         )
                         for one in listed
                     ]
@@ -95,14 +94,14 @@ def test_a_plain_workloads_unit_is_made_without_a_call_of_candidate_units(monkey
     running = [workload(f"w{i}", "q", 1, priority=i % 3, created=i, admitted=True) for i in range(5)]
     session = open_session(inventory(queues, running), PLUGINS, 1_000_000)
     called: list[str] = []
-    real = units.candidate_units
+    real = units.class_units
 
-    def counting(session: Session, one: Any, *args: Any, **kwargs: Any) -> list[Candidate]:
+    def counting(session: Session, one: Any, *args: Any) -> tuple[Candidate, ...]:
         called.append(one.name)
-        return real(session, one, *args, **kwargs)
+        return real(session, one, *args)
 
-    monkeypatch.setattr(units, "candidate_units", counting)
-    monkeypatch.setattr(unitindex, "candidate_units", counting)
+    monkeypatch.setattr(units, "class_units", counting)
+    monkeypatch.setattr(unitindex, "class_units", counting)
     leaf = session.snapshot.tree.leaves["q"]
     found = queue_units(session, leaf, **CLASSES[1])
     assert called == []
@@ -110,7 +109,7 @@ def test_a_plain_workloads_unit_is_made_without_a_call_of_candidate_units(monkey
     # each one whole unit.
     assert [u.workload.name for u in found.units] == ["w0", "w3", "w1", "w4", "w2"]
     assert [u.unit for u in found.units] == [(w.key,) for w in sorted(running, key=lambda w: (w.priority, w.created))]
-    # A workload taken from is not plain: its units come from candidate_units.
+    # A workload taken from is not plain: its units come from candidate_units' class_units.
     take_at_random(session, leaf, random.Random(1))
     taken = next(iter(session.taken))
     session.state.clear()  # a fresh index: the queue's list is built again
@@ -132,9 +131,9 @@ def test_with_units_kept_across_sessions_every_workload_goes_through_the_kept_st
     listed = sorted(first.snapshot.admitted_by_queue["q"], key=lambda w: (w.priority, w.created))
     made = units.queue_units_of(first, listed, leaf, "InQueue", 2, False, False)
     assert [_fields(m) for m in made] == [_fields(units._units(first, w, leaf, "InQueue", 2, False)) for w in listed]
-    for one, units_of in zip(listed, made, strict=True):
+    for one, its_units in zip(listed, made, strict=True):
         assert first.unit_cache[one.key] is kept.workloads[one.key].units
-        assert kept.workloads[one.key].units[(leaf.index, "InQueue", 2, False, False)] is units_of
+        assert units_of(kept.workloads[one.key].units, leaf.index, ("InQueue", 2, False, False)) is its_units
     second = Session(first.snapshot, Registry(PLUGINS), actions=("allocate", "preempt"))
     second.open()
     again = units.queue_units_of(second, listed, leaf, "InQueue", 2, False, False)

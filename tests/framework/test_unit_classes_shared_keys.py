@@ -71,10 +71,10 @@ def test_a_workloads_units_of_a_group_share_the_keys_of_its_units_of_that_group(
         assert borrowing[0] is not within[0] and borrowing[0].reason == IN_COHORT_RECLAIM_WHILE_BORROWING
 
 
-def test_units_of_another_class_come_in_a_list_of_their_own_size() -> None:
-    """Most workloads give one unit: its list of another class holds one place, as ``[unit]`` does."""
+def test_units_of_another_class_come_in_a_tuple_of_their_own_size() -> None:
+    """Most workloads give one unit: its units of another class are one unit's tuple, ``(unit,)``."""
     session = _session()
     leaf = session.snapshot.tree.leaves["other"]
     running = session.snapshot.admitted_by_queue["other"][0]
     made = units_like(candidate_units(session, running, leaf, **HIERARCHICAL), IN_COHORT_RECLAIM, CLASS_OTHER_QUEUE, True)
-    assert len(made) == 1 and sys.getsizeof(made) == sys.getsizeof([made[0]])
+    assert type(made) is tuple and len(made) == 1 and sys.getsizeof(made) == sys.getsizeof((made[0],))

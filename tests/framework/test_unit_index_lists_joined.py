@@ -47,7 +47,7 @@ def _check(session: Session, leaf: Any, cls: dict[str, Any], built: Any) -> None
     units, bounds = _plain(session, leaf, cls)
     assert len(built.units) == len(units), (leaf.name, cls)
     assert all(a is b for a, b in zip(built.units, units, strict=True)), (leaf.name, cls)
-    assert built.bounds == bounds, (leaf.name, cls)
+    assert list(zip(built.priorities, built.created, strict=True)) == bounds, (leaf.name, cls)
 
 
 @pytest.mark.parametrize("case", RUNNING, ids=[c.stem for c in RUNNING])

@@ -71,13 +71,13 @@ def _take(session: Session, unit: Candidate) -> None:
     session.unit_cache.pop(unit.key, None)
 
 
-def _built(session: Session, name: str, cls: dict[str, Any]) -> tuple[list[Candidate], list[tuple[int, int]]]:
+def _built(session: Session, name: str, cls: dict[str, Any]) -> tuple[list[Candidate], tuple[list[int], list[int]]]:
     leaf = session.snapshot.tree.leaves[name]
     fresh = _BUILD(
         session, leaf, cls["reason"], cls["group"], cls.get("only_within_nominal", False), False,
         session.snapshot.admitted_by_queue.get(name, ()),
     )
-    return fresh.units, fresh.bounds
+    return fresh.units, (fresh.priorities, fresh.created)
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -104,5 +104,5 @@ def test_a_patched_list_is_the_list_a_build_gives_after_every_take(
             for cls in CLASSES:
                 found = queue_units(session, leaves[queue_name], **cls)
                 units, bounds = _built(session, queue_name, cls)
-                assert found.units == units and found.bounds == bounds, (queue_name, cls)
+                assert found.units == units and (found.priorities, found.created) == bounds, (queue_name, cls)
     assert builds == [], "every list after a take is patched, none built again"
