@@ -394,7 +394,7 @@ def _by_workload(pods: list[Pod]) -> FrozenDict[str, tuple[Pod, ...]]:
     """The pods of each workload in the order of ``pods``, taken by runs (in key order the
     pods of a workload come together: their names start with the workload's)."""
     found: dict[str, list[Pod]] = {}
-    for workload, run in groupby(pods, attrgetter("workload")):
+    for workload, run in groupby(pods, attrgetter("facts.workload")):
         if workload is not None:
             found.setdefault(workload, []).extend(run)
     return FrozenDict({key: tuple(listed) for key, listed in found.items()})

@@ -128,13 +128,14 @@ _AMOUNTS: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...]] = {}
 _ITEM_LABELS: dict[tuple[str, bytes], tuple[FrozenDict[str, str], str | None]] = {}
 _ITEM_REQUESTS: dict[tuple[bytes, bytes], FrozenDict[str, int]] = {}
 _ITEM_ANNOTATIONS: dict[bytes, tuple[bool, int]] = {}
-_FACTS: dict[tuple[bool, int, str, str], PodFacts] = {}
+_FACTS: dict[tuple[Any, ...], PodFacts] = {}
+_TAILS: dict[str, str] = {}  # the ends of Pod names, each text once
 _NO_ANNOTATIONS = (False, 0)  # (force delete, deletion cost)
 
 
 def forget_read_maps() -> None:
     """Drop the maps kept while reading (their keys hold the input's own strings)."""
-    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS, _FACTS):
+    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS, _FACTS, _TAILS):
         kept.clear()
 
 
@@ -225,25 +226,32 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | 
     node_name = _intern(spec.nodeName) if spec.nodeName else None
     phase = doc.status.phase if doc.status is not None else None
     workload_name = metadata.labels.get(WORKLOAD_LABEL) if metadata.labels else None
-    return _new_pod(
-        namespace,
-        name,
-        _shared(sorted(total.items())),
-        node_name,
-        _intern(f"{namespace}/{workload_name}") if workload_name else None,
-        priority,
-        created_ms or 0,
-        metadata.deletionTimestamp is not None,
-        labels,
-        _facts(force_delete, deletion_cost, _intern(phase) if phase else ("Running" if node_name else "Pending"), file),
-    )
+    cut = name.rfind("-") + 1
+    phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
+    workload = _intern(f"{namespace}/{workload_name}") if workload_name else None
+    facts = (namespace, workload, priority, created_ms or 0, labels, force_delete, deletion_cost, phase, file, name[:cut])
+    deleting = metadata.deletionTimestamp is not None
+    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, deleting, _facts(*facts))
 
 
-def _facts(force_delete: bool, deletion_cost: int, phase: str, source: str) -> PodFacts:
-    """The one record of these facts (see :class:`~..model.PodFacts`)."""
-    key = (force_delete, deletion_cost, phase, source)
+def _facts(
+    namespace: str, workload: str | None, priority: int | None, created: int, labels: FrozenDict[str, str],
+    force_delete: bool, deletion_cost: int, phase: str, source: str, stem: str,
+) -> PodFacts:  # fmt: skip
+    """The one record of these facts (see :class:`~..model.PodFacts`); the label maps are
+    shared records, told apart by identity (each kept record holds its own alive)."""
+    key = (namespace, workload, priority, created, id(labels), force_delete, deletion_cost, phase, source, stem)
     found: PodFacts | None = _FACTS.get(key)
-    return found if found is not None else _kept(_FACTS, key, PodFacts(*key))
+    if found is None:
+        facts = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, stem)
+        found = _kept(_FACTS, key, PodFacts(*facts))
+    return found
+
+
+def _tail(text: str) -> str:
+    """``text``, as the one string of its value read before when there is one."""
+    found = _TAILS.get(text)
+    return found if found is not None else _kept(_TAILS, text, text)
 
 
 def _annotations(annotations: dict[str, str] | None) -> tuple[bool, int]:
@@ -364,24 +372,28 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
         phase = "Running"  # the interned text, without looking it up
     else:
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
-    pod = _PodTwin()
-    pod.namespace = namespace
-    pod.name = name
-    pod.requests = requests
-    pod.node_name = node_name
-    pod.workload = workload
-    pod.priority = priority
-    pod.created = created_ms
-    pod.deleting = metadata.deletionTimestamp is not None
-    pod.labels = labels
+    cut = name.rfind("-") + 1
+    stem = name[:cut]
     facts = last.facts  # most Pods say what the one before said
     if (
-        facts.phase is not phase
+        facts.workload is not workload
+        or facts.stem != stem
+        or facts.created != created_ms
+        or facts.labels is not labels
+        or facts.priority != priority
+        or facts.namespace is not namespace
+        or facts.phase is not phase
         or facts.deletion_cost != deletion_cost
         or facts.force_delete is not force_delete
         or facts.source is not file
     ):
-        facts = last.facts = _facts(force_delete, deletion_cost, phase, file)
+        facts = _facts(namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, stem)
+        last.facts = facts
+    pod = _PodTwin()
+    pod.tail = _tail(name[cut:])
+    pod.requests = requests
+    pod.node_name = node_name
+    pod.deleting = metadata.deletionTimestamp is not None
     pod.facts = facts
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]
