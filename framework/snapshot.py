@@ -228,7 +228,7 @@ class Snapshot:
             reserved_by.setdefault(placed.workload, []).append(placed)
         self.reserved_pods = tuple(reserved)
         self.reserved_by_workload = FrozenDict({key: tuple(ps) for key, ps in reserved_by.items()})
-        pool.free = {name: dict(free) for name, free in placements.free.items()}
+        pool.free = placements.shared_free()  # the same maps: the pool is not written after this
         self.placements = placements
 
     def _reserve_missing_pods(
