@@ -405,6 +405,7 @@ class PodFacts:
     deletion_cost: int = 0
     phase: str = "Running"
     source: str = ""
+    deleting: bool = False  # deletionTimestamp set
     stem: str = ""  # the name up to and with its last "-" (last: not read as the Pod's own)
 
 
@@ -416,27 +417,26 @@ class Pod:
     tail: str
     requests: Mapping[str, int]
     node_name: str | None = None
-    deleting: bool = False  # deletionTimestamp set
     facts: PodFacts = PodFacts()
 
     def __init__(
         self, namespace: str | None = None, name: str | None = None, requests: Mapping[str, int] = _EMPTY, node_name: str | None = None,
-        workload: str | None = None, priority: int | None = None, created: int | None = None, deleting: bool = False, force_delete: bool | None = None,
+        workload: str | None = None, priority: int | None = None, created: int | None = None, deleting: bool | None = None, force_delete: bool | None = None,
         deletion_cost: int | None = None, phase: str | None = None, labels: Mapping[str, str] | None = None, source: str | None = None, facts: PodFacts = PodFacts(), tail: str = "",
     ) -> None:  # fmt: skip
         labels = labels if labels is None else freeze(labels) if labels else _EMPTY
-        given = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source)
+        given = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting)
         changed: dict[str, Any] = {k: v for k, v in zip(PodFacts.__slots__[:-1], given, strict=True) if v is not None}
         if name is not None:
             cut = name.rfind("-") + 1
             changed["stem"], tail = name[:cut], name[cut:]
         facts = replace(facts, **changed) if changed else facts
-        for slot, value in zip(Pod.__slots__, (tail, freeze(requests), node_name, deleting, facts), strict=True):
+        for slot, value in zip(Pod.__slots__, (tail, freeze(requests), node_name, facts), strict=True):
             object.__setattr__(self, slot, value)
 
     # The facts as the Pod's own: properties, each typed as the value it gives.
-    namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source = cast(
-        tuple[str, str | None, int | None, int, Mapping[str, str], bool, int, str, str],
+    namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting = cast(
+        tuple[str, str | None, int | None, int, Mapping[str, str], bool, int, str, str, bool],
         tuple(property(attrgetter(f"facts.{name}")) for name in PodFacts.__slots__[:-1]))  # fmt: skip
     name = cast(str, property(lambda self: self.facts.stem + self.tail))
     key = cast(str, property(lambda self: f"{self.facts.namespace}/{self.facts.stem}{self.tail}"))

@@ -300,7 +300,7 @@ class Snapshot:
 
 
 _PAIR = itemgetter(0, 1)
-_DELETING = attrgetter("deleting")
+_DELETING = attrgetter("facts.deleting")
 
 
 class DeploymentPods:

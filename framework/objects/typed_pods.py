@@ -229,21 +229,21 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | 
     cut = name.rfind("-") + 1
     phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
     workload = _intern(f"{namespace}/{workload_name}") if workload_name else None
-    facts = (namespace, workload, priority, created_ms or 0, labels, force_delete, deletion_cost, phase, file, name[:cut])
     deleting = metadata.deletionTimestamp is not None
-    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, deleting, _facts(*facts))
+    facts = (namespace, workload, priority, created_ms or 0, labels, force_delete, deletion_cost, phase, file, deleting, name[:cut])
+    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, _facts(*facts))
 
 
 def _facts(
     namespace: str, workload: str | None, priority: int | None, created: int, labels: FrozenDict[str, str],
-    force_delete: bool, deletion_cost: int, phase: str, source: str, stem: str,
+    force_delete: bool, deletion_cost: int, phase: str, source: str, deleting: bool, stem: str,
 ) -> PodFacts:  # fmt: skip
     """The one record of these facts (see :class:`~..model.PodFacts`); the label maps are
     shared records, told apart by identity (each kept record holds its own alive)."""
-    key = (namespace, workload, priority, created, id(labels), force_delete, deletion_cost, phase, source, stem)
+    key = (namespace, workload, priority, created, id(labels), force_delete, deletion_cost, phase, source, deleting, stem)
     found: PodFacts | None = _FACTS.get(key)
     if found is None:
-        facts = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, stem)
+        facts = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting, stem)
         found = _kept(_FACTS, key, PodFacts(*facts))
     return found
 
@@ -374,6 +374,7 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
     cut = name.rfind("-") + 1
     stem = name[:cut]
+    deleting = metadata.deletionTimestamp is not None
     facts = last.facts  # most Pods say what the one before said
     if (
         facts.workload is not workload
@@ -386,14 +387,14 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
         or facts.deletion_cost != deletion_cost
         or facts.force_delete is not force_delete
         or facts.source is not file
+        or facts.deleting is not deleting
     ):
-        facts = _facts(namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, stem)
+        facts = _facts(namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
         last.facts = facts
     pod = _PodTwin()
     pod.tail = _tail(name[cut:])
     pod.requests = requests
     pod.node_name = node_name
-    pod.deleting = metadata.deletionTimestamp is not None
     pod.facts = facts
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]

@@ -110,13 +110,16 @@ def test_names_of_any_shape_read_back_whole_in_key_order(objects: list[dict[str,
 
 
 def test_pods_of_interleaved_pod_sets_share_a_record_per_pod_set(objects: list[dict[str, Any]]) -> None:
-    """Pods of three pod sets and two phases listed by turns (no two Pods of one record one
-    after another): one record per pod set and phase, each Pod reading its own values."""
+    """Pods of three pod sets, two phases, some being deleted, listed by turns (no two Pods
+    of one record one after another): one record per pod set, phase and deletion mark,
+    each Pod reading its own values."""
     model = next(o for o in objects if o["kind"] == "Pod" and o["spec"].get("nodeName"))
     items = []
     for i in range(24):
         labels = {"preemptd.io/workload": f"w{i % 3}"}
         metadata = {**model["metadata"], "name": f"w{i % 3}-main-{i}", "labels": labels}
+        if i % 4 == 0:
+            metadata["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         items.append({**model, "metadata": metadata, "status": {"phase": ("Running", "Failed")[i // 3 % 2]}})
     pods = read(items)
     records: dict[PodFacts, int] = {}
@@ -124,7 +127,10 @@ def test_pods_of_interleaved_pod_sets_share_a_record_per_pod_set(objects: list[d
         pod = pods[f"{item['metadata']['namespace']}/{item['metadata']['name']}"]
         assert values(pod) == said(item, "f.json")
         assert records.setdefault(pod.facts, id(pod.facts)) == id(pod.facts)
-    assert len(records) == 6
+    # (i % 3, i // 3 % 2) over 0..23 takes all six pairs among the Pods not deleted; the
+    # deleted ones (i = 0, 4, 8, 12, 16, 20) take (0, 0), (1, 1), (2, 0) only.
+    assert len(records) == 9
+    assert sum(pod.deleting for pod in pods.values()) == 6
 
 
 def test_the_constructor_and_replace_take_each_value_given_over_the_record() -> None:
@@ -142,7 +148,7 @@ def test_the_constructor_and_replace_take_each_value_given_over_the_record() -> 
     moved = dataclasses.replace(pod, namespace="other", deletion_cost=3, phase="Failed")
     assert values(moved) == {**expected, "namespace": "other", "key": "other/w-main-3", "deletion_cost": 3, "phase": "Failed"}
     assert values(dataclasses.replace(pod, labels={})) == {**expected, "labels": {}}
-    assert pod.facts == PodFacts("ns", "ns/w", 5, 7, FrozenDict({"a": "b"}), False, 0, "Running", "f", "w-main-")
+    assert pod.facts == PodFacts("ns", "ns/w", 5, 7, FrozenDict({"a": "b"}), False, 0, "Running", "f", False, "w-main-")
 
 
 def test_pods_of_equal_values_are_equal_however_made(objects: list[dict[str, Any]]) -> None:

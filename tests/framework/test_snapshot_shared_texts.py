@@ -179,6 +179,7 @@ def test_pods_share_their_facts_when_they_are_not_consecutive(objects: list[dict
             int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0)),
             item["status"]["phase"],
             "f.json",
+            False,
             "p-",
         )
         assert read.facts == expected
