@@ -116,6 +116,7 @@ _STRING_MAP = msgspec.json.Decoder(dict[str, str] | None)
 _CONTAINERS = msgspec.json.Decoder(list[_Container] | None)
 _NO_SPEC = _ItemSpec()
 _new_pod = builder(Pod)
+_new_facts = builder(PodFacts)
 _PodTwin = twin(Pod)  # written in place by pod_of_item (see .records)
 
 
@@ -231,25 +232,21 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | 
     workload = _intern(f"{namespace}/{workload_name}") if workload_name else None
     deleting = metadata.deletionTimestamp is not None
     facts = (namespace, workload, priority, created_ms or 0, labels, force_delete, deletion_cost, phase, file, deleting, name[:cut])
-    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, _facts(*facts))
+    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, _facts(facts))
 
 
-def _facts(
-    namespace: str, workload: str | None, priority: int | None, created: int, labels: FrozenDict[str, str],
-    force_delete: bool, deletion_cost: int, phase: str, source: str, deleting: bool, stem: str,
-) -> PodFacts:  # fmt: skip
-    """The one record of these facts (see :class:`~..model.PodFacts`); the label maps are
-    shared records, told apart by identity (each kept record holds its own alive)."""
-    key = (namespace, workload, priority, created, id(labels), force_delete, deletion_cost, phase, source, deleting, stem)
+def _facts(values: tuple[Any, ...]) -> PodFacts:
+    """The one record of these values, given in the order of :class:`~..model.PodFacts`.
+    Its label map is a shared record, looked up by identity (a kept record holds its own
+    alive), so that no map is hashed."""
+    key = (*values[:4], id(values[4]), *values[5:])
     found: PodFacts | None = _FACTS.get(key)
-    if found is None:
-        facts = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting, stem)
-        found = _kept(_FACTS, key, PodFacts(*facts))
-    return found
+    return found if found is not None else _kept(_FACTS, key, _new_facts(*values))
 
 
 def _tail(text: str) -> str:
-    """``text``, as the one string of its value read before when there is one."""
+    """``text``, as the one string of its value read before when there is one (the end of
+    a name: ``pod_of_item`` looks it up first itself)."""
     found = _TAILS.get(text)
     return found if found is not None else _kept(_TAILS, text, text)
 
@@ -299,7 +296,7 @@ class LastMaps:
 
     __slots__ = (
         "containers", "created", "created_ms", "facts", "init", "labels", "labels_namespace",
-        "labels_text", "priority", "requests", "workload",
+        "labels_text", "priority", "record", "requests", "workload",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -311,7 +308,8 @@ class LastMaps:
         self.created = ""
         self.created_ms = 0
         self.priority: int | None = None
-        self.facts = PodFacts()  # of the last Pod read
+        self.facts: tuple[Any, ...] = ()  # the values of the last Pod's record
+        self.record = PodFacts()
 
 
 def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
@@ -373,29 +371,20 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     else:
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
     cut = name.rfind("-") + 1
-    stem = name[:cut]
+    stem = last.record.stem  # the name's start as the last Pod's record holds it, when it is
+    if len(stem) != cut or not name.startswith(stem):
+        stem = name[:cut]
     deleting = metadata.deletionTimestamp is not None
-    facts = last.facts  # most Pods say what the one before said
-    if (
-        facts.workload is not workload
-        or facts.stem != stem
-        or facts.created != created_ms
-        or facts.labels is not labels
-        or facts.priority != priority
-        or facts.namespace is not namespace
-        or facts.phase is not phase
-        or facts.deletion_cost != deletion_cost
-        or facts.force_delete is not force_delete
-        or facts.source is not file
-        or facts.deleting is not deleting
-    ):
-        facts = _facts(namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
-        last.facts = facts
+    # In the order of PodFacts' fields. Most Pods say what the one before said.
+    facts = (namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
+    if facts != last.facts:
+        last.facts, last.record = facts, _facts(facts)
     pod = _PodTwin()
-    pod.tail = _tail(name[cut:])
+    tail = name[cut:]
+    pod.tail = _TAILS.get(tail) or _tail(tail)
     pod.requests = requests
     pod.node_name = node_name
-    pod.facts = facts
+    pod.facts = last.record
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]
 
