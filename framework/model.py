@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from operator import attrgetter
 from sys import intern
-from typing import Any, Literal, NoReturn, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, cast
 
 __all__ = [
     "FR",
@@ -79,11 +79,10 @@ class FrozenDict(dict[K, V]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (dict(self),))
 
-    def __copy__(self) -> FrozenDict[K, V]:
+    def __copy__(self, *memo: Any) -> FrozenDict[K, V]:
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict[K, V]:
-        return self
+    __deepcopy__ = __copy__
 
     def __repr__(self) -> str:
         return f"FrozenDict({dict.__repr__(self)})"
@@ -395,53 +394,54 @@ class Node:
 
 @dataclass(frozen=True, slots=True)
 class PodFacts:
-    """What a Pod says that most Pods of a cluster say alike: one record for them all."""
+    """What the Pods of a pod set say alike: all but requests, node, deletion, name's end."""
 
+    namespace: str = ""
+    workload: str | None = None  # "namespace/name" of the owning workload, from the label
+    priority: int | None = None
+    created: int = 0
+    labels: Mapping[str, str] = _EMPTY
     force_delete: bool = False  # annotation preemptd.io/force-delete: "true"
     deletion_cost: int = 0
     phase: str = "Running"
     source: str = ""
+    deleting: bool = False  # deletionTimestamp set
+    stem: str = ""  # the name up to and with its last "-" (last: not read as the Pod's own)
 
 
 @dataclass(frozen=True, slots=True, init=False)
 class Pod:
-    """A Pod. ``facts`` holds its ``force_delete``, ``deletion_cost``, ``phase`` and ``source``,
-    read as its own, and the constructor (and ``dataclasses.replace``) takes them over those."""
+    """A Pod. ``facts`` holds what it says alike with its pod set's other Pods (read as its own)
+    and its name up to the last "-", ``tail`` the rest; the constructor takes each value given over those."""
 
-    namespace: str
-    name: str
+    tail: str
     requests: Mapping[str, int]
     node_name: str | None = None
-    workload: str | None = None  # "namespace/name" of the owning workload, from the label
-    priority: int | None = None
-    created: int = 0
-    deleting: bool = False  # deletionTimestamp set
-    labels: Mapping[str, str] = _EMPTY
     facts: PodFacts = PodFacts()
 
     def __init__(
-        self, namespace: str, name: str, requests: Mapping[str, int], node_name: str | None = None,
-        workload: str | None = None, priority: int | None = None, created: int = 0, deleting: bool = False,
-        force_delete: bool | None = None, deletion_cost: int | None = None, phase: str | None = None,
-        labels: Mapping[str, str] = _EMPTY, source: str | None = None, facts: PodFacts = PodFacts(),
+        self, namespace: str | None = None, name: str | None = None, requests: Mapping[str, int] = _EMPTY, node_name: str | None = None,
+        workload: str | None = None, priority: int | None = None, created: int | None = None, deleting: bool | None = None, force_delete: bool | None = None,
+        deletion_cost: int | None = None, phase: str | None = None, labels: Mapping[str, str] | None = None, source: str | None = None, facts: PodFacts = PodFacts(), tail: str = "",
     ) -> None:  # fmt: skip
-        given = zip(PodFacts.__slots__, (force_delete, deletion_cost, phase, source), strict=True)
-        changed: dict[str, Any] = {name: value for name, value in given if value is not None}
+        labels = labels if labels is None else freeze(labels) if labels else _EMPTY
+        given = (namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting)
+        changed: dict[str, Any] = {k: v for k, v in zip(PodFacts.__slots__[:-1], given, strict=True) if v is not None}
+        if name is not None:
+            cut = name.rfind("-") + 1
+            changed["stem"], tail = name[:cut], name[cut:]
         facts = replace(facts, **changed) if changed else facts
-        values = (namespace, name, freeze(requests), node_name, workload, priority, created, deleting)
-        for slot, value in zip(Pod.__slots__, (*values, freeze(labels) if labels else _EMPTY, facts), strict=True):
+        for slot, value in zip(Pod.__slots__, (tail, freeze(requests), node_name, facts), strict=True):
             object.__setattr__(self, slot, value)
 
-    force_delete, deletion_cost, phase, source = (property(attrgetter(f"facts.{n}")) for n in PodFacts.__slots__)
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def holds_resources(self) -> bool:
-        """Bound and not finished: it occupies room on its node (SEMANTICS §6)."""
-        return self.node_name is not None and self.facts.phase not in ("Succeeded", "Failed")
+    # The facts as the Pod's own: properties, each typed as the value it gives.
+    namespace, workload, priority, created, labels, force_delete, deletion_cost, phase, source, deleting = cast(
+        tuple[str, str | None, int | None, int, Mapping[str, str], bool, int, str, str, bool],
+        tuple(property(attrgetter(f"facts.{name}")) for name in PodFacts.__slots__[:-1]))  # fmt: skip
+    name = cast(str, property(lambda self: self.facts.stem + self.tail))
+    key = cast(str, property(lambda self: f"{self.facts.namespace}/{self.facts.stem}{self.tail}"))
+    holds_resources = cast(bool, property(lambda self: self.node_name is not None and self.facts.phase not in ("Succeeded", "Failed")))
+    """Bound and not finished: it occupies room on its node (SEMANTICS §6)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ choice stable while victims move through their lifecycle
 from __future__ import annotations
 
 from collections.abc import Iterable
+from operator import attrgetter
 
 from .model import Pod
 
@@ -69,7 +70,7 @@ def classify(pods: Iterable[Pod], committed: int, *, ordered: bool = False) -> l
     namespace/name order already (a snapshot's ``pods_by_workload`` lists do).
     """
     pods = list(pods)
-    if len(pods) <= committed and not any(pod.deleting for pod in pods):
+    if len(pods) <= committed and not any(map(_DELETING, pods)):
         # Nothing leaving, nothing beyond the committed count: every pod is normal.
         if not ordered:
             pods.sort(key=_namespace_name)
@@ -88,6 +89,9 @@ def classify(pods: Iterable[Pod], committed: int, *, ordered: bool = False) -> l
     classes = leaving + [(pod, SURPLUS) for pod in live[:extra]] + [(pod, NORMAL) for pod in live[extra:]]
     classes.sort(key=lambda pc: (pc[1], pc[0].namespace, pc[0].name))
     return classes
+
+
+_DELETING = attrgetter("facts.deleting")  # Pod.deleting, read without the property
 
 
 def _namespace_name(pod: Pod) -> tuple[str, str]:

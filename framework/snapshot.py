@@ -228,7 +228,7 @@ class Snapshot:
             reserved_by.setdefault(placed.workload, []).append(placed)
         self.reserved_pods = tuple(reserved)
         self.reserved_by_workload = FrozenDict({key: tuple(ps) for key, ps in reserved_by.items()})
-        pool.free = {name: dict(free) for name, free in placements.free.items()}
+        pool.free = placements.shared_free()  # the same maps: the pool is not written after this
         self.placements = placements
 
     def _reserve_missing_pods(
@@ -300,7 +300,7 @@ class Snapshot:
 
 
 _PAIR = itemgetter(0, 1)
-_DELETING = attrgetter("deleting")
+_DELETING = attrgetter("facts.deleting")
 
 
 class DeploymentPods:
@@ -394,7 +394,7 @@ def _by_workload(pods: list[Pod]) -> FrozenDict[str, tuple[Pod, ...]]:
     """The pods of each workload in the order of ``pods``, taken by runs (in key order the
     pods of a workload come together: their names start with the workload's)."""
     found: dict[str, list[Pod]] = {}
-    for workload, run in groupby(pods, attrgetter("workload")):
+    for workload, run in groupby(pods, attrgetter("facts.workload")):
         if workload is not None:
             found.setdefault(workload, []).extend(run)
     return FrozenDict({key: tuple(listed) for key, listed in found.items()})

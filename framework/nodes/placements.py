@@ -70,6 +70,12 @@ class Placements(SharedIndexes, Filling):
         self._share(clone)
         return clone
 
+    def shared_free(self) -> dict[str, dict[str, int]]:
+        """The room per node as a new dict of the same maps, which this object then owns
+        none of (it copies a map before it changes one): for a reader that keeps them."""
+        self._own = set()
+        return dict(self.free)
+
     def _owned(self, node_name: str) -> dict[str, int] | None:
         """The room map of ``node_name`` to change in place (copied first if shared)."""
         free = self.free.get(node_name)

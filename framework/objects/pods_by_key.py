@@ -25,7 +25,7 @@ __all__ = ["PodsByKey", "in_key_order", "merged", "plain_by_key", "pod_entry"]
 
 _KEY = attrgetter("key")
 _NAME = attrgetter("name")
-_NAMESPACE = attrgetter("namespace")
+_NAMESPACE = attrgetter("facts.namespace")
 
 
 class PodsByKey(Mapping[str, Pod]):

@@ -116,6 +116,7 @@ _STRING_MAP = msgspec.json.Decoder(dict[str, str] | None)
 _CONTAINERS = msgspec.json.Decoder(list[_Container] | None)
 _NO_SPEC = _ItemSpec()
 _new_pod = builder(Pod)
+_new_facts = builder(PodFacts)
 _PodTwin = twin(Pod)  # written in place by pod_of_item (see .records)
 
 
@@ -128,13 +129,14 @@ _AMOUNTS: dict[tuple[tuple[str, Any], ...], tuple[tuple[str, int], ...]] = {}
 _ITEM_LABELS: dict[tuple[str, bytes], tuple[FrozenDict[str, str], str | None]] = {}
 _ITEM_REQUESTS: dict[tuple[bytes, bytes], FrozenDict[str, int]] = {}
 _ITEM_ANNOTATIONS: dict[bytes, tuple[bool, int]] = {}
-_FACTS: dict[tuple[bool, int, str, str], PodFacts] = {}
+_FACTS: dict[tuple[Any, ...], PodFacts] = {}
+_TAILS: dict[str, str] = {}  # the ends of Pod names, each text once
 _NO_ANNOTATIONS = (False, 0)  # (force delete, deletion cost)
 
 
 def forget_read_maps() -> None:
     """Drop the maps kept while reading (their keys hold the input's own strings)."""
-    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS, _FACTS):
+    for kept in (_LABELS, _AMOUNTS, _ITEM_LABELS, _ITEM_REQUESTS, _ITEM_ANNOTATIONS, _FACTS, _TAILS):
         kept.clear()
 
 
@@ -225,25 +227,28 @@ def _pod_of(file: str, namespace: str | None, name: str, doc: _PodDoc) -> Pod | 
     node_name = _intern(spec.nodeName) if spec.nodeName else None
     phase = doc.status.phase if doc.status is not None else None
     workload_name = metadata.labels.get(WORKLOAD_LABEL) if metadata.labels else None
-    return _new_pod(
-        namespace,
-        name,
-        _shared(sorted(total.items())),
-        node_name,
-        _intern(f"{namespace}/{workload_name}") if workload_name else None,
-        priority,
-        created_ms or 0,
-        metadata.deletionTimestamp is not None,
-        labels,
-        _facts(force_delete, deletion_cost, _intern(phase) if phase else ("Running" if node_name else "Pending"), file),
-    )
+    cut = name.rfind("-") + 1
+    phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
+    workload = _intern(f"{namespace}/{workload_name}") if workload_name else None
+    deleting = metadata.deletionTimestamp is not None
+    facts = (namespace, workload, priority, created_ms or 0, labels, force_delete, deletion_cost, phase, file, deleting, name[:cut])
+    return _new_pod(_tail(name[cut:]), _shared(sorted(total.items())), node_name, _facts(facts))
 
 
-def _facts(force_delete: bool, deletion_cost: int, phase: str, source: str) -> PodFacts:
-    """The one record of these facts (see :class:`~..model.PodFacts`)."""
-    key = (force_delete, deletion_cost, phase, source)
+def _facts(values: tuple[Any, ...]) -> PodFacts:
+    """The one record of these values, given in the order of :class:`~..model.PodFacts`.
+    Its label map is a shared record, looked up by identity (a kept record holds its own
+    alive), so that no map is hashed."""
+    key = (*values[:4], id(values[4]), *values[5:])
     found: PodFacts | None = _FACTS.get(key)
-    return found if found is not None else _kept(_FACTS, key, PodFacts(*key))
+    return found if found is not None else _kept(_FACTS, key, _new_facts(*values))
+
+
+def _tail(text: str) -> str:
+    """``text``, as the one string of its value read before when there is one (the end of
+    a name: ``pod_of_item`` looks it up first itself)."""
+    found = _TAILS.get(text)
+    return found if found is not None else _kept(_TAILS, text, text)
 
 
 def _annotations(annotations: dict[str, str] | None) -> tuple[bool, int]:
@@ -291,7 +296,7 @@ class LastMaps:
 
     __slots__ = (
         "containers", "created", "created_ms", "facts", "init", "labels", "labels_namespace",
-        "labels_text", "priority", "requests", "workload",
+        "labels_text", "priority", "record", "requests", "workload",
     )  # fmt: skip
 
     def __init__(self) -> None:
@@ -303,7 +308,8 @@ class LastMaps:
         self.created = ""
         self.created_ms = 0
         self.priority: int | None = None
-        self.facts = PodFacts()  # of the last Pod read
+        self.facts: tuple[Any, ...] = ()  # the values of the last Pod's record
+        self.record = PodFacts()
 
 
 def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
@@ -364,25 +370,21 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
         phase = "Running"  # the interned text, without looking it up
     else:
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
+    cut = name.rfind("-") + 1
+    stem = last.record.stem  # the name's start as the last Pod's record holds it, when it is
+    if len(stem) != cut or not name.startswith(stem):
+        stem = name[:cut]
+    deleting = metadata.deletionTimestamp is not None
+    # In the order of PodFacts' fields. Most Pods say what the one before said.
+    facts = (namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
+    if facts != last.facts:
+        last.facts, last.record = facts, _facts(facts)
     pod = _PodTwin()
-    pod.namespace = namespace
-    pod.name = name
+    tail = name[cut:]
+    pod.tail = _TAILS.get(tail) or _tail(tail)
     pod.requests = requests
     pod.node_name = node_name
-    pod.workload = workload
-    pod.priority = priority
-    pod.created = created_ms
-    pod.deleting = metadata.deletionTimestamp is not None
-    pod.labels = labels
-    facts = last.facts  # most Pods say what the one before said
-    if (
-        facts.phase is not phase
-        or facts.deletion_cost != deletion_cost
-        or facts.force_delete is not force_delete
-        or facts.source is not file
-    ):
-        facts = last.facts = _facts(force_delete, deletion_cost, phase, file)
-    pod.facts = facts
+    pod.facts = last.record
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]
 

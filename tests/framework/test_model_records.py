@@ -115,7 +115,8 @@ def test_a_builder_runs_post_init_on_raw_values(requests: list[tuple[str, int]],
     """Given plain dicts and lists, the builder's record is normalised as the constructor's."""
     values = ("ns", "p", dict(requests), "n1", None, None, 0, False, False, 0, "Running", dict(labels), "f")
     frozen = (FrozenDict(requests), FrozenDict(labels) if labels else FrozenDict())  # a Pod has no __post_init__
-    same_record(builder(Pod)("ns", "p", frozen[0], "n1", None, None, 0, False, frozen[1], PodFacts(source="f")), Pod(*values))
+    facts = PodFacts("ns", None, None, 0, frozen[1], False, 0, "Running", "f", False, "")
+    same_record(builder(Pod)("p", frozen[0], "n1", facts), Pod(*values))
     pod_set = ("main", 2, dict(requests), None, dict(labels), [Toleration(key="k")])
     same_record(builder(PodSet)(*pod_set), PodSet(*pod_set))
     wl = ("ns", "w", "q", [PodSet(*pod_set)], 0, 0, "", "Deployment", "d", None, None, False, {}, "", None, {}, dict(labels))

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 from preemptd.daemon.backends.files import parse_text
-from preemptd.framework.model import PodFacts, PodSet
+from preemptd.framework.model import FrozenDict, PodFacts, PodSet
 from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.workloads import parse_workload
+from preemptd.framework.quantity import parse_timestamp
 from preemptd.framework.snapshot import Snapshot, admitted_usage
 
 from benchmarks.generate import NOW_MS, generate
@@ -135,16 +136,16 @@ def test_workloads_of_one_shape_share_their_pod_set_records(snapshot: Snapshot, 
 def test_pods_that_say_the_same_share_one_record_of_it(snapshot: Snapshot, objects: list[dict[str, Any]]) -> None:
     """A Pod's force-delete, deletion cost, phase and source read as the object says (the
     generated Pods have no annotations, so neither is set), and the Pods that say the same
-    hold one record of them."""
+    (with their workload and the start of their names) hold one record of them."""
     records: dict[PodFacts, int] = {}
-    phases = set()
+    said = set()
     for item in (o for o in objects if o["kind"] == "Pod"):
         pod = snapshot.pods[f"{item['metadata']['namespace']}/{item['metadata']['name']}"]
         phase = item.get("status", {}).get("phase") or ("Running" if item["spec"].get("nodeName") else "Pending")
         assert (pod.force_delete, pod.deletion_cost, pod.phase, pod.source) == (False, 0, phase, "s.json")
         assert records.setdefault(pod.facts, id(pod.facts)) == id(pod.facts)
-        phases.add(phase)
-    assert len(records) == len(phases)
+        said.add((pod.workload, item["metadata"]["name"].rsplit("-", 1)[0], phase))
+    assert len(records) == len(said)
 
 
 def test_pods_share_their_facts_when_they_are_not_consecutive(objects: list[dict[str, Any]]) -> None:
@@ -167,13 +168,22 @@ def test_pods_share_their_facts_when_they_are_not_consecutive(objects: list[dict
     for i, item in enumerate(items):
         read = pods[f"{item['metadata']['namespace']}/p-{i:02}"]
         annotations = item["metadata"]["annotations"]
+        metadata = item["metadata"]
         expected = PodFacts(
+            metadata["namespace"],
+            f"{metadata['namespace']}/{metadata['labels']['preemptd.io/workload']}",
+            item["spec"].get("priority"),
+            parse_timestamp(metadata["creationTimestamp"]) or 0,
+            FrozenDict(metadata["labels"]),
             "preemptd.io/force-delete" in annotations,
             int(annotations.get("controller.kubernetes.io/pod-deletion-cost", 0)),
             item["status"]["phase"],
             "f.json",
+            False,
+            "p-",
         )
         assert read.facts == expected
-        assert (read.force_delete, read.deletion_cost, read.phase, read.source) == dataclasses.astuple(expected)
+        expected_four = dataclasses.astuple(expected)[5:9]
+        assert (read.force_delete, read.deletion_cost, read.phase, read.source) == expected_four
         assert records.setdefault(read.facts, id(read.facts)) == id(read.facts)
     assert len(records) == len(said)

@@ -180,13 +180,14 @@ def test_pods_whose_maps_have_the_same_text_share_their_records() -> None:
 
 
 def test_a_pod_record_built_field_by_field_equals_the_constructors() -> None:
-    values = ("ns", "p", FrozenDict({"cpu": 1}), "n1", "ns/w", 7, 5, True, FrozenDict({"a": "b"}))
-    facts = PodFacts(force_delete=True, deletion_cost=3, phase="Pending", source="f")
-    built = _new_pod(*values, facts)
+    values = ("ns", "p-1", FrozenDict({"cpu": 1}), "n1", "ns/w", 7, 5, True, FrozenDict({"a": "b"}))
+    facts = PodFacts("ns", "ns/w", 7, 5, FrozenDict({"a": "b"}), True, 3, "Pending", "f", True, "p-")
+    built = _new_pod("1", values[2], "n1", facts)
     expected = Pod(*values[:8], True, 3, "Pending", values[8], "f")
     assert built == expected
-    assert [getattr(built, name) for name in Pod.__slots__] == [*values, facts]
+    assert [getattr(built, name) for name in Pod.__slots__] == ["1", values[2], "n1", facts]
     assert (built.force_delete, built.deletion_cost, built.phase, built.source) == (True, 3, "Pending", "f")
+    assert (built.namespace, built.name, built.workload, built.priority, built.created) == values[:2] + values[4:7]
 
 
 def test_items_that_are_not_pods_keep_their_located_problems(tmp_path: Path) -> None:
