@@ -111,7 +111,7 @@ class Session:
         self.memo: dict[tuple[Any, ...], Any] | None = {} if memo else None
         self.taken: dict[str, Taken] = {}
         # Per workload key, its units by class (``preemption/kept.py``'s ``UnitClasses``).
-        self.unit_cache: dict[str, Any] = {}
+        self.unit_cache: dict[str, list[Any]] = {}
         # Units (``Candidate.unit``) some preemptor of this session relies on, and the
         # victims themselves.
         self.relied: dict[tuple[object, ...], Candidate] = {}
