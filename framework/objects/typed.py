@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +60,7 @@ _SHARED_BOUND = 65_536
 _SHARED: dict[tuple[tuple[str, Any], ...], FrozenDict[str, Any]] = {}
 
 
-def _shared(items: list[tuple[str, Any]]) -> FrozenDict[str, Any]:
+def _shared(items: Sequence[tuple[str, Any]]) -> FrozenDict[str, Any]:
     key = tuple(items)
     found = _SHARED.get(key)
     if found is None:

@@ -292,10 +292,15 @@ class LastMaps:
     """What the last Pod items read, by their texts. The Pods of one workload come one
     after another and repeat their maps and creation time, so most items
     compare their texts with these and look nothing up. One per reading (the intake's);
-    the map texts are copies, not views of the file's text."""
+    the map texts are copies, not views of the file's text.
+
+    ``record`` is the last Pod's record, and the texts and values read last are the ones
+    it was built from (an item that is not read into a record leaves ``labels_text``
+    unseen). So a Pod whose every text compares equal, with the same stem, phase,
+    deletion mark and file, takes that record without making the tuple of its values."""
 
     __slots__ = (
-        "containers", "created", "created_ms", "facts", "init", "labels", "labels_namespace",
+        "annotations", "containers", "created", "created_ms", "init", "labels", "labels_namespace",
         "labels_text", "priority", "record", "requests", "workload",
     )  # fmt: skip
 
@@ -308,8 +313,8 @@ class LastMaps:
         self.created = ""
         self.created_ms = 0
         self.priority: int | None = None
-        self.facts: tuple[Any, ...] = ()  # the values of the last Pod's record
-        self.record = PodFacts()
+        self.annotations = _NO_ANNOTATIONS
+        self.record = PodFacts()  # the last Pod's
 
 
 def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod | Entry | None:
@@ -328,11 +333,13 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     metadata = item.metadata
     assert metadata is not None  # intake_key found a name in it
     spec = item.spec or _NO_SPEC
+    same = True  # every value of the record so far is the last Pod's (see LastMaps.record)
     try:
         text = metadata.labels
         if text == last.labels_text and namespace is last.labels_namespace:
             labels, workload = last.labels, last.workload
         else:
+            same = False
             labels, workload = _item_labels(namespace, text)
             last.labels_text, last.labels_namespace = text.copy(), namespace
             last.labels, last.workload = labels, workload
@@ -343,25 +350,27 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
             requests = last.requests = _item_requests(containers, init)
             last.containers, last.init = containers.copy(), init.copy()
         text = metadata.annotations
-        force_delete, deletion_cost = (
-            _NO_ANNOTATIONS if text is _NULL else _item_annotations(text)
-        )
+        annotations = _NO_ANNOTATIONS if text is _NULL else _item_annotations(text)
+        if annotations is not last.annotations:
+            same = False
+            last.annotations = annotations
         priority = spec.priority
         if priority == last.priority:
             priority = last.priority  # one int for them all (a few values, mostly)
         elif priority is not None and not _LEAST <= priority <= MAX_AMOUNT:
             raise _NotPlain
         else:
+            same = False
             last.priority = priority
         created = metadata.creationTimestamp
-        if created is None:
-            created_ms = 0
-        elif created == last.created:
+        if created == last.created:
             created_ms = last.created_ms
         else:
-            created_ms = parse_timestamp(created) or 0
+            same = False
+            created_ms = 0 if created is None else parse_timestamp(created) or 0
             last.created, last.created_ms = created, created_ms
     except (QuantityError, _NotPlain, msgspec.ValidationError, msgspec.DecodeError):
+        last.labels_text = _UNSEEN  # what was read of this item is no record's
         return Entry(file, "Pod", namespace, name, RawObject(raw.copy(), None))
     node_name = spec.nodeName
     node_name = _intern(node_name) if node_name else None
@@ -371,20 +380,21 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     else:
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
     cut = name.rfind("-") + 1
-    stem = last.record.stem  # the name's start as the last Pod's record holds it, when it is
+    record = last.record
+    stem = record.stem  # the name's start as the last Pod's record holds it, when it is
     if len(stem) != cut or not name.startswith(stem):
-        stem = name[:cut]
+        stem, same = name[:cut], False
     deleting = metadata.deletionTimestamp is not None
-    # In the order of PodFacts' fields. Most Pods say what the one before said.
-    facts = (namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
-    if facts != last.facts:
-        last.facts, last.record = facts, _facts(facts)
+    if not (same and phase is record.phase and deleting is record.deleting and file is record.source):
+        force_delete, deletion_cost = annotations  # in the order of PodFacts' fields:
+        values = (namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
+        last.record = record = _facts(values)
     pod = _PodTwin()
     tail = name[cut:]
     pod.tail = _TAILS.get(tail) or _tail(tail)
     pod.requests = requests
     pod.node_name = node_name
-    pod.facts = last.record
+    pod.facts = record
     pod.__class__ = Pod
     return pod  # type: ignore[no-any-return]
 

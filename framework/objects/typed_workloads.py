@@ -119,20 +119,40 @@ class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
 # Resource and flavor maps as the JSON gave them (the same keys in the same order), to
 # what they read as: the workloads of one shape repeat them, so each is read once
 # (bounded as the Pods' maps are: ``typed_pods._kept``).
-_AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = {}
-# Pod sets, and a Workload's tuple of them, by value: the workloads of one shape have
-# equal pod sets (a large cluster, a few dozen distinct ones), kept once.
-_POD_SETS: dict[Any, Any] = {}
+_AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], tuple[tuple[str, Any], ...]] = {}
+# Pod sets, and a Workload's tuple of them: the workloads of one shape have equal pod
+# sets (a large cluster, a few dozen distinct ones), kept once. A pod set's maps are
+# shared records (``_shared``: one per distinct map), so a pod set is found by their ids,
+# and a tuple of pod sets by the ids of its pod sets; a kept record holds what its key's
+# ids name alive. No record is made or hashed to find the one read before.
+_POD_SETS: dict[tuple[Any, ...], PodSet] = {}
+_POD_SET_TUPLES: dict[tuple[int, ...], tuple[PodSet, ...]] = {}
 
 
-def _kept_once(value: T) -> T:
-    """The record equal to ``value`` read before, else ``value``, kept for the next."""
-    found: T | None = _POD_SETS.get(value)
-    return found if found is not None else _kept(_POD_SETS, value, value)
+def _pod_set(
+    name: str, count: int, requests: FrozenDict[str, Any], min_count: int | None,
+    node_selector: FrozenDict[str, Any], tolerations: tuple[Toleration, ...],
+) -> PodSet:  # fmt: skip
+    """The pod set of these values read before, else a new one, kept for the next."""
+    key = (name, count, id(requests), min_count, id(node_selector), tolerations)
+    found = _POD_SETS.get(key)
+    if found is None:
+        made = new_pod_set(name, count, requests, min_count, node_selector, tolerations)
+        found = _kept(_POD_SETS, key, made)
+    return found
+
+
+def _pod_sets(pod_sets: list[PodSet]) -> tuple[PodSet, ...]:
+    """The tuple of these pod sets read before, else a new one, kept for the next."""
+    key = tuple(map(id, pod_sets))
+    found = _POD_SET_TUPLES.get(key)
+    return found if found is not None else _kept(_POD_SET_TUPLES, key, tuple(pod_sets))
 
 
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
-    """A resource map as ``Fields.resources`` reads it, shared."""
+    """A resource map as ``Fields.resources`` reads it, shared: the one record of its
+    value while the shared maps are kept (``_shared`` is asked each time, so that equal
+    maps given in other orders are one record, which ``_pod_set`` relies on)."""
     key = (drop_zero, tuple(mapping.items()) if mapping else ())
     try:
         found = _AMOUNTS.get(key)
@@ -146,8 +166,8 @@ def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[s
             amount = parse_quantity(value, resource)
             if amount or not drop_zero:
                 items.append((_intern(resource), amount))
-        found = _kept(_AMOUNTS, key, _shared(items))
-    return found
+        found = _kept(_AMOUNTS, key, tuple(items))
+    return _shared(found)
 
 
 def _known_keys(items: Any, known: Mapping[str, Any]) -> None:
@@ -229,16 +249,9 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
             _known_keys(doc_set.tolerations, TOLERATION)
             holder = {"tolerations": doc_set.tolerations}
             tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
-        pod_set = by_name[name] = _kept_once(
-            new_pod_set(
-                name=name,
-                count=count,
-                requests=_amounts(doc_set.requests, drop_zero=True),
-                min_count=min_count,
-                node_selector=_shared(_strings(doc_set.nodeSelector)),
-                tolerations=tolerations,
-            )
-        )
+        requests = _amounts(doc_set.requests, drop_zero=True)
+        node_selector = _shared(_strings(doc_set.nodeSelector))
+        pod_set = by_name[name] = _pod_set(name, count, requests, min_count, node_selector, tolerations)
         pod_sets.append(pod_set)
 
     source = PRIORITY_CLASS_SOURCES.get(spec.priorityClassSource or "")
@@ -279,7 +292,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         namespace=namespace,
         name=entry.name,
         queue=queue,
-        pod_sets=_kept_once(tuple(pod_sets)),
+        pod_sets=_pod_sets(pod_sets),
         priority=priority,
         created=(parse_timestamp(created) if created is not None else 0) or 0,
         uid=metadata.uid or "",
