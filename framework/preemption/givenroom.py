@@ -16,6 +16,10 @@ so for one pod set (``FreedRoom.exact``) the state after the first give is kept 
 ``session.state`` per node epoch, pod set, count and flavor, and a walk whose first victims
 begin with the kept ones starts from a copy of it and gives only the rest.
 
+In deep queues the searches of one epoch alternate between a few victim lists for the same
+pod set, so the last :data:`KEPT` first gives are kept per pod set, count and flavor, and a
+walk starts from the one with the most victims its own begin with.
+
 The copy is shallow: the room map of a node is shared with the kept state until the walk
 changes it (the nodes not in ``FreedRoom.owned``), and is copied first then.
 """
@@ -30,9 +34,12 @@ from ..model import PodSet, Toleration
 from ..nodes import PodTally
 from ..session import Candidate
 
-__all__ = ["GivenRoom", "kept_given"]
+__all__ = ["KEPT", "GivenRoom", "begun", "keep", "kept_given"]
 
-_KEPT = "_given_room"  # in ``session.state``: (node epoch, {(flavor, count, id(pod set)): GivenRoom})
+_KEPT = "_given_room"  # in ``session.state``: (node epoch, {(flavor, count, id(pod set)): [GivenRoom]})
+
+KEPT = 4
+"""How many first gives are kept per pod set, count and flavor in a node epoch (the latest)."""
 
 
 class GivenRoom:
@@ -70,9 +77,27 @@ class GivenRoom:
         return len(mine) <= len(victims) and all(map(is_, mine, victims))
 
 
-def kept_given(state: dict[str, Any], epoch: int) -> dict[tuple[str, int, int], GivenRoom]:
-    """The kept first gives of node epoch ``epoch`` (those of an earlier epoch are dropped)."""
-    kept: tuple[int, dict[tuple[str, int, int], GivenRoom]] | None = state.get(_KEPT)
+def kept_given(state: dict[str, Any], epoch: int) -> dict[tuple[str, int, int], list[GivenRoom]]:
+    """The kept first gives of node epoch ``epoch``, oldest first (those of an earlier epoch
+    are dropped)."""
+    kept: tuple[int, dict[tuple[str, int, int], list[GivenRoom]]] | None = state.get(_KEPT)
     if kept is None or kept[0] != epoch:
         kept = state[_KEPT] = (epoch, {})
     return kept[1]
+
+
+def begun(gives: list[GivenRoom], spec: PodSet, victims: list[Candidate]) -> GivenRoom | None:
+    """The kept give of ``gives`` of pod set ``spec`` with the most victims that ``victims``
+    begin with, if any."""
+    found: GivenRoom | None = None
+    for given in gives:
+        if given.spec is spec and given.begins(victims) and (found is None or len(given.victims) > len(found.victims)):
+            found = given
+    return found
+
+
+def keep(gives: list[GivenRoom], given: GivenRoom) -> None:
+    """Keep ``given`` as the latest of ``gives``, dropping the oldest past :data:`KEPT`."""
+    gives.append(given)
+    if len(gives) > KEPT:
+        del gives[0]

@@ -29,7 +29,7 @@ from ..model import PodSet, Toleration
 from ..nodes import GPU_KINDS, PodTally, pod_terms
 from ..session import Candidate, Session
 from .freedpods import pods_of, read_pods
-from .givenroom import GivenRoom, kept_given
+from .givenroom import GivenRoom, begun, keep, kept_given
 
 __all__ = ["FreedRoom"]
 
@@ -117,15 +117,16 @@ class FreedRoom:
 
     def _give_first(self, victims: list[Candidate]) -> None:
         """:meth:`give` of the first victims of a walk of one pod set on committed room:
-        from a kept first give of the same pods that ``victims`` begin with, and kept for
-        the next (``givenroom.py``)."""
+        from the kept first give of the same pods with the most victims that ``victims``
+        begin with, and kept for the next (``givenroom.py``)."""
         assert self.epoch is not None
         spec, count, flavor = self.targets[0]
         kept = kept_given(self.session.state, self.epoch)
         key = (flavor, count, id(spec))
-        found = kept.get(key)
+        gives = kept.setdefault(key, [])
+        found = begun(gives, spec, victims)
         rest: list[Candidate] = victims
-        if found is not None and found.spec is spec and found.begins(victims):
+        if found is not None:
             self.started = True
             self.tallies = found.tallies
             self.terms = found.terms
@@ -143,10 +144,10 @@ class FreedRoom:
         if self.live:
             self._follow(rest, self.known, False, False)  # kept: no pod waits
         extra = self.extra
-        kept[key] = GivenRoom(
+        keep(gives, GivenRoom(
             spec, victims, self.tallies, self.terms, self.live, tuple(self.totals), self.last, dict(self.known),
             dict(extra),
-        )
+        ))
         self.owned.clear()  # every map is shared with the kept give now
 
     def _own(self, node: str) -> dict[str, int]:
