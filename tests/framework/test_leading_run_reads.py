@@ -9,6 +9,9 @@ the candidates read, those accepted with their places, the running usage of the 
 ones per tracked flavor-resource, per queue the places of its accepted ones and their
 running usage per flavor-resource they hold (0 before the first that holds it), and per
 queue of another class each set of flavor-resources held with the place of its first.
+A walk whose candidates part from the kept ones cuts the run where they part
+(``Leading._keep_shared``) and reads on from there; every list of the run then holds
+what a plain recount of the candidates it has read gives.
 """
 
 from __future__ import annotations
@@ -114,3 +117,69 @@ def test_a_kept_run_holds_what_a_plain_recount_of_the_candidates_read_gives(
             if accepted[j].group != CLASS_SAME_QUEUE:
                 patterns.setdefault(tuple(accepted[j].usage), j)
         assert leading.patterns.get(leaf, {}) == patterns
+
+
+def _held_by_a_plain_recount(leading: Leading, candidates: list[Candidate], borrowing: bool) -> None:
+    """``leading`` holds what reading its candidates (a prefix of ``candidates``) one by one
+    gives: the accepted ones, their places, the running sums per tracked flavor-resource and
+    per queue, and per queue of another class the first place of each set held."""
+    read = leading.cands
+    assert read == candidates[: len(read)]
+    places = []
+    for i, candidate in enumerate(read):
+        if borrowing and candidate.only_within_nominal:
+            continue
+        if candidate.pod_set is not None and not candidate.single_pod:
+            assert leading.end == i == len(read) - 1
+            break
+        places.append(i)
+    else:
+        assert leading.end == -1
+    accepted = [read[i] for i in places]
+    assert leading.accepted == accepted
+    assert leading.at == places
+    for fr, sums in leading.sums.items():
+        assert sums == list(accumulate(c.usage.get(fr, 0) for c in accepted))
+    by_leaf: dict[QuotaNode, list[int]] = {}
+    for j, candidate in enumerate(accepted):
+        by_leaf.setdefault(candidate.leaf, []).append(j)
+    assert {leaf: own for leaf, own in leading.leaf_at.items() if own} == by_leaf
+    for leaf, own in by_leaf.items():
+        held = {fr for j in own for fr in accepted[j].usage}
+        got = leading.leaf_sums[leaf]
+        assert held <= got.keys()
+        assert got == {fr: list(accumulate(accepted[j].usage.get(fr, 0) for j in own)) for fr in got}
+        patterns: dict[tuple[FR, ...], int] = {}
+        for j in own:
+            if accepted[j].group != CLASS_SAME_QUEUE:
+                patterns.setdefault(tuple(accepted[j].usage), j)
+        assert leading.patterns.get(leaf, {}) == patterns
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(_UNIT, min_size=1, max_size=40),
+    st.booleans(),
+    st.lists(st.tuples(st.sampled_from([CPU, GPU]), st.integers(1, 12)), min_size=1, max_size=2, unique_by=lambda x: x[0]),
+    st.lists(st.tuples(st.integers(0, 39), st.integers(0, 39), st.integers(0, 6)), min_size=1, max_size=5),
+)
+def test_a_kept_run_cut_by_a_changed_list_and_read_again_holds_what_a_plain_recount_gives(
+    specs: list[tuple[int, dict[FR, int], bool, str, bool]],
+    borrowing: bool,
+    need: list[tuple[FR, int]],
+    changes: list[tuple[int, int, int]],
+) -> None:
+    # Each walk's list is the last one with a unit moved from one place to another (as an
+    # evicted twin moves to the front); the kept run is cut where they part, then read on.
+    candidates = _candidates(specs)
+    leading = Leading(frozenset(fr for fr, _ in need))
+    for source, target, most in changes:
+        leading._keep_shared(candidates)
+        leading._stop(need)
+        if leading.end < 0:
+            leading._read(candidates, borrowing, need, most)
+        leading._stop(need)
+        _held_by_a_plain_recount(leading, candidates, borrowing)
+        candidates = list(candidates)
+        moved = candidates.pop(source % len(candidates))
+        candidates.insert(target % (len(candidates) + 1), moved)
