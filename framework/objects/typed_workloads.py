@@ -35,7 +35,7 @@ from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
-from .records import new_pod_set, new_workload
+from .records import new_entry, new_pod_set, new_workload
 from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key, sharing
 from .typed_admissions import _AdmissionDoc, _AdmissionText, read_admission
 from .typed_pods import _NULL, _kept, _PodItemMeta
@@ -386,7 +386,7 @@ def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | Non
     if key is None:
         return None
     namespace, name = key  # the name interned: its Pods' labels name it too
-    return Entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
+    return new_entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:
