@@ -30,7 +30,7 @@ from ..model import (
     Toleration,
     Workload,
 )
-from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
+from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp_once
 from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
@@ -294,12 +294,12 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         queue=queue,
         pod_sets=pod_sets,
         priority=priority,
-        created=(parse_timestamp(created) if created is not None else 0) or 0,
+        created=(parse_timestamp_once(created) if created is not None else 0) or 0,
         uid=metadata.uid or "",
         owner_kind=owner_kind,
         owner_name=entry.name if owner_name == entry.name else owner_name,  # one text, mostly
         admission=admission,
-        admitted_at=parse_timestamp(admitted_at) if admitted_at is not None else None,
+        admitted_at=parse_timestamp_once(admitted_at) if admitted_at is not None else None,
         evicted=evicted,
         flavor_scan=flavor_scan,
         source=entry.file,
