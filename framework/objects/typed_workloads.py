@@ -148,6 +148,7 @@ _POD_SET_TUPLES: dict[tuple[int, ...], tuple[PodSet, ...]] = sharing({})
 _PodSetsRead = tuple[tuple[PodSet, ...], dict[str, PodSet]]
 _POD_SETS_BY_TEXT: dict[bytes, _PodSetsRead] = sharing({})
 _POD_SET_DOCS = msgspec.json.Decoder(list[_PodSetDoc] | None)
+_NO_MAP: FrozenDict[str, Any] = FrozenDict()  # an absent map: none made per Workload
 
 
 def _pod_set(
@@ -278,11 +279,11 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
     owned_by_deployment = owner_kind == DEPLOYMENT
     admission = read_admission(status.admission, queue, pod_sets, by_name, catalog, owned_by_deployment)
 
-    evicted = any(
+    evicted = status.conditions is not None and any(
         condition.get("type") == "Evicted" and condition.get("status") in ("True", True)
-        for condition in status.conditions or ()
+        for condition in status.conditions
     )
-    flavor_scan: Mapping[str, Mapping[str, int]] = {}
+    flavor_scan: Mapping[str, Mapping[str, int]] = _NO_MAP
     if status.flavorScan is not None:
         holder = {"flavorScan": status.flavorScan}
         flavor_scan = _walked(entry, workload_flavor_scan, holder)
@@ -305,8 +306,8 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         source=entry.file,
         local_queue=local_queue,
         # Not shared as a Pod's are: a Workload's labels name its own Job, mostly.
-        labels=FrozenDict(_strings(metadata.labels)),
-        annotations=FrozenDict(_strings(metadata.annotations)),
+        labels=FrozenDict(_strings(metadata.labels)) if metadata.labels else _NO_MAP,
+        annotations=FrozenDict(_strings(metadata.annotations)) if metadata.annotations else _NO_MAP,
     )
 
 

@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from preemptd.daemon.backends.files import parse_text
-from preemptd.framework.model import Admission, PodSetAdmission
+from preemptd.framework.model import Admission, FrozenDict, PodSetAdmission
 from preemptd.framework.objects import Inventory, parse_objects
 
 
@@ -122,3 +122,18 @@ def test_a_null_admission_is_none_and_a_bad_pod_sets_text_is_the_walkers_each_ti
         "Workload/ns/b",
         "Workload/ns/c",
     ]
+
+
+def test_a_workloads_absent_maps_and_conditions_read_as_empty_and_present_ones_as_given() -> None:
+    bare = workload("a")
+    full = workload("b")
+    full["metadata"] |= {"labels": {"team": "x"}, "annotations": {"note": "y"}}
+    full["status"]["conditions"] = [{"type": "Evicted", "status": "True"}]
+    full["status"]["flavorScan"] = {"main": {"a100": 1}}
+    found = read_both([flavor("a100"), *QUEUES, bare, full])
+    a, b = found.workloads["ns/a"], found.workloads["ns/b"]
+    for empty in (a.labels, a.annotations, a.flavor_scan):
+        assert empty == {} and type(empty) is FrozenDict
+    assert a.evicted is False
+    assert (dict(b.labels), dict(b.annotations), b.evicted) == ({"team": "x"}, {"note": "y"}, True)
+    assert {name: dict(scan) for name, scan in b.flavor_scan.items()} == {"main": {"a100": 1}}
