@@ -37,6 +37,7 @@ __all__ = [
     "parse_duration",
     "parse_quantity",
     "parse_timestamp",
+    "parse_timestamp_once",
 ]
 
 # The largest amount (and duration in milliseconds) accepted: a signed 64-bit integer.
@@ -283,7 +284,8 @@ _LATEST_MS = (
 
 
 def parse_timestamp(value: object) -> int:
-    """Parse an RFC 3339 timestamp into milliseconds since the epoch (UTC)."""
+    """Parse an RFC 3339 timestamp into milliseconds since the epoch (UTC); each text is
+    parsed once (see :func:`parse_timestamp_once` for texts that seldom repeat)."""
     if type(value) is not str:
         return _parse_timestamp(value)
     found = _TIMESTAMPS.get(value)
@@ -295,28 +297,37 @@ def parse_timestamp(value: object) -> int:
     return found
 
 
+_fromisoformat = _dt.datetime.fromisoformat
+_UTC = _dt.UTC
+
+
 def _parse_timestamp(value: object) -> int:
-    if isinstance(value, _dt.datetime):
-        moment = value
-    elif isinstance(value, str):
+    if isinstance(value, str):  # the common case first
         text = value.strip()
         if text.endswith(("Z", "z")):
             text = text[:-1] + "+00:00"
         try:
-            moment = _dt.datetime.fromisoformat(text)
+            moment = _fromisoformat(text)
         except ValueError as exc:
             raise QuantityError(
                 f"malformed timestamp {_shown(value)} (expected RFC 3339)"
             ) from exc
+    elif isinstance(value, _dt.datetime):
+        moment = value
     else:
         raise QuantityError(f"expected an RFC 3339 timestamp, got {_shown(value)}")
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.UTC)
+        moment = moment.replace(tzinfo=_UTC)
     try:
         delta = moment - _EPOCH
     except OverflowError as exc:  # e.g. 0001-01-01T00:00:00+01:00 is before year 1 in UTC
         raise QuantityError(f"timestamp {_shown(value)} is out of range") from exc
     return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
+
+
+# :func:`parse_timestamp` without its memo: for texts that seldom repeat (a Workload's
+# creation and admission times, each its own), which the memo would only hold and hash.
+parse_timestamp_once = _parse_timestamp
 
 
 _FORMATTED: dict[int, str] = {}

@@ -39,6 +39,7 @@ from .local_queues import namespace_refusal, parse_local_queue, parse_namespace,
 from .nodes import parse_flavor
 from .pods_by_key import PodsByKey, in_key_order, merged, plain_by_key, pod_entry
 from .queues import build_queue_tree, parse_queue
+from .records import new_entry
 from .typed import RawItems, decode_json, find_unknown_fields
 from .typed_pods import ITEM, ITEM_ERRORS, LastMaps, forget_read_maps, pod_of_item, read_pod
 from .typed_workloads import read_node, read_workload, workload_entry
@@ -377,7 +378,7 @@ class _Intake:
                 )
             )
             return
-        (self.entries if foreign is None else self.kueue).append(Entry(file, kind, namespace, name, obj))
+        (self.entries if foreign is None else self.kueue).append(new_entry(file, kind, namespace, name, obj))
 
     def _raw_items(self, file: str, document: RawItems) -> None:
         """Items left as JSON text: a plain Pod is taken typed, any other item decoded and

@@ -21,6 +21,9 @@ constructor does: the record is the one the constructor makes of the same values
 twin in place instead (``typed_pods.pod_of_item``), its maps already shared FrozenDicts,
 so that its ``__post_init__`` would change nothing and is not run.
 
+The intake makes an ``Entry`` (a frozen dataclass of five fields) per object that is
+not a plain Pod: tens of thousands of Workloads, read later, are built the same way.
+
 The rounds of a session make a ``Pending`` verdict per workload they leave pending (thousands
 in a saturated session) and a ``Preempted`` entry per victim workload; both are frozen
 dataclasses, whose constructor writes each field through ``object.__setattr__``.
@@ -34,10 +37,12 @@ from typing import Any, TypeVar
 
 from ..decisions import Pending, Preempted
 from ..model import Admission, PodSet, PodSetAdmission, Workload
+from .fields import Entry
 
 __all__ = [
     "builder",
     "new_admission",
+    "new_entry",
     "new_pending",
     "new_pod_set",
     "new_pod_set_admission",
@@ -80,6 +85,8 @@ def builder(cls: type[T]) -> Callable[..., T]:
     return build
 
 
+# The intake's entries (one per object of a kind other than a plain Pod).
+new_entry = builder(Entry)
 # The records of a Workload, as the typed reader makes them (``typed_workloads``).
 new_workload = builder(Workload)
 new_pod_set = builder(PodSet)

@@ -60,22 +60,40 @@ _SHARED_BOUND = 65_536
 _SHARED: dict[tuple[tuple[str, Any], ...], FrozenDict[str, Any]] = {}
 
 
+# Memos whose records hold shared maps (``sharing``): emptied with the shared maps,
+# so that what a memo gives is always made of the maps shared now, and two equal maps read
+# apart are still one record.
+_SHARING: list[dict[Any, Any]] = []
+
+
 def _shared(items: Sequence[tuple[str, Any]]) -> FrozenDict[str, Any]:
     key = tuple(items)
     found = _SHARED.get(key)
     if found is None:
         if len(_SHARED) >= _SHARED_BOUND:
-            _SHARED.clear()
+            _forget_shared()
         found = _SHARED[key] = FrozenDict(items)
     return found
 
 
-def forget_read_memos() -> None:
-    """Let go of everything kept to read objects faster: the shared maps' memo and the
-    memos of parsed quantities and timestamps. For a program that reads no more objects
-    (a command, once its snapshot is built): the records keep the maps they share, and
-    the session then has the memory back."""
+def sharing(memo: dict[Any, Any]) -> dict[Any, Any]:
+    """``memo``, to be emptied whenever the shared maps are let go (its records hold them)."""
+    _SHARING.append(memo)
+    return memo
+
+
+def _forget_shared() -> None:
     _SHARED.clear()
+    for memo in _SHARING:
+        memo.clear()
+
+
+def forget_read_memos() -> None:
+    """Let go of everything kept to read objects faster: the shared maps' memo (with the
+    memos holding shared maps) and the memos of parsed quantities and timestamps. For a
+    program that reads no more objects (a command, once its snapshot is built): the
+    records keep the maps they share, and the session then has the memory back."""
+    _forget_shared()
     forget_parsed()
 
 

@@ -30,15 +30,15 @@ from ..model import (
     Toleration,
     Workload,
 )
-from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp
+from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestamp_once
 from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .nodes import parse_node
-from .records import new_pod_set, new_workload
-from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key
-from .typed_admissions import _admission_of, _AdmissionDoc
-from .typed_pods import _kept, _PodItemMeta
+from .records import new_entry, new_pod_set, new_workload
+from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key, sharing
+from .typed_admissions import _AdmissionDoc, _AdmissionText, read_admission
+from .typed_pods import _NULL, _kept, _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
@@ -116,17 +116,39 @@ class _WorkloadDoc(msgspec.Struct, forbid_unknown_fields=True):
     status: _WorkloadStatus | None = None
 
 
+class _WorkloadSpecText(_WorkloadSpec, forbid_unknown_fields=True):
+    podSets: msgspec.Raw = _NULL  # type: ignore[assignment]  # the same field, as its text
+
+
+class _WorkloadStatusText(_WorkloadStatus, forbid_unknown_fields=True):
+    admission: _AdmissionText | None = None
+
+
+class _WorkloadText(_WorkloadDoc, forbid_unknown_fields=True):
+    """A Workload decoded from its own text: its pod sets and admission left as their JSON
+    text, which the workloads of one shape repeat, each read once (``_pod_sets_of_text``,
+    ``typed_admissions.read_admission``)."""
+
+    spec: _WorkloadSpecText | None = None
+    status: _WorkloadStatusText | None = None
+
+
 # Resource and flavor maps as the JSON gave them (the same keys in the same order), to
-# what they read as: the workloads of one shape repeat them, so each is read once
-# (bounded as the Pods' maps are: ``typed_pods._kept``).
-_AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], tuple[tuple[str, Any], ...]] = {}
+# the shared map they read as: the workloads of one shape repeat them, so each is read
+# once (bounded as the Pods' maps are: ``typed_pods._kept``; emptied with the shared maps).
+_AMOUNTS: dict[tuple[bool, tuple[tuple[str, Any], ...]], FrozenDict[str, Any]] = sharing({})
 # Pod sets, and a Workload's tuple of them: the workloads of one shape have equal pod
 # sets (a large cluster, a few dozen distinct ones), kept once. A pod set's maps are
 # shared records (``_shared``: one per distinct map), so a pod set is found by their ids,
 # and a tuple of pod sets by the ids of its pod sets; a kept record holds what its key's
 # ids name alive. No record is made or hashed to find the one read before.
-_POD_SETS: dict[tuple[Any, ...], PodSet] = {}
-_POD_SET_TUPLES: dict[tuple[int, ...], tuple[PodSet, ...]] = {}
+_POD_SETS: dict[tuple[Any, ...], PodSet] = sharing({})
+_POD_SET_TUPLES: dict[tuple[int, ...], tuple[PodSet, ...]] = sharing({})
+# A Workload's pod sets (and the same by name) by the JSON text of its ``podSets``.
+_PodSetsRead = tuple[tuple[PodSet, ...], dict[str, PodSet]]
+_POD_SETS_BY_TEXT: dict[bytes, _PodSetsRead] = sharing({})
+_POD_SET_DOCS = msgspec.json.Decoder(list[_PodSetDoc] | None)
+_NO_MAP: FrozenDict[str, Any] = FrozenDict()  # an absent map: none made per Workload
 
 
 def _pod_set(
@@ -151,7 +173,7 @@ def _pod_sets(pod_sets: list[PodSet]) -> tuple[PodSet, ...]:
 
 def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[str, Any]:
     """A resource map as ``Fields.resources`` reads it, shared: the one record of its
-    value while the shared maps are kept (``_shared`` is asked each time, so that equal
+    value while the shared maps are kept (the memo is emptied with them, so that equal
     maps given in other orders are one record, which ``_pod_set`` relies on)."""
     key = (drop_zero, tuple(mapping.items()) if mapping else ())
     try:
@@ -166,8 +188,8 @@ def _amounts(mapping: dict[str, Any] | None, *, drop_zero: bool) -> FrozenDict[s
             amount = parse_quantity(value, resource)
             if amount or not drop_zero:
                 items.append((_intern(resource), amount))
-        found = _kept(_AMOUNTS, key, tuple(items))
-    return _shared(found)
+        found = _kept(_AMOUNTS, key, _shared(items))
+    return found
 
 
 def _known_keys(items: Any, known: Mapping[str, Any]) -> None:
@@ -199,8 +221,9 @@ def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     """
     body = entry.body
     try:
+        doc: _WorkloadDoc
         if type(body) is RawObject and body.raw is not None:
-            doc = _WORKLOAD_DOC.decode(body.raw)
+            doc = _WORKLOAD_TEXT.decode(body.raw)
         elif type(body) is dict:
             doc = msgspec.convert(body, _WorkloadDoc)
         else:
@@ -233,27 +256,7 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         references = {"ownerReferences": metadata.ownerReferences}
         owner_kind, owner_name = _walked(entry, workload_owner, references, {})
 
-    pod_sets: list[PodSet] = []
-    by_name: dict[str, PodSet] = {}
-    for doc_set in spec.podSets or _no_pod_sets():
-        name = _intern(_text(doc_set.name))  # most are "main"
-        count = _count(doc_set.count)
-        count = 1 if count is None else count
-        min_count = _count(doc_set.minCount)
-        if name in by_name or (min_count is not None and min_count > count):
-            raise _NotPlain
-        if min_count is not None and any(ps.min_count is not None for ps in pod_sets):
-            raise _NotPlain  # a second podSet with minCount: the walker reports it
-        tolerations: tuple[Toleration, ...] = ()
-        if doc_set.tolerations is not None:
-            _known_keys(doc_set.tolerations, TOLERATION)
-            holder = {"tolerations": doc_set.tolerations}
-            tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
-        requests = _amounts(doc_set.requests, drop_zero=True)
-        node_selector = _shared(_strings(doc_set.nodeSelector))
-        pod_set = by_name[name] = _pod_set(name, count, requests, min_count, node_selector, tolerations)
-        pod_sets.append(pod_set)
-
+    pod_sets, by_name = _pod_sets_of_text(entry, spec.podSets)
     source = PRIORITY_CLASS_SOURCES.get(spec.priorityClassSource or "")
     if source is None:
         raise _NotPlain  # an unknown source: the walker says so
@@ -274,15 +277,13 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         raise _NotPlain  # an unknown or invalid class: the walker says which
 
     owned_by_deployment = owner_kind == DEPLOYMENT
-    admission = None
-    if status.admission is not None:
-        admission = _admission_of(status.admission, queue, by_name, catalog, owned_by_deployment)
+    admission = read_admission(status.admission, queue, pod_sets, by_name, catalog, owned_by_deployment)
 
-    evicted = any(
+    evicted = status.conditions is not None and any(
         condition.get("type") == "Evicted" and condition.get("status") in ("True", True)
-        for condition in status.conditions or ()
+        for condition in status.conditions
     )
-    flavor_scan: Mapping[str, Mapping[str, int]] = {}
+    flavor_scan: Mapping[str, Mapping[str, int]] = _NO_MAP
     if status.flavorScan is not None:
         holder = {"flavorScan": status.flavorScan}
         flavor_scan = _walked(entry, workload_flavor_scan, holder)
@@ -292,25 +293,68 @@ def _workload_of(entry: Entry, catalog: Catalog, doc: _WorkloadDoc) -> Workload:
         namespace=namespace,
         name=entry.name,
         queue=queue,
-        pod_sets=_pod_sets(pod_sets),
+        pod_sets=pod_sets,
         priority=priority,
-        created=(parse_timestamp(created) if created is not None else 0) or 0,
+        created=(parse_timestamp_once(created) if created is not None else 0) or 0,
         uid=metadata.uid or "",
         owner_kind=owner_kind,
         owner_name=entry.name if owner_name == entry.name else owner_name,  # one text, mostly
         admission=admission,
-        admitted_at=parse_timestamp(admitted_at) if admitted_at is not None else None,
+        admitted_at=parse_timestamp_once(admitted_at) if admitted_at is not None else None,
         evicted=evicted,
         flavor_scan=flavor_scan,
         source=entry.file,
         local_queue=local_queue,
         # Not shared as a Pod's are: a Workload's labels name its own Job, mostly.
-        labels=FrozenDict(_strings(metadata.labels)),
-        annotations=FrozenDict(_strings(metadata.annotations)),
+        labels=FrozenDict(_strings(metadata.labels)) if metadata.labels else _NO_MAP,
+        annotations=FrozenDict(_strings(metadata.annotations)) if metadata.annotations else _NO_MAP,
     )
 
 
-_WORKLOAD_DOC = msgspec.json.Decoder(_WorkloadDoc)
+_WORKLOAD_TEXT = msgspec.json.Decoder(_WorkloadText)
+
+
+def _pod_sets_of_text(entry: Entry, given: list[_PodSetDoc] | msgspec.Raw | None) -> _PodSetsRead:
+    """:func:`_pod_sets_of` the pod sets given, read once per distinct text when given
+    as their JSON text."""
+    if type(given) is not msgspec.Raw:
+        return _pod_sets_of(entry, given)
+    key = bytes(given)
+    found = _POD_SETS_BY_TEXT.get(key)
+    if found is None:
+        try:
+            docs = _POD_SET_DOCS.decode(given)
+        except msgspec.ValidationError:
+            raise _NotPlain from None
+        found = _kept(_POD_SETS_BY_TEXT, key, _pod_sets_of(entry, docs))
+    return found
+
+
+def _pod_sets_of(entry: Entry, docs: list[_PodSetDoc] | None) -> _PodSetsRead:
+    """A Workload's pod sets, and the same by name."""
+    pod_sets: list[PodSet] = []
+    by_name: dict[str, PodSet] = {}
+    for doc_set in docs or _no_pod_sets():
+        name = _intern(_text(doc_set.name))  # most are "main"
+        count = _count(doc_set.count)
+        count = 1 if count is None else count
+        min_count = _count(doc_set.minCount)
+        if name in by_name or (min_count is not None and min_count > count):
+            raise _NotPlain
+        if min_count is not None and any(ps.min_count is not None for ps in pod_sets):
+            raise _NotPlain  # a second podSet with minCount: the walker reports it
+        tolerations: tuple[Toleration, ...] = ()
+        if doc_set.tolerations is not None:
+            _known_keys(doc_set.tolerations, TOLERATION)
+            holder = {"tolerations": doc_set.tolerations}
+            tolerations = _walked(entry, Fields.tolerations, holder, "tolerations", "")
+        requests = _amounts(doc_set.requests, drop_zero=True)
+        node_selector = _shared(_strings(doc_set.nodeSelector))
+        pod_set = by_name[name] = _pod_set(
+            name, count, requests, min_count, node_selector, tolerations
+        )
+        pod_sets.append(pod_set)
+    return _pod_sets(pod_sets), by_name
 
 
 class _Header(msgspec.Struct):
@@ -343,7 +387,7 @@ def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | Non
     if key is None:
         return None
     namespace, name = key  # the name interned: its Pods' labels name it too
-    return Entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
+    return new_entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:

@@ -1,11 +1,11 @@
 """Records made by ``objects.records`` are the records the model's constructors make.
 
-The readers of a large snapshot build Pods, Workloads, pod sets and admissions as their
-*twins* (plain classes with the same slots) and then give them the model's class, so
-that no field is written through a call. These tests hold every builder to the
-constructor of its class over arbitrary values (equal fields of the same types, derived
-fields included), and the Pods the intake writes in place, item after item, to the
-walker's reading of each.
+The readers of a large snapshot build Pods, Workloads, pod sets, admissions and the
+intake's entries as their *twins* (plain classes with the same slots) and then give them
+the model's class, so that no field is written through a call. These tests hold every
+builder to the constructor of its class over arbitrary values (equal fields of the same
+types, derived fields included), and the Pods the intake writes in place, item after
+item, to the walker's reading of each.
 """
 
 from __future__ import annotations
@@ -68,6 +68,7 @@ workloads = st.builds(
     flavor_scan=flavor_scans, source=texts, local_queue=maybe_texts,
     labels=string_maps, annotations=string_maps,
 )  # fmt: skip
+entries = st.builds(Entry, file=texts, kind=texts, namespace=maybe_texts, name=texts, body=string_maps)
 pods = st.builds(
     Pod,
     namespace=texts, name=texts, requests=maps, node_name=maybe_texts, workload=maybe_texts,
@@ -93,7 +94,10 @@ def same_record(built: Any, expected: Any) -> None:
 
 @pytest.mark.parametrize(
     ("cls", "records"),
-    [(Pod, pods), (PodSet, pod_sets), (PodSetAdmission, pod_set_admissions), (Admission, admissions), (Workload, workloads)],
+    [
+        (Pod, pods), (PodSet, pod_sets), (PodSetAdmission, pod_set_admissions), (Admission, admissions),
+        (Workload, workloads), (Entry, entries),
+    ],
 )
 def test_a_builder_makes_the_record_its_constructor_makes(cls: type, records: Any) -> None:
     build = builder(cls)
