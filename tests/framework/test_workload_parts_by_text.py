@@ -1,5 +1,5 @@
 """A Workload item's pod sets and admission are read once per distinct JSON text
-(``typed_workloads._pod_sets_of_text``, ``typed_admissions.admission_of_text``): a text
+(``typed_workloads._pod_sets_of_text``, ``typed_admissions.read_admission``): a text
 read before gives the records read then, and only when everything else the reading
 depends on is the same. An admission's checks depend on the Workload's queue (an
 admission that names none is in it), its pod sets (an admitted count may not exceed
