@@ -60,7 +60,9 @@ def read_admission(
     catalog: Catalog,
     owned_by_deployment: bool,
 ) -> Admission | None:
-    """The Workload's admission (in its queue unless it names one); ``None`` for none."""
+    """The Workload's admission (in its queue unless it names one); ``None`` for none. Pod
+    sets given as a text that does not read as admitted pod sets raise
+    ``msgspec.ValidationError``, as a part of the Workload that is not plain."""
     if doc is None:
         return None
     given: list[_AdmittedPodSet] | msgspec.Raw | None = doc.podSets
@@ -73,10 +75,7 @@ def read_admission(
         key = (bytes(given), id(pod_sets), owned_by_deployment)
         found = _BY_TEXT.get(key)
         if found is None:
-            try:
-                docs = _ADMITTED_DOCS.decode(given)
-            except msgspec.ValidationError:
-                raise _NotPlain from None
+            docs = _ADMITTED_DOCS.decode(given)
             found = _kept(_BY_TEXT, key, (_admitted(docs, by_name, catalog, owned_by_deployment), pod_sets))
         admitted = found[0]
     return new_admission(_intern(doc.queue or queue), admitted)

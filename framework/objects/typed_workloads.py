@@ -232,7 +232,7 @@ def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
         return None
     try:
         workload = _workload_of(entry, catalog, doc)
-    except (QuantityError, _NotPlain):
+    except (QuantityError, _NotPlain, msgspec.ValidationError):  # the last: a part left as text
         return None
     if type(body) is RawObject:
         body.raw = None
@@ -316,17 +316,14 @@ _WORKLOAD_TEXT = msgspec.json.Decoder(_WorkloadText)
 
 def _pod_sets_of_text(entry: Entry, given: list[_PodSetDoc] | msgspec.Raw | None) -> _PodSetsRead:
     """:func:`_pod_sets_of` the pod sets given, read once per distinct text when given
-    as their JSON text."""
+    as their JSON text (a text that does not read as pod sets raises
+    ``msgspec.ValidationError``: :func:`fast_workload` leaves the Workload to the walker)."""
     if type(given) is not msgspec.Raw:
         return _pod_sets_of(entry, given)
     key = bytes(given)
     found = _POD_SETS_BY_TEXT.get(key)
     if found is None:
-        try:
-            docs = _POD_SET_DOCS.decode(given)
-        except msgspec.ValidationError:
-            raise _NotPlain from None
-        found = _kept(_POD_SETS_BY_TEXT, key, _pod_sets_of(entry, docs))
+        found = _kept(_POD_SETS_BY_TEXT, key, _pod_sets_of(entry, _POD_SET_DOCS.decode(given)))
     return found
 
 
