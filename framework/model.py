@@ -361,12 +361,10 @@ class Workload:
             object.__setattr__(self, "flavor_scan", FrozenDict({k: freeze(v) for k, v in scan.items()}))
         elif type(scan) is not FrozenDict:
             object.__setattr__(self, "flavor_scan", _EMPTY)
-        for name in ("labels", "annotations"):
-            value = getattr(self, name)
-            if not value:
-                object.__setattr__(self, name, _EMPTY)
-            elif type(value) is not FrozenDict:
-                object.__setattr__(self, name, FrozenDict(value))
+        if type(self.labels) is not FrozenDict or type(self.annotations) is not FrozenDict:
+            for name in ("labels", "annotations"):  # a FrozenDict, empty or not, is kept
+                if type(value := getattr(self, name)) is not FrozenDict:
+                    object.__setattr__(self, name, FrozenDict(value) if value else _EMPTY)
 
     @property
     def tiebreak(self) -> tuple[str, str, str]:

@@ -227,11 +227,12 @@ class RawObject(Mapping[str, Any]):
         return len(self._mapping())
 
 
-def intake_key(item: Any, kind: str, group: str) -> tuple[str, str] | None:
+def intake_key(item: Any, kind: str, group: str, last: str = "") -> tuple[str, str] | None:
     """(namespace, name) under which the intake takes a decoded item of ``kind`` in API
     group ``group`` ("" for the core group) as it is; ``None`` for one it would report or
     skip (another kind or group, no name, a namespace that is not a string). The namespace
-    is interned; an empty or missing one is ``default``."""
+    is interned; an empty or missing one is ``default``. ``last``: an interned namespace,
+    given for a namespace equal to it (the last item's, mostly) without interning it."""
     if item.kind != kind or item.metadata is None:
         return None
     api_version = item.apiVersion
@@ -248,7 +249,7 @@ def intake_key(item: Any, kind: str, group: str) -> tuple[str, str] | None:
         namespace = "default"
     elif not isinstance(namespace, str):
         return None
-    return _intern(namespace), name
+    return last if namespace == last else _intern(namespace), name
 
 
 # --- unknown fields, from JSON text ----------------------------------------------------

@@ -305,7 +305,7 @@ class LastMaps:
     )  # fmt: skip
 
     def __init__(self) -> None:
-        self.labels_namespace = ""  # interned (``intake_key``)
+        self.labels_namespace = ""  # interned (``intake_key``, which takes it for an equal namespace)
         self.labels_text = self.containers = self.init = _UNSEEN
         self.labels: FrozenDict[str, str] = FrozenDict()
         self.workload: str | None = None
@@ -326,7 +326,7 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
     (see the module docstring); the record is all that is kept, built as a twin (see
     :mod:`.records`) without ``__post_init__``: its maps are FrozenDicts already.
     """
-    key = intake_key(item, "Pod", "")
+    key = intake_key(item, "Pod", "", last.labels_namespace)
     if key is None:
         return None
     namespace, name = key
@@ -379,18 +379,18 @@ def pod_of_item(file: str, raw: msgspec.Raw, item: _Item, last: LastMaps) -> Pod
         phase = "Running"  # the interned text, without looking it up
     else:
         phase = _intern(phase) if phase else ("Running" if node_name else "Pending")
-    cut = name.rfind("-") + 1
     record = last.record
-    stem = record.stem  # the name's start as the last Pod's record holds it, when it is
-    if len(stem) != cut or not name.startswith(stem):
-        stem, same = name[:cut], False
+    stem = record.stem  # the name up to its last "-" as the last Pod's record holds it, when it is:
+    tail = name[len(stem) :]  # the stem ends with "-" or is empty, so it is when the rest has none
+    if "-" in tail or not name.startswith(stem):
+        cut = name.rfind("-") + 1
+        stem, tail, same = name[:cut], name[cut:], False
     deleting = metadata.deletionTimestamp is not None
     if not (same and phase is record.phase and deleting is record.deleting and file is record.source):
         force_delete, deletion_cost = annotations  # in the order of PodFacts' fields:
         values = (namespace, workload, priority, created_ms, labels, force_delete, deletion_cost, phase, file, deleting, stem)
         last.record = record = _facts(values)
     pod = _PodTwin()
-    tail = name[cut:]
     pod.tail = _TAILS.get(tail) or _tail(tail)
     pod.requests = requests
     pod.node_name = node_name
