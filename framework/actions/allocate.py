@@ -40,7 +40,7 @@ from .books import Books, place, reserve, still_fits
 from .deployments import growing_in
 from .nominate import nominate
 from .preempting import preempt
-from .verdicts import grows, noted, record_scan
+from .verdicts import Relied, grows, noted, record_scan
 
 __all__ = ["QUEUE_ORDER", "nominate", "run_rounds"]
 
@@ -91,6 +91,7 @@ class _Rounds:
     pending: dict[str, Pending] = field(default_factory=dict)
     # Victim workload -> its entry in ``decisions.preempted`` (one per victim).
     preempted_at: dict[str, int] = field(default_factory=dict)
+    relied: Relied = field(default_factory=Relied)  # verdicts of entries lost to victims relied on
 
 
 @dataclass(slots=True)
@@ -263,6 +264,7 @@ def run_rounds(session: Session) -> None:
             queue.pos += 1
             if queue.strict and outcome != _ADMITTED and not growing:
                 _block(session, rounds, queue, workload)
+    rounds.relied.settle(rounds.pending)
     session.decisions.pending.extend(rounds.pending.values())
     searching = session.timings.get("preempt", 0.0) + session.timings.get("reclaim", 0.0)
     session.timings["allocate"] = time.perf_counter() - started - searching
@@ -337,9 +339,7 @@ def _process(session: Session, rounds: _Rounds, entry: _Entry, relied_on: set[tu
         return _without_victims(session, rounds, entry, assignment.message)
     victims = assignment.victims
     if relied_on and not relied_on.isdisjoint(map(_UNIT, victims)):
-        overlap = sorted({v.name for v in victims if v.unit in relied_on})  # only when there is one
-        why = "its victims are relied on by another workload of this session: " + ", ".join(overlap)
-        _pending(rounds, key, "WaitingForQuota", why)
+        rounds.relied.lose(rounds.pending, key, victims, relied_on)
         return _AGAIN
     if not still_fits(session, books, entry.queue.leaf, assignment):
         _pending(rounds, key, "WaitingForQuota", "no longer fits after other workloads of this session")

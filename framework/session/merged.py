@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Sequence
+from itertools import chain
 from operator import index
 from typing import Any, SupportsIndex
 
@@ -14,6 +15,7 @@ __all__ = ["Merged"]
 _list_len = list.__len__
 _list_item = list.__getitem__
 _list_extend = list.extend
+_chained = chain.from_iterable
 _FIRST_WINDOW = 32  # candidates per run the first stretch of a merge looks at
 
 
@@ -109,24 +111,34 @@ class Merged(list[Candidate]):
         return len(self) > 0
 
     def __iter__(self) -> Iterator[Candidate]:
+        # The units come through a C iterator; only each stretch resumes the generator.
+        return _chained(self._stretches())
+
+    def _stretches(self) -> Iterator[list[Candidate]]:
+        """What is made, then each stretch as it is made, as lists."""
         done = 0
         while True:
             made = _list_len(self)
             if done < made:
-                yield from _list_item(self, slice(done, made))
+                yield _list_item(self, slice(done, made))
                 done = made
             elif not self._more():
                 return
 
     def __getitem__(self, at: Any) -> Any:
-        if self._runs is not None:
-            if isinstance(at, slice):
-                whole = at.stop is None or at.stop < 0 or (at.start or 0) < 0 or (at.step or 1) < 0
-                self._make(self._size if whole else at.stop)
-            else:
-                place = index(at)
-                self._make(place + 1 if place >= 0 else self._size)
+        # A place already made (what a walk reading in order mostly asks) is read at once.
+        if self._runs is not None and not (type(at) is int and 0 <= at < _list_len(self)):
+            self._make_for(at)
         return _list_item(self, at)
+
+    def _make_for(self, at: Any) -> None:
+        """Make what reading ``at`` (a place or a slice) needs."""
+        if isinstance(at, slice):
+            whole = at.stop is None or at.stop < 0 or (at.start or 0) < 0 or (at.step or 1) < 0
+            self._make(self._size if whole else at.stop)
+        else:
+            place = index(at)
+            self._make(place + 1 if place >= 0 else self._size)
 
     def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
         return list, (list(self),)

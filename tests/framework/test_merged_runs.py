@@ -290,3 +290,23 @@ def test_searches_merged_from_runs_decide_as_the_plain_path_on_generated_cluster
     plain = _decide(snapshot, registry(), actions)
     assert fast == plain
 
+
+
+def test_a_place_is_read_from_the_made_part_only_when_it_is_made() -> None:
+    """Two runs of 100 (keys 0, 2, ... and 1, 3, ...): the first stretch makes the units up
+    to the first unit past a window of 32 in either run, key 64. The place just past that
+    stretch, and a place counted from the end, are made before they are read; iteration
+    after those reads goes on from where it stopped, every unit once."""
+    runs = [[_unit((2 * i + r,)) for i in range(100)] for r in range(2)]
+    want = sorted([unit for run in runs for unit in run], key=_KEY)
+    merged = Merged(runs)
+    reading = iter(merged)
+    assert [x.sort_key for x in islice(reading, 3)] == [(0,), (1,), (2,)]
+    made = list.__len__(merged)
+    assert made == 64
+    assert merged[made - 1] is want[made - 1]
+    assert merged[made] is want[made]  # just past the stretch: made first
+    assert list.__len__(merged) > made
+    assert merged[-1] is want[-1]  # from the end of the whole merge, not of the made part
+    assert merged[-200] is want[0]
+    assert [id(c) for c in reading] == [id(c) for c in want[3:]]

@@ -14,6 +14,7 @@ from preemptd.framework.actions import allocate
 from preemptd.framework.actions.books import Books
 from preemptd.framework.actions.nominate import nominate
 from preemptd.framework.model import PreemptionPolicy
+from preemptd.framework.objects.records import new_pending
 from preemptd.framework.session import Session
 from preemptd.framework.testing import cohort, inventory, open_session, queue, workload
 from preemptd.plugins import priority
@@ -55,6 +56,7 @@ def test_an_entry_whose_victims_are_relied_on_is_sent_back_naming_each_overlap_o
     units = sorted((v for v in victims), key=lambda v: v.name, reverse=True)
     relied_on = {v.unit for v in units} | {("not", "a", "victim")}
     assert allocate._process(session, rounds, entry, relied_on) == allocate._AGAIN
+    rounds.relied.settle(rounds.pending)  # as the rounds do when they are over
     pending = rounds.pending["ns/p"]
     assert pending.reason == "WaitingForQuota"
     assert pending.message == RELIED_ON + ", ".join(names)
@@ -67,7 +69,47 @@ def test_only_the_overlapping_victim_is_named() -> None:
     rounds, entry = _entry(session)
     last = max(entry.assignment.victims, key=lambda v: v.name)
     assert allocate._process(session, rounds, entry, {last.unit}) == allocate._AGAIN
+    rounds.relied.settle(rounds.pending)
     assert rounds.pending["ns/p"].message == RELIED_ON + last.name
+
+
+def test_the_victims_named_are_those_relied_on_when_the_entry_lost() -> None:
+    """Units relied on after the entry lost (later entries of its round preempting) are
+    not named: the message tells what the entry lost to."""
+    session = _session()
+    rounds, entry = _entry(session)
+    first, last = sorted(entry.assignment.victims, key=lambda v: v.name)
+    relied_on: set[tuple[object, ...]] = {last.unit}
+    assert allocate._process(session, rounds, entry, relied_on) == allocate._AGAIN
+    relied_on.add(first.unit)  # a later entry of the round relies on the other one too
+    rounds.relied.settle(rounds.pending)
+    assert rounds.pending["ns/p"].message == RELIED_ON + last.name
+
+
+def test_a_lost_entry_offered_again_keeps_the_verdict_of_its_next_round() -> None:
+    """An entry lost to victims relied on and then, offered again, preempting: its verdict
+    is the later one, in the place its first verdict took among the pending."""
+    session = _session()
+    rounds, entry = _entry(session)
+    rounds.pending["ns/before"] = new_pending("ns/before", "NoFit", "no flavor fits", ())
+    assert allocate._process(session, rounds, entry, {entry.assignment.victims[0].unit}) == allocate._AGAIN
+    rounds.pending["ns/after"] = new_pending("ns/after", "NoFit", "no flavor fits", ())
+    assert allocate._process(session, rounds, entry, set()) == allocate._DONE  # the next round
+    rounds.relied.settle(rounds.pending)
+    assert list(rounds.pending) == ["ns/before", "ns/p", "ns/after"]
+    assert rounds.pending["ns/p"].reason == "PendingPreemption"
+    assert rounds.pending["ns/p"].message.startswith("preempting ")
+
+
+def test_a_lost_entry_whose_verdict_is_dropped_stays_dropped() -> None:
+    """A verdict taken out of the pending after the entry lost (an elastic workload that
+    grew) is not put back when the rounds are over."""
+    session = _session()
+    rounds, entry = _entry(session)
+    assert allocate._process(session, rounds, entry, {entry.assignment.victims[0].unit}) == allocate._AGAIN
+    del rounds.pending["ns/p"]
+    rounds.relied.settle(rounds.pending)
+    assert "ns/p" not in rounds.pending
 
 
 def test_an_entry_whose_victims_nobody_relies_on_preempts_and_its_victims_are_relied_on() -> None:
