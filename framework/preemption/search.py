@@ -64,9 +64,9 @@ def find_minimal(
     in; an answer it gives is the search's.
 
     ``likely``: expected to find victims (the same search found some earlier). Where no
-    plugin may refuse a candidate or a scenario, it walks before asking the quota bound,
-    which lets every walk that finds victims run; a walk finding none tells nobody, so a
-    bound proving the search hopeless answers as it would before it (silent, bounded)."""
+    plugin may refuse a candidate or a scenario, it walks before asking the quota bound, as
+    does a search the bound's tests per flavor-resource alone do not prove hopeless; a walk
+    finding none tells nobody, so the bound then answers as it would before it (silent, bounded)."""
     policy = session.policy
     if policy is not None and policy.strategy is not None and not preemptor.is_deployment:
         return by_strategy(session, VictimSearch(preemptor, leaf, usage, needed), targets, policy.strategy)
@@ -105,8 +105,10 @@ def find_minimal(
     lines = [f"{found} candidate(s) use the needed {_wanted(session, needed)}"]
     silent = False
     skip = search.may_skip_walk()
-    walk_first = skip and likely and WALK_FIRST and not (session.may_veto or search.filters)
-    if walk_first or not (skip and _hopeless(session, leaf, usage, offered, attempts, runs)):
+    quiet = skip and WALK_FIRST and not (session.may_veto or search.filters)
+    by_sums = quiet and not likely and SUMS_FIRST and _hopeless(session, leaf, usage, offered, attempts, runs, False)
+    walk_first = quiet and not by_sums and (likely or SUMS_FIRST)
+    if walk_first or not (skip and (by_sums or _hopeless(session, leaf, usage, offered, attempts, runs))):
         candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
         # Walks that found nothing here lately are told first when that tells nobody (unreached.py).
         vain = in_vain(session.state) if unreached.TELL and skip and not (session.may_veto or search.filters) else None
@@ -149,16 +151,16 @@ def find_minimal(
 
 def _hopeless(
     session: Session, leaf: QuotaNode, usage: dict[FR, int], offered: list[Candidate], attempts: list[bool],
-    runs: Runs | None,
+    runs: Runs | None, exact: bool = True,
 ) -> bool:
     """Whether the quota bound proves every attempt of a search hopeless (``bound.may_fit``)."""
     sums, kept = session_kept(session.state)
-    return not any(may_fit(session.accounting, leaf, usage, offered, allow, runs, sums, kept) for allow in attempts)
+    return not any(may_fit(session.accounting, leaf, usage, offered, a, runs, sums, kept, exact) for a in attempts)
 
 
-WALK_FIRST = True
-"""Whether a search expected to find victims walks before it asks the quota bound (tests
-turn it off to compare with the search that asks the bound first)."""
+# Whether a search that tells nobody walks before the quota bound when expected to find victims, or
+# when the bound's tests per flavor-resource do not prove it hopeless (tests turn them off).
+WALK_FIRST = SUMS_FIRST = True
 
 
 def _heads(runs: Runs) -> list[Candidate]:

@@ -55,6 +55,7 @@ def contended() -> Any:
 def test_a_search_walking_first_answers_as_the_search_asking_the_bound_first(
     monkeypatch: pytest.MonkeyPatch, contended: Any
 ) -> None:
+    monkeypatch.setattr(search, "SUMS_FIRST", False)  # the bound first unless expected to find victims
     real: Callable[..., SearchResult] = search.find_minimal
     ways: Counter[str] = Counter()
 
@@ -86,6 +87,7 @@ def test_a_search_walking_first_answers_as_the_search_asking_the_bound_first(
 def test_sessions_walking_first_decide_and_explain_as_the_bound_first(
     monkeypatch: pytest.MonkeyPatch, contended: Any
 ) -> None:
+    monkeypatch.setattr(search, "SUMS_FIRST", False)
     actions, registry = default_session()
     outcomes = []
     bounds = []
