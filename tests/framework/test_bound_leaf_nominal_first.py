@@ -64,10 +64,10 @@ def _expected(accounting: Accounting, leaf: QuotaNode, request: dict[Any, int], 
     return fits_quota(one_by_one, leaf, request, allow)
 
 
-@settings(max_examples=400, deadline=None)
-@given(st.integers(min_value=0, max_value=10**9))
-def test_each_attempt_answers_as_removing_every_candidate_it_may_take_one_by_one(seed: int) -> None:
-    rng = random.Random(seed)
+def _case(rng: random.Random) -> tuple[Accounting, QuotaNode, dict[Any, int], list[Candidate]]:
+    """A random tree's usage, a leaf, its request and candidates: stretches of one queue's
+    candidates (the leaf's own among them, a queue coming back in a later stretch), each
+    queue's holding no more than it uses, some usable only within nominal."""
     tree = _tree(rng)
     leaves: list[QuotaNode] = list(tree.leaves.values())
     accounting = Accounting(tree)
@@ -77,7 +77,6 @@ def test_each_attempt_answers_as_removing_every_candidate_it_may_take_one_by_one
     left = {q: {CPU: accounting.used(q, CPU), SPARE: accounting.used(q, SPARE)} for q in leaves}
     workload: Any = None
     candidates: list[Candidate] = []
-    # Stretches of one queue's candidates; a queue may come back in a later stretch.
     for _ in range(rng.randrange(0, 7)):
         lender = leaf if rng.random() < 0.3 else rng.choice(leaves)
         for _ in range(rng.randrange(1, 4)):
@@ -88,6 +87,13 @@ def test_each_attempt_answers_as_removing_every_candidate_it_may_take_one_by_one
                 usage[fr] = amount
             candidates.append(Candidate(workload, lender, usage, "r", 1, only_within_nominal=rng.random() < 0.3))
     request = {fr: rng.randrange(500, 9000, 500) for fr in rng.sample([CPU, SPARE], rng.randrange(1, 3))}
+    return accounting, leaf, request, candidates
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(min_value=0, max_value=10**9))
+def test_each_attempt_answers_as_removing_every_candidate_it_may_take_one_by_one(seed: int) -> None:
+    accounting, leaf, request, candidates = _case(random.Random(seed))
     before = [dict(u) for u in accounting.usage]
     for allow in (True, False):
         assert may_fit(accounting, leaf, request, candidates, allow) == _expected(

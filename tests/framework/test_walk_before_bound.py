@@ -47,6 +47,34 @@ def _fields(result: SearchResult) -> tuple[Any, ...]:
     )
 
 
+def searched_both_ways(
+    monkeypatch: pytest.MonkeyPatch, cluster: Any, ask: Callable[[Callable[..., SearchResult], tuple[Any, ...], bool], SearchResult]
+) -> Counter[str]:
+    """Every search of a default session over ``cluster`` asked the plain way, then the
+    fast way (``ask(find_minimal, its arguments, fast)``), on the same state (a search
+    leaves the state as it was): counted as bounded alike and answering alike. Returns how
+    the searches went: victims found; none, the bound proving it hopeless; none, walked in vain."""
+    real: Callable[..., SearchResult] = search.find_minimal
+    ways: Counter[str] = Counter()
+
+    def both(*args: Any) -> SearchResult:
+        session = args[0]
+        answers = []
+        for fast in (False, True):
+            before = session.counters.bounded
+            answers.append((ask(real, args, fast), session.counters.bounded - before))
+        (plain, plain_bounded), (found, found_bounded) = answers
+        assert found_bounded == plain_bounded
+        assert _fields(found) == _fields(plain)
+        ways["found" if found.victims else "hopeless" if plain_bounded else "walked in vain"] += 1
+        return found
+
+    monkeypatch.setattr(victims, "find_minimal", both)
+    actions, registry = default_session()
+    run_session(cluster, registry(), actions=actions)
+    return ways
+
+
 @pytest.fixture(scope="module")
 def contended() -> Any:
     return snapshot(generate_shape("contended", 1), NOW_MS)
@@ -56,31 +84,7 @@ def test_a_search_walking_first_answers_as_the_search_asking_the_bound_first(
     monkeypatch: pytest.MonkeyPatch, contended: Any
 ) -> None:
     monkeypatch.setattr(search, "SUMS_FIRST", False)  # the bound first unless expected to find victims
-    real: Callable[..., SearchResult] = search.find_minimal
-    ways: Counter[str] = Counter()
-
-    def both(*args: Any) -> SearchResult:
-        # Asked with the bound first, then walking first, on the same state (a search
-        # leaves the state as it was).
-        session, asked = args[0], args[:7]
-        before = session.counters.bounded
-        plain = real(*asked, False)
-        plain_bounded = session.counters.bounded - before
-        before = session.counters.bounded
-        fast = real(*asked, True)
-        assert session.counters.bounded - before == plain_bounded
-        assert _fields(fast) == _fields(plain)
-        if fast.victims:
-            ways["found"] += 1
-        elif plain_bounded:
-            ways["hopeless"] += 1
-        else:
-            ways["walked in vain"] += 1
-        return fast
-
-    monkeypatch.setattr(victims, "find_minimal", both)
-    actions, registry = default_session()
-    run_session(contended, registry(), actions=actions)
+    ways = searched_both_ways(monkeypatch, contended, lambda real, args, likely: real(*args[:7], likely))
     assert ways["found"] >= 100 and ways["hopeless"] >= 100 and ways["walked in vain"] >= 20, ways
 
 

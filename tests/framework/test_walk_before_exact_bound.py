@@ -29,40 +29,22 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from preemptd.framework.preemption import bound, search, victims
+from preemptd.framework.preemption import bound, search
 from preemptd.framework.preemption.bound import may_fit
-from preemptd.framework.quota import Accounting, QuotaNode
 from preemptd.framework.run import run_session
-from preemptd.framework.session import Candidate, SearchResult
+from preemptd.framework.session import SearchResult
 from preemptd.framework.testing import snapshot
 
 from benchmarks.bench_session import default_session
 from benchmarks.generate import NOW_MS, generate_shape
-from tests.framework.test_bound_leaf_nominal_first import CPU, SPARE, _expected, _tree
-from tests.framework.test_walk_before_bound import _fields
+from tests.framework.test_bound_leaf_nominal_first import _case, _expected
+from tests.framework.test_walk_before_bound import searched_both_ways
 
 
 def test_the_bounds_sums_say_hopeless_only_where_removing_every_candidate_does_not_fit() -> None:
     answers: Counter[str] = Counter()
     for seed in range(1000):
-        rng = random.Random(seed)
-        tree = _tree(rng)
-        leaves: list[QuotaNode] = list(tree.leaves.values())
-        accounting = Accounting(tree)
-        for _ in range(rng.randrange(0, 16)):
-            accounting.add_all(rng.choice(leaves), {CPU: rng.randrange(0, 6000, 500), SPARE: rng.randrange(0, 6000, 500)})
-        leaf = rng.choice(leaves)
-        left = {q: {CPU: accounting.used(q, CPU), SPARE: accounting.used(q, SPARE)} for q in leaves}
-        workload: Any = None
-        candidates: list[Candidate] = []
-        for _ in range(rng.randrange(0, 10)):  # each queue's candidates hold no more than it uses
-            lender = leaf if rng.random() < 0.3 else rng.choice(leaves)
-            usage: dict[Any, int] = {}
-            for fr in rng.sample([CPU, SPARE], rng.randrange(0, 3)):
-                usage[fr] = rng.randrange(0, left[lender][fr] + 1)
-                left[lender][fr] -= usage[fr]
-            candidates.append(Candidate(workload, lender, usage, "r", 1, only_within_nominal=rng.random() < 0.3))
-        request = {fr: rng.randrange(500, 9000, 500) for fr in rng.sample([CPU, SPARE], rng.randrange(1, 3))}
+        accounting, leaf, request, candidates = _case(random.Random(seed))
         for allow in (True, False):
             whole = _expected(accounting, leaf, request, candidates, allow)
             assert may_fit(accounting, leaf, request, candidates, allow) == whole
@@ -80,27 +62,11 @@ def contended() -> Any:
 def test_a_search_walking_unless_the_sums_prove_it_hopeless_answers_as_the_bound_first(
     monkeypatch: pytest.MonkeyPatch, contended: Any
 ) -> None:
-    real: Callable[..., SearchResult] = search.find_minimal
-    ways: Counter[str] = Counter()
+    def ask(real: Callable[..., SearchResult], args: tuple[Any, ...], sums_first: bool) -> SearchResult:
+        monkeypatch.setattr(search, "SUMS_FIRST", sums_first)  # the whole bound first, then walking first
+        return real(*args[:8])
 
-    def both(*args: Any) -> SearchResult:
-        # Asked with the whole bound first, then walking first, on the same state (a
-        # search leaves the state as it was).
-        session, asked = args[0], args[:8]
-        answers = []
-        for sums_first in (False, True):
-            monkeypatch.setattr(search, "SUMS_FIRST", sums_first)
-            before = session.counters.bounded
-            answers.append((real(*asked), session.counters.bounded - before))
-        (plain, plain_bounded), (fast, fast_bounded) = answers
-        assert fast_bounded == plain_bounded
-        assert _fields(fast) == _fields(plain)
-        ways["found" if fast.victims else "hopeless" if plain_bounded else "walked in vain"] += 1
-        return fast
-
-    monkeypatch.setattr(victims, "find_minimal", both)
-    actions, registry = default_session()
-    run_session(contended, registry(), actions=actions)
+    ways = searched_both_ways(monkeypatch, contended, ask)
     assert ways["found"] >= 300 and ways["hopeless"] >= 300 and ways["walked in vain"] >= 20, ways
 
 
