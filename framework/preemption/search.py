@@ -105,13 +105,14 @@ def find_minimal(
     lines = [f"{found} candidate(s) use the needed {_wanted(session, needed)}"]
     silent = False
     skip = search.may_skip_walk()
-    quiet = skip and WALK_FIRST and not (session.may_veto or search.filters)
+    tells_nobody = not (session.may_veto or search.filters)  # no plugin may refuse a candidate or a scenario
+    quiet = skip and WALK_FIRST and tells_nobody
     by_sums = quiet and not likely and SUMS_FIRST and _hopeless(session, leaf, usage, offered, attempts, runs, False)
     walk_first = quiet and not by_sums and (likely or SUMS_FIRST)
     if walk_first or not (skip and (by_sums or _hopeless(session, leaf, usage, offered, attempts, runs))):
         candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
         # Walks that found nothing here lately are told first when that tells nobody (unreached.py).
-        vain = in_vain(session.state) if unreached.TELL and skip and not (session.may_veto or search.filters) else None
+        vain = in_vain(session.state) if unreached.TELL and skip and tells_nobody else None
         for allow_borrowing in attempts:
             if vain is not None:
                 key = (leaf.index, needed, allow_borrowing)
@@ -134,9 +135,7 @@ def find_minimal(
             silent = True
     else:
         session.counters.bounded += 1
-        # A hopeless walk only tells the plugins what the full walk would; when none of
-        # them may refuse a candidate or a scenario in this session, it tells nobody.
-        silent = not (session.may_veto or search.filters)
+        silent = tells_nobody  # a hopeless walk tells the plugins only what the full walk would
         if not silent:
             candidates = _walk_order(session, preemptor, leaf, candidates, attempts, request, runs, heads)
             walk_hopeless(session, search, candidates, attempts)
