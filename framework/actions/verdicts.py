@@ -10,9 +10,9 @@ from ..model import Workload
 from ..objects.records import new_pending
 from ..session import Assignment, Candidate, Session
 
-__all__ = ["RELIED_ON", "Relied", "grows", "noted", "record_scan"]
+__all__ = ["Relied", "grows", "noted", "record_scan"]
 
-RELIED_ON = "its victims are relied on by another workload of this session: "
+_RELIED_ON = "its victims are relied on by another workload of this session: "
 _UNIT = attrgetter("unit")
 
 
@@ -64,5 +64,5 @@ class Relied:
         for key, (verdict, victims, overlap) in self._lost.items():
             if pending.get(key) is verdict:
                 names = sorted({v.name for v in victims if v.unit in overlap})
-                pending[key] = new_pending(key, "WaitingForQuota", RELIED_ON + ", ".join(names), ())
+                pending[key] = new_pending(key, "WaitingForQuota", _RELIED_ON + ", ".join(names), ())
         self._lost.clear()
