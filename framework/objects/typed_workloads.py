@@ -43,7 +43,7 @@ from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_wo
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
 
-__all__ = ["fast_node", "fast_workload", "read_node", "read_workload", "workload_entry"]
+__all__ = ["fast_node", "fast_workload", "read_node", "read_workload", "text_entry"]
 
 T = TypeVar("T")
 
@@ -216,7 +216,7 @@ def read_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Proble
 def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     """The Workload record of a plain, valid Workload object; ``None`` for the walker.
 
-    The object is a parsed dict, or (from a JSON list, see :func:`workload_entry`) its
+    The object is a parsed dict, or (from a JSON list, see :func:`text_entry`) its
     own text, decoded here straight into the typed record.
     """
     body = entry.body
@@ -365,26 +365,33 @@ class _Header(msgspec.Struct):
 _HEADER = msgspec.json.Decoder(_Header)
 
 
-def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
-    """The entry of a Workload item that the intake would take as it is; else ``None``.
+# Kinds whose items are kept as their text, read typed later: (API group, namespaced).
+_READ_FROM_TEXT = {"Workload": ("preemptd.io", True), "Queue": ("preemptd.io", False)}
+_NOT_READ: tuple[str | None, bool] = (None, False)
+
+
+def text_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
+    """The entry of a Workload or Queue item that the intake would take as it is; else ``None``.
 
     Its body is its own text (a copy: the file's text is freed once all items are
-    read), read typed when the catalog is known (:func:`fast_workload`), or decoded
-    for the walker. A Workload's parsed dict is several times its text, and the
-    dicts of a large cluster's Workloads, made between its Pods, would be freed
-    between them, leaving the heap fragmented. The checks are the intake's, as in
-    :func:`pod_entry`, made on ``item`` when the intake decoded the item's header already.
+    read), read typed once the catalog is known (``fast_workload``, ``fast_queue``), or
+    decoded for the walker. A Workload's parsed dict is several times its text, and the
+    dicts of a large cluster's Workloads, made between its Pods, would be freed between
+    them, leaving the heap fragmented. The checks are the intake's, as in ``pod_entry``,
+    made on ``item`` when the intake decoded the item's header already.
     """
     if item is None:
         try:
             item = _HEADER.decode(raw)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
-    key = intake_key(item, "Workload", "preemptd.io")
+    kind = item.kind
+    group, namespaced = _READ_FROM_TEXT.get(kind, _NOT_READ) if type(kind) is str else _NOT_READ
+    key = None if group is None else intake_key(item, kind, group)
     if key is None:
         return None
-    namespace, name = key  # the name interned: its Pods' labels name it too
-    return new_entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
+    namespace, name = key  # a Workload's name interned: its Pods' labels name it too
+    return new_entry(file, kind, namespace if namespaced else None, _intern(name), RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:

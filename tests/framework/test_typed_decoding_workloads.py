@@ -26,7 +26,7 @@ from preemptd.framework.objects.typed_workloads import (
     fast_workload,
     read_node,
     read_workload,
-    workload_entry,
+    text_entry,
 )
 from preemptd.framework.objects.workloads import parse_workload
 
@@ -341,18 +341,18 @@ def test_a_workload_read_from_a_json_list_equals_the_walkers_reading(name: str, 
 def test_a_workload_item_is_kept_as_its_text_until_it_is_read() -> None:
     (document,) = parse_text(json.dumps([WORKLOAD, NODE]), typed=True)
     assert isinstance(document, RawItems)
-    entry = workload_entry("f.json", document.items[0])
+    entry = text_entry("f.json", document.items[0])
     assert entry is not None and isinstance(entry.body, RawObject)
     assert entry.key == "ns/w" and entry.body.raw is not None
     assert fast_workload(entry, CATALOG) == parse_workload(entry_of(WORKLOAD), CATALOG)[0]
-    assert workload_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
+    assert text_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
 
 
 def test_a_workload_items_text_goes_once_its_record_is_read_and_stays_for_the_walker() -> None:
     bad = WORKLOAD | {"spec": {**WORKLOAD["spec"], "queueName": 7}}
     (document,) = parse_text(json.dumps([WORKLOAD, bad]), typed=True)
     assert isinstance(document, RawItems)
-    read, walked = (workload_entry("f.json", item) for item in document.items)
+    read, walked = (text_entry("f.json", item) for item in document.items)
     assert read is not None and walked is not None
     assert isinstance(read.body, RawObject) and isinstance(walked.body, RawObject)
     assert read_workload(read, CATALOG) == (parse_workload(entry_of(WORKLOAD), CATALOG)[0], [])
