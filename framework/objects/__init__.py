@@ -41,9 +41,10 @@ from .pods_by_key import PodsByKey, in_key_order, merged, plain_by_key, pod_entr
 from .queues import build_queue_tree
 from .records import new_entry
 from .typed import RawItems, decode_json, find_unknown_fields
+from .typed_nodes import read_node
 from .typed_pods import ITEM, ITEM_ERRORS, LastMaps, forget_read_maps, pod_of_item, read_pod
 from .typed_queues import read_queue
-from .typed_workloads import read_node, read_workload, text_entry
+from .typed_workloads import read_workload, text_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
 __all__ = [
@@ -407,7 +408,7 @@ class _Intake:
                 if found is not None:
                     self.entries.append(found)  # type: ignore[arg-type]  # an Entry
                     continue
-            elif item is None or item.kind == "Workload" or item.kind == "Queue":
+            elif item is None or item.kind in ("Workload", "Queue", "Node"):
                 entry = text_entry(file, raw, item)
                 if entry is not None:
                     self.entries.append(entry)

@@ -39,6 +39,7 @@ from ..decisions import Pending, Preempted
 from ..model import (
     Admission,
     FlavorQuotas,
+    Node,
     PodSet,
     PodSetAdmission,
     PreemptionPolicy,
@@ -113,6 +114,7 @@ new_resource_group = builder(ResourceGroup)
 new_flavor_quotas = builder(FlavorQuotas)
 new_resource_quota = builder(ResourceQuota)
 new_preemption = builder(PreemptionPolicy)
+new_node = builder(Node)
 
 # The decision records the rounds make (``actions/allocate.py``, ``actions/preempting.py``).
 new_pending = builder(Pending)

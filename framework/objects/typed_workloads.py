@@ -1,4 +1,4 @@
-"""Typed decoding of Workloads and Nodes (private to :mod:`objects`); Pods: :mod:`typed`.
+"""Typed decoding of Workloads (private to :mod:`objects`); Pods: :mod:`typed`, Nodes: :mod:`typed_nodes`.
 
 As for a Pod: the record of a plain, valid object, or ``None`` and the walker reads it,
 so every located error is the walker's. A Workload also refers to other objects (its
@@ -24,9 +24,7 @@ import msgspec
 from ..model import (
     DEPLOYMENT,
     FrozenDict,
-    Node,
     PodSet,
-    Taint,
     Toleration,
     Workload,
 )
@@ -34,7 +32,6 @@ from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestam
 from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
-from .nodes import parse_node
 from .records import new_entry, new_pod_set, new_workload
 from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key, sharing
 from .typed_admissions import _AdmissionDoc, _AdmissionText, read_admission
@@ -43,7 +40,7 @@ from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_wo
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
 
-__all__ = ["fast_node", "fast_workload", "read_node", "read_workload", "text_entry"]
+__all__ = ["fast_workload", "read_workload", "text_entry"]
 
 T = TypeVar("T")
 
@@ -366,15 +363,15 @@ _HEADER = msgspec.json.Decoder(_Header)
 
 
 # Kinds whose items are kept as their text, read typed later: (API group, namespaced).
-_READ_FROM_TEXT = {"Workload": ("preemptd.io", True), "Queue": ("preemptd.io", False)}
+_READ_FROM_TEXT = {"Workload": ("preemptd.io", True), "Queue": ("preemptd.io", False), "Node": ("", False)}
 _NOT_READ: tuple[str | None, bool] = (None, False)
 
 
 def text_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
-    """The entry of a Workload or Queue item that the intake would take as it is; else ``None``.
+    """The entry of a Workload, Queue or Node item the intake would take as it is; else ``None``.
 
     Its body is its own text (a copy: the file's text is freed once all items are
-    read), read typed once the catalog is known (``fast_workload``, ``fast_queue``), or
+    read), read typed once the catalog is known (``fast_workload``, ``fast_queue``, ``fast_node``), or
     decoded for the walker. A Workload's parsed dict is several times its text, and the
     dicts of a large cluster's Workloads, made between its Pods, would be freed between
     them, leaving the heap fragmented. The checks are the intake's, as in ``pod_entry``,
@@ -396,55 +393,3 @@ def text_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
 
 def _no_pod_sets() -> list[_PodSetDoc]:
     raise _NotPlain  # at least one is required
-
-
-class _NodeMeta(msgspec.Struct):
-    labels: dict[str, str] | None = None
-
-
-class _NodeSpec(msgspec.Struct):
-    unschedulable: bool | None = None
-    taints: Any = None
-
-
-class _NodeStatus(msgspec.Struct):
-    allocatable: dict[str, Any] | None = None
-
-
-class _NodeDoc(msgspec.Struct):
-    metadata: _NodeMeta | None = None
-    spec: _NodeSpec | None = None
-    status: _NodeStatus | None = None
-
-
-def read_node(entry: Entry) -> tuple[Node, list[Problem]]:
-    """A Node read the fast way when it is plain, else by the walker."""
-    node = fast_node(entry)
-    return (node, []) if node is not None else parse_node(entry)
-
-
-def fast_node(entry: Entry) -> Node | None:
-    """The Node record of a plain, valid Node object; ``None`` for the walker."""
-    if type(entry.body) is not dict:
-        return None
-    try:
-        doc = msgspec.convert(entry.body, _NodeDoc)
-    except msgspec.ValidationError:
-        return None
-    try:
-        metadata = doc.metadata or _NodeMeta()
-        spec = doc.spec or _NodeSpec()
-        status = doc.status or _NodeStatus()
-        taints: tuple[Taint, ...] = ()
-        if spec.taints is not None:
-            holder = {"taints": spec.taints}
-            taints = _walked(entry, Fields.taints, holder, "taints", "")
-        return Node(
-            name=_intern(entry.name),
-            labels=_shared(_strings(metadata.labels)),
-            allocatable=_amounts(status.allocatable, drop_zero=False),
-            unschedulable=bool(spec.unschedulable),
-            taints=taints,
-        )
-    except (QuantityError, _NotPlain):
-        return None

@@ -23,6 +23,7 @@ from preemptd.framework.model import (
     FlavorQuotas,
     FrozenDict,
     LabelSelector,
+    Node,
     Pod,
     PodFacts,
     PodSet,
@@ -31,6 +32,7 @@ from preemptd.framework.model import (
     QueueSpec,
     ResourceGroup,
     ResourceQuota,
+    Taint,
     Toleration,
     Workload,
 )
@@ -112,6 +114,13 @@ queue_specs = st.builds(
     namespace_selector=st.none() | st.builds(LabelSelector, match_labels=string_maps),
 )  # fmt: skip
 
+nodes = st.builds(
+    Node, name=texts, labels=string_maps, allocatable=maps, unschedulable=st.booleans(),
+    taints=st.lists(st.builds(Taint, key=texts, value=texts, effect=texts), max_size=2).flatmap(
+        lambda ts: st.sampled_from([ts, tuple(ts)])
+    ),
+)  # fmt: skip
+
 
 def given_values(record: Any) -> list[Any]:
     """The values a constructor was given: its init fields, read back (the same objects
@@ -133,6 +142,7 @@ def same_record(built: Any, expected: Any) -> None:
         (Pod, pods), (PodSet, pod_sets), (PodSetAdmission, pod_set_admissions), (Admission, admissions),
         (Workload, workloads), (Entry, entries), (ResourceQuota, resource_quotas), (FlavorQuotas, flavor_quotas),
         (ResourceGroup, resource_groups), (PreemptionPolicy, preemption_policies), (QueueSpec, queue_specs),
+        (Node, nodes),
     ],
 )
 def test_a_builder_makes_the_record_its_constructor_makes(cls: type, records: Any) -> None:
