@@ -38,11 +38,13 @@ from .kueue import scope as kueue_scope
 from .local_queues import namespace_refusal, parse_local_queue, parse_namespace, queue_problem
 from .nodes import parse_flavor
 from .pods_by_key import PodsByKey, in_key_order, merged, plain_by_key, pod_entry
-from .queues import build_queue_tree, parse_queue
+from .queues import build_queue_tree
 from .records import new_entry
 from .typed import RawItems, decode_json, find_unknown_fields
+from .typed_nodes import read_node
 from .typed_pods import ITEM, ITEM_ERRORS, LastMaps, forget_read_maps, pod_of_item, read_pod
-from .typed_workloads import read_node, read_workload, workload_entry
+from .typed_queues import read_queue
+from .typed_workloads import read_workload, text_entry
 from .workloads import check_global_default, parse_priority_class, parse_workload_priority_class
 
 __all__ = [
@@ -171,7 +173,7 @@ def parse_objects(documents: Iterable[tuple[str, Any]]) -> Inventory:
     valid_pods, plain_count = merged(_valid(pods), plain_pods), len(plain_pods)
     del plain, plain_pods, by_key  # the keys made to sort the Pods go before the Workloads come
     intake.pods.clear()
-    queues = _parse_all(by_kind["Queue"], guarded(kueue.reader(lambda e: parse_queue(e, catalog), catalog)))
+    queues = _parse_all(by_kind["Queue"], guarded(kueue.reader(lambda e: read_queue(e, catalog), catalog)))
     tree, cycle_problems = build_queue_tree(queues)
     workloads = _parse_all(by_kind["Workload"], guarded(kueue.reader(lambda e: read_workload(e, catalog), catalog)))
 
@@ -406,8 +408,8 @@ class _Intake:
                 if found is not None:
                     self.entries.append(found)  # type: ignore[arg-type]  # an Entry
                     continue
-            elif item is None or item.kind == "Workload":
-                entry = workload_entry(file, raw, item)
+            elif item is None or item.kind in ("Workload", "Queue", "Node"):
+                entry = text_entry(file, raw, item)
                 if entry is not None:
                     self.entries.append(entry)
                     continue

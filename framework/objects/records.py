@@ -36,17 +36,33 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..decisions import Pending, Preempted
-from ..model import Admission, PodSet, PodSetAdmission, Workload
+from ..model import (
+    Admission,
+    FlavorQuotas,
+    Node,
+    PodSet,
+    PodSetAdmission,
+    PreemptionPolicy,
+    QueueSpec,
+    ResourceGroup,
+    ResourceQuota,
+    Workload,
+)
 from .fields import Entry
 
 __all__ = [
     "builder",
     "new_admission",
     "new_entry",
+    "new_flavor_quotas",
     "new_pending",
     "new_pod_set",
     "new_pod_set_admission",
     "new_preempted",
+    "new_preemption",
+    "new_queue",
+    "new_resource_group",
+    "new_resource_quota",
     "new_workload",
     "twin",
 ]
@@ -92,6 +108,13 @@ new_workload = builder(Workload)
 new_pod_set = builder(PodSet)
 new_pod_set_admission = builder(PodSetAdmission)
 new_admission = builder(Admission)
+# The records of a Queue, as the typed reader makes them (``typed_queues``).
+new_queue = builder(QueueSpec)
+new_resource_group = builder(ResourceGroup)
+new_flavor_quotas = builder(FlavorQuotas)
+new_resource_quota = builder(ResourceQuota)
+new_preemption = builder(PreemptionPolicy)
+new_node = builder(Node)
 
 # The decision records the rounds make (``actions/allocate.py``, ``actions/preempting.py``).
 new_pending = builder(Pending)

@@ -1,4 +1,4 @@
-"""Typed decoding of Workloads and Nodes (private to :mod:`objects`); Pods: :mod:`typed`.
+"""Typed decoding of Workloads (private to :mod:`objects`); Pods: :mod:`typed`, Nodes: :mod:`typed_nodes`.
 
 As for a Pod: the record of a plain, valid object, or ``None`` and the walker reads it,
 so every located error is the walker's. A Workload also refers to other objects (its
@@ -24,9 +24,7 @@ import msgspec
 from ..model import (
     DEPLOYMENT,
     FrozenDict,
-    Node,
     PodSet,
-    Taint,
     Toleration,
     Workload,
 )
@@ -34,7 +32,6 @@ from ..quantity import MAX_AMOUNT, QuantityError, parse_quantity, parse_timestam
 from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
-from .nodes import parse_node
 from .records import new_entry, new_pod_set, new_workload
 from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key, sharing
 from .typed_admissions import _AdmissionDoc, _AdmissionText, read_admission
@@ -43,7 +40,7 @@ from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_wo
 from .workloads import read_flavor_scan as workload_flavor_scan
 from .workloads import read_owner as workload_owner
 
-__all__ = ["fast_node", "fast_workload", "read_node", "read_workload", "workload_entry"]
+__all__ = ["fast_workload", "read_workload", "text_entry"]
 
 T = TypeVar("T")
 
@@ -216,7 +213,7 @@ def read_workload(entry: Entry, catalog: Catalog) -> tuple[Workload, list[Proble
 def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     """The Workload record of a plain, valid Workload object; ``None`` for the walker.
 
-    The object is a parsed dict, or (from a JSON list, see :func:`workload_entry`) its
+    The object is a parsed dict, or (from a JSON list, see :func:`text_entry`) its
     own text, decoded here straight into the typed record.
     """
     body = entry.body
@@ -365,79 +362,34 @@ class _Header(msgspec.Struct):
 _HEADER = msgspec.json.Decoder(_Header)
 
 
-def workload_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
-    """The entry of a Workload item that the intake would take as it is; else ``None``.
+# Kinds whose items are kept as their text, read typed later: (API group, namespaced).
+_READ_FROM_TEXT = {"Workload": ("preemptd.io", True), "Queue": ("preemptd.io", False), "Node": ("", False)}
+_NOT_READ: tuple[str | None, bool] = (None, False)
+
+
+def text_entry(file: str, raw: msgspec.Raw, item: Any = None) -> Entry | None:
+    """The entry of a Workload, Queue or Node item the intake would take as it is; else ``None``.
 
     Its body is its own text (a copy: the file's text is freed once all items are
-    read), read typed when the catalog is known (:func:`fast_workload`), or decoded
-    for the walker. A Workload's parsed dict is several times its text, and the
-    dicts of a large cluster's Workloads, made between its Pods, would be freed
-    between them, leaving the heap fragmented. The checks are the intake's, as in
-    :func:`pod_entry`, made on ``item`` when the intake decoded the item's header already.
+    read), read typed once the catalog is known (``fast_workload``, ``fast_queue``, ``fast_node``), or
+    decoded for the walker. A Workload's parsed dict is several times its text, and the
+    dicts of a large cluster's Workloads, made between its Pods, would be freed between
+    them, leaving the heap fragmented. The checks are the intake's, as in ``pod_entry``,
+    made on ``item`` when the intake decoded the item's header already.
     """
     if item is None:
         try:
             item = _HEADER.decode(raw)
         except (msgspec.ValidationError, msgspec.DecodeError):
             return None
-    key = intake_key(item, "Workload", "preemptd.io")
+    kind = item.kind
+    group, namespaced = _READ_FROM_TEXT.get(kind, _NOT_READ) if type(kind) is str else _NOT_READ
+    key = None if group is None else intake_key(item, kind, group)
     if key is None:
         return None
-    namespace, name = key  # the name interned: its Pods' labels name it too
-    return new_entry(file, "Workload", namespace, _intern(name), RawObject(raw.copy(), None))
+    namespace, name = key  # a Workload's name interned: its Pods' labels name it too
+    return new_entry(file, kind, namespace if namespaced else None, _intern(name), RawObject(raw.copy(), None))
 
 
 def _no_pod_sets() -> list[_PodSetDoc]:
     raise _NotPlain  # at least one is required
-
-
-class _NodeMeta(msgspec.Struct):
-    labels: dict[str, str] | None = None
-
-
-class _NodeSpec(msgspec.Struct):
-    unschedulable: bool | None = None
-    taints: Any = None
-
-
-class _NodeStatus(msgspec.Struct):
-    allocatable: dict[str, Any] | None = None
-
-
-class _NodeDoc(msgspec.Struct):
-    metadata: _NodeMeta | None = None
-    spec: _NodeSpec | None = None
-    status: _NodeStatus | None = None
-
-
-def read_node(entry: Entry) -> tuple[Node, list[Problem]]:
-    """A Node read the fast way when it is plain, else by the walker."""
-    node = fast_node(entry)
-    return (node, []) if node is not None else parse_node(entry)
-
-
-def fast_node(entry: Entry) -> Node | None:
-    """The Node record of a plain, valid Node object; ``None`` for the walker."""
-    if type(entry.body) is not dict:
-        return None
-    try:
-        doc = msgspec.convert(entry.body, _NodeDoc)
-    except msgspec.ValidationError:
-        return None
-    try:
-        metadata = doc.metadata or _NodeMeta()
-        spec = doc.spec or _NodeSpec()
-        status = doc.status or _NodeStatus()
-        taints: tuple[Taint, ...] = ()
-        if spec.taints is not None:
-            holder = {"taints": spec.taints}
-            taints = _walked(entry, Fields.taints, holder, "taints", "")
-        return Node(
-            name=_intern(entry.name),
-            labels=_shared(_strings(metadata.labels)),
-            allocatable=_amounts(status.allocatable, drop_zero=False),
-            unschedulable=bool(spec.unschedulable),
-            taints=taints,
-        )
-    except (QuantityError, _NotPlain):
-        return None

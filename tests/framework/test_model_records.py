@@ -11,6 +11,7 @@ item, to the walker's reading of each.
 from __future__ import annotations
 
 import dataclasses
+from fractions import Fraction
 from typing import Any
 
 import msgspec
@@ -19,11 +20,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from preemptd.framework.model import (
     Admission,
+    FlavorQuotas,
     FrozenDict,
+    LabelSelector,
+    Node,
     Pod,
     PodFacts,
     PodSet,
     PodSetAdmission,
+    PreemptionPolicy,
+    QueueSpec,
+    ResourceGroup,
+    ResourceQuota,
+    Taint,
     Toleration,
     Workload,
 )
@@ -77,6 +86,41 @@ pods = st.builds(
     source=texts,
 )  # fmt: skip
 
+resource_quotas = st.builds(
+    ResourceQuota, nominal=integers, borrowing_limit=st.none() | integers, lending_limit=st.none() | integers
+)
+flavor_quotas = st.builds(
+    FlavorQuotas, flavor=texts, resources=st.dictionaries(texts, resource_quotas, max_size=2).flatmap(
+        lambda d: st.sampled_from([d, FrozenDict(d)])
+    ),
+)  # fmt: skip
+resource_groups = st.builds(
+    ResourceGroup,
+    covered=st.lists(texts, max_size=2).flatmap(lambda c: st.sampled_from([c, tuple(c)])),
+    flavors=st.lists(flavor_quotas, max_size=2).flatmap(lambda f: st.sampled_from([f, tuple(f)])),
+)
+preemption_policies = st.builds(
+    PreemptionPolicy,
+    within_queue=st.sampled_from(["Never", "LowerPriority"]), reclaim_within_cohort=st.sampled_from(["Never", "Any"]),
+    borrow_within_cohort=st.sampled_from(["Never", "LowerPriority"]), max_priority_threshold=st.none() | integers,
+)  # fmt: skip
+queue_specs = st.builds(
+    QueueSpec,
+    name=texts, parent=maybe_texts,
+    resource_groups=st.lists(resource_groups, max_size=2).flatmap(lambda g: st.sampled_from([g, tuple(g)])),
+    preemption=preemption_policies, queueing_strategy=st.sampled_from(["BestEffortFIFO", "StrictFIFO"]),
+    preempt_min_runtime=st.none() | integers, reclaim_min_runtime=st.none() | integers, defined=st.booleans(),
+    source=texts, fair_weight=st.fractions(min_value=0, max_denominator=10).map(Fraction),
+    namespace_selector=st.none() | st.builds(LabelSelector, match_labels=string_maps),
+)  # fmt: skip
+
+nodes = st.builds(
+    Node, name=texts, labels=string_maps, allocatable=maps, unschedulable=st.booleans(),
+    taints=st.lists(st.builds(Taint, key=texts, value=texts, effect=texts), max_size=2).flatmap(
+        lambda ts: st.sampled_from([ts, tuple(ts)])
+    ),
+)  # fmt: skip
+
 
 def given_values(record: Any) -> list[Any]:
     """The values a constructor was given: its init fields, read back (the same objects
@@ -96,7 +140,9 @@ def same_record(built: Any, expected: Any) -> None:
     ("cls", "records"),
     [
         (Pod, pods), (PodSet, pod_sets), (PodSetAdmission, pod_set_admissions), (Admission, admissions),
-        (Workload, workloads), (Entry, entries),
+        (Workload, workloads), (Entry, entries), (ResourceQuota, resource_quotas), (FlavorQuotas, flavor_quotas),
+        (ResourceGroup, resource_groups), (PreemptionPolicy, preemption_policies), (QueueSpec, queue_specs),
+        (Node, nodes),
     ],
 )
 def test_a_builder_makes_the_record_its_constructor_makes(cls: type, records: Any) -> None:

@@ -21,12 +21,12 @@ from preemptd.framework.objects import parse_objects
 from preemptd.framework.objects.fields import Catalog, Entry
 from preemptd.framework.objects.nodes import parse_node
 from preemptd.framework.objects.typed import RawItems, RawObject
+from preemptd.framework.objects.typed_nodes import fast_node, read_node
+from preemptd.framework.objects.typed_pods import ITEM
 from preemptd.framework.objects.typed_workloads import (
-    fast_node,
     fast_workload,
-    read_node,
     read_workload,
-    workload_entry,
+    text_entry,
 )
 from preemptd.framework.objects.workloads import parse_workload
 
@@ -272,11 +272,12 @@ def test_the_typed_readers_are_the_ones_loading_uses(tmp_path: Path, monkeypatch
     path = tmp_path / "cluster.json"
     generate.write(objects, str(path))
     typed = parse_objects(load_files([path], typed=True))
+    from preemptd.framework.objects import typed_nodes as typed_nodes_module
     from preemptd.framework.objects import typed_workloads as typed_module
 
     walked_calls: list[str] = []
     real_walker = typed_module.parse_workload
-    real_node_walker = typed_module.parse_node
+    real_node_walker = typed_nodes_module.parse_node
 
     def counting_workload(entry: Entry, catalog: Catalog) -> Any:
         walked_calls.append(entry.key)
@@ -287,7 +288,7 @@ def test_the_typed_readers_are_the_ones_loading_uses(tmp_path: Path, monkeypatch
         return real_node_walker(entry)
 
     monkeypatch.setattr(typed_module, "parse_workload", counting_workload)
-    monkeypatch.setattr(typed_module, "parse_node", counting_node)
+    monkeypatch.setattr(typed_nodes_module, "parse_node", counting_node)
     again = parse_objects(load_files([path], typed=True))
     assert walked_calls == []
     assert again.workloads == typed.workloads and again.nodes == typed.nodes
@@ -338,21 +339,46 @@ def test_a_workload_read_from_a_json_list_equals_the_walkers_reading(name: str, 
         assert list(typed.workloads) == ["ns/w"]
 
 
+@pytest.mark.parametrize("name", sorted(NODES))
+def test_a_node_read_from_its_text_equals_the_walkers_reading_or_is_left_to_it(name: str, tmp_path: Path) -> None:
+    """From a JSON list a Node is kept as its text and decoded typed: taken exactly when
+    the walker finds nothing wrong, with the walker's record; the snapshot read that way
+    equals the one read from parsed documents, problems and all."""
+    (document,) = parse_text(json.dumps([NODES[name]]), typed=True)
+    assert isinstance(document, RawItems)
+    entry = text_entry("f.json", document.items[0], ITEM.decode(document.items[0]))  # as the intake does
+    assert entry is not None and isinstance(entry.body, RawObject)
+    expected, problems = parse_node(entry_of(NODES[name]))
+    found = fast_node(entry)
+    assert found is None if problems else found == expected
+    again = text_entry("f.json", document.items[0], ITEM.decode(document.items[0]))
+    assert again is not None and read_node(again) == (expected, problems)
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps({"kind": "List", "items": [NODES[name]]}))
+    typed = parse_objects(load_files([path], typed=True))
+    plain = parse_objects(load_files([path]))
+    assert [str(p) for p in typed.problems] == [str(p) for p in plain.problems]
+    assert typed.nodes == plain.nodes
+
+
 def test_a_workload_item_is_kept_as_its_text_until_it_is_read() -> None:
     (document,) = parse_text(json.dumps([WORKLOAD, NODE]), typed=True)
     assert isinstance(document, RawItems)
-    entry = workload_entry("f.json", document.items[0])
+    entry = text_entry("f.json", document.items[0])
     assert entry is not None and isinstance(entry.body, RawObject)
     assert entry.key == "ns/w" and entry.body.raw is not None
     assert fast_workload(entry, CATALOG) == parse_workload(entry_of(WORKLOAD), CATALOG)[0]
-    assert workload_entry("f.json", document.items[1]) is None  # a Node: the intake reads it
+    node = text_entry("f.json", document.items[1])  # a Node: kept as its text too
+    assert node is not None and isinstance(node.body, RawObject) and node.namespace is None
+    assert fast_node(node) == parse_node(entry_of(NODE))[0]
+    assert node.body.raw is None  # read: its text let go of
 
 
 def test_a_workload_items_text_goes_once_its_record_is_read_and_stays_for_the_walker() -> None:
     bad = WORKLOAD | {"spec": {**WORKLOAD["spec"], "queueName": 7}}
     (document,) = parse_text(json.dumps([WORKLOAD, bad]), typed=True)
     assert isinstance(document, RawItems)
-    read, walked = (workload_entry("f.json", item) for item in document.items)
+    read, walked = (text_entry("f.json", item) for item in document.items)
     assert read is not None and walked is not None
     assert isinstance(read.body, RawObject) and isinstance(walked.body, RawObject)
     assert read_workload(read, CATALOG) == (parse_workload(entry_of(WORKLOAD), CATALOG)[0], [])

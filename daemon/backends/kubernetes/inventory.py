@@ -47,8 +47,9 @@ from preemptd.framework.objects.fields import Catalog, Entry, Parsed, Problem, d
 from preemptd.framework.objects.local_queues import parse_local_queue, parse_namespace
 from preemptd.framework.objects.nodes import parse_flavor
 from preemptd.framework.objects.queues import QueueTree, build_queue_tree, parse_queue
+from preemptd.framework.objects.typed_nodes import read_node
 from preemptd.framework.objects.typed_pods import read_pod
-from preemptd.framework.objects.typed_workloads import read_node, read_workload
+from preemptd.framework.objects.typed_workloads import read_workload
 from preemptd.framework.objects.workloads import parse_priority_class, parse_workload_priority_class
 
 from .client import Obj
