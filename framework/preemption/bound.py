@@ -57,6 +57,7 @@ __all__ = [
 # A slack no usage reaches (a flavor-resource requested at 0 always fits Available):
 # usage is far below 2**62 in any unit.
 _ALWAYS = 1 << 62
+_STRETCH = 32  # the candidates ``_Freed.reaches`` reads at a time
 
 _LEAF = attrgetter("leaf")
 _ONLY_WITHIN_NOMINAL = attrgetter("only_within_nominal")
@@ -143,7 +144,7 @@ def may_fit(
     for a run whose source keeps no units, its sum is kept in
     ``sums`` (a session's, see :data:`RunSums`). Each flavor-resource's usage is read
     once, for both tests (:class:`_Freed`); without runs, once a session for a list handed
-    over again (``kept``, a session's, see :data:`FreedKept`).
+    over again (``kept``, a session's, see :data:`FreedKept`); what they all hold only as far as the need.
 
     An attempt that must end within nominal is tested on the leaf's own nominal before
     the removals are worked out: only the leaf's own candidates lower its usage (no
@@ -166,7 +167,7 @@ def may_fit(
         if over > 0 and freed.own(fr, leaf) < over:
             return False
         short.append(fr)
-        if room < amount and room + freed.total(fr) < amount:
+        if room < amount and not freed.reaches(fr, amount - room):
             return False
     if not short or not exact:
         return True  # without ``exact``: the tests per flavor-resource alone, none proving it hopeless
@@ -190,15 +191,15 @@ def may_fit(
 
 class _Freed:
     """What the candidates an attempt may take (one that may borrow takes none usable
-    only within nominal) hold of each flavor-resource: in all (:meth:`total`), and per
-    queue (:meth:`by_queue`). Each flavor-resource's usage is read once per candidate,
+    only within nominal) hold of each flavor-resource: in all, as far as a need (:meth:`reaches`),
+    and per queue (:meth:`by_queue`). Each flavor-resource's usage is read once per candidate,
     or per run from its source's running totals (:func:`_takeable_runs`). Candidates and
     runs come grouped by queue, each queue's together (a run is one queue's units of one
     class): a run's sum is its queue's part, and the candidates' stretches of one queue
     are found once and summed as differences of running totals; a queue that comes back
     later adds to its first sums."""
 
-    __slots__ = ("allow_borrowing", "candidates", "items", "per_fr", "queued", "runs", "stretches", "sums")
+    __slots__ = ("allow_borrowing", "candidates", "held", "items", "per_fr", "queued", "runs", "stretches", "sums")
 
     def __init__(
         self, candidates: list[Candidate], allow_borrowing: bool, runs: Runs | None, sums: RunSums | None = None
@@ -211,6 +212,7 @@ class _Freed:
         self.items: list[_Run] | None = None
         # Per flavor-resource: each item's usage of it.
         self.per_fr: dict[FR, list[int]] = {}
+        self.held: dict[FR, tuple[int, int]] = {}  # without runs: how far :meth:`reaches` read, what it found
         # Without runs: each stretch of takeable candidates of one queue, as (queue, its
         # length), in order (made when first needed).
         self.stretches: list[tuple[QuotaNode, int]] | None = None
@@ -233,13 +235,25 @@ class _Freed:
             self.per_fr[fr] = found
         return found
 
-    def total(self, fr: FR) -> int:
-        return sum(self._values(fr))
+    def reaches(self, fr: FR, need: int) -> bool:
+        """Whether the candidates hold at least ``need`` of ``fr``. Without runs, read in order a stretch at a
+        time until they do (usage is never negative: the rest only adds to it), on from there when asked again."""
+        if self.runs is not None or fr in self.per_fr:
+            return sum(self._values(fr)) >= need
+        start, held = self.held.get(fr, (0, 0))
+        while held < need and start < len(self.candidates):
+            stretch = self.candidates[start : start + _STRETCH]
+            start += _STRETCH
+            if self.allow_borrowing:
+                held += sum([c.usage.get(fr, 0) for c in stretch if not c.only_within_nominal])
+            else:
+                held += sum([c.usage.get(fr, 0) for c in stretch])
+        self.held[fr] = (start, held)
+        return held >= need
 
     def own(self, fr: FR, leaf: QuotaNode) -> int:
-        """What the candidates of ``leaf`` hold of ``fr`` (asked by an attempt that must
-        end within nominal: it may take every candidate): from the runs' sums, or read
-        from those candidates alone."""
+        """What the candidates of ``leaf`` hold of ``fr`` (asked by an attempt that must end within
+        nominal: it may take every candidate): from the runs' sums, or read from those alone."""
         if self.runs is not None:
             return self.by_queue(fr).get(leaf, 0)
         return sum([c.usage.get(fr, 0) for c in self.candidates if c.leaf is leaf])
