@@ -26,7 +26,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
@@ -45,9 +45,11 @@ __all__ = [
     "decode_json",
     "find_unknown_fields",
     "forget_read_memos",
+    "typed_body",
 ]
 
 _intern = sys.intern
+_Doc = TypeVar("_Doc")
 
 
 class _NotPlain(Exception):
@@ -225,6 +227,20 @@ class RawObject(Mapping[str, Any]):
 
     def __len__(self) -> int:
         return len(self._mapping())
+
+
+def typed_body(body: Any, text: Callable[[msgspec.Raw], _Doc], doc: type[_Doc]) -> _Doc | None:
+    """An object's body as the Structs ``doc``: decoded from its kept text (``text``, the
+    decoder of a JSON list's item) or converted from a parsed mapping; ``None`` when it
+    is neither or does not fit them (the walker reads it)."""
+    try:
+        if type(body) is RawObject and body.raw is not None:
+            return text(body.raw)
+        if type(body) is dict:
+            return msgspec.convert(body, doc)
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        pass
+    return None
 
 
 def intake_key(item: Any, kind: str, group: str, last: str = "") -> tuple[str, str] | None:

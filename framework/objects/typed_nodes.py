@@ -19,7 +19,7 @@ from ..quantity import QuantityError
 from .fields import Entry, Fields, Problem
 from .nodes import parse_node
 from .records import new_node
-from .typed import RawObject, _intern, _NotPlain, _shared, _strings
+from .typed import RawObject, _intern, _NotPlain, _shared, _strings, typed_body
 from .typed_workloads import _amounts, _walked
 
 __all__ = ["fast_node", "read_node"]
@@ -53,14 +53,8 @@ def read_node(entry: Entry) -> tuple[Node, list[Problem]]:
 def fast_node(entry: Entry) -> Node | None:
     """The Node record of a plain, valid Node object; ``None`` for the walker."""
     body = entry.body
-    try:
-        if type(body) is RawObject and body.raw is not None:
-            doc = _NODE_TEXT.decode(body.raw)
-        elif type(body) is dict:
-            doc = msgspec.convert(body, _NodeDoc)
-        else:
-            return None
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    doc = typed_body(body, _NODE_TEXT.decode, _NodeDoc)
+    if doc is None:
         return None
     try:
         metadata = doc.metadata or _NodeMeta()

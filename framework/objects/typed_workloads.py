@@ -33,7 +33,17 @@ from .fields import Catalog, Entry, Fields, Problem
 from .known import TOLERATION
 from .local_queues import resolve_queue
 from .records import new_entry, new_pod_set, new_workload
-from .typed import RawObject, _count, _NotPlain, _shared, _strings, _text, intake_key, sharing
+from .typed import (
+    RawObject,
+    _count,
+    _NotPlain,
+    _shared,
+    _strings,
+    _text,
+    intake_key,
+    sharing,
+    typed_body,
+)
 from .typed_admissions import _AdmissionDoc, _AdmissionText, read_admission
 from .typed_pods import _NULL, _kept, _PodItemMeta
 from .workloads import PRIORITY_CLASS_SOURCES, WORKLOAD_PRIORITY_CLASS, parse_workload
@@ -217,15 +227,8 @@ def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     own text, decoded here straight into the typed record.
     """
     body = entry.body
-    try:
-        doc: _WorkloadDoc
-        if type(body) is RawObject and body.raw is not None:
-            doc = _WORKLOAD_TEXT.decode(body.raw)
-        elif type(body) is dict:
-            doc = msgspec.convert(body, _WorkloadDoc)
-        else:
-            return None
-    except (msgspec.ValidationError, msgspec.DecodeError):
+    doc = typed_body(body, _WORKLOAD_TEXT.decode, _WorkloadDoc)
+    if doc is None:
         return None
     try:
         workload = _workload_of(entry, catalog, doc)
