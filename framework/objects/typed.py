@@ -229,13 +229,15 @@ class RawObject(Mapping[str, Any]):
         return len(self._mapping())
 
 
-def typed_body(body: Any, text: Callable[[msgspec.Raw], _Doc], doc: type[_Doc]) -> _Doc | None:
+def typed_body(body: Any, text: msgspec.json.Decoder[Any], doc: type[_Doc]) -> _Doc | None:
     """An object's body as the Structs ``doc``: decoded from its kept text (``text``, the
-    decoder of a JSON list's item) or converted from a parsed mapping; ``None`` when it
-    is neither or does not fit them (the walker reads it)."""
+    decoder of a JSON list's item, whose Structs are ``doc`` or extend it) or converted
+    from a parsed mapping; ``None`` when it is neither or does not fit them (the walker
+    reads it)."""
     try:
         if type(body) is RawObject and body.raw is not None:
-            return text(body.raw)
+            decoded: _Doc = text.decode(body.raw)
+            return decoded
         if type(body) is dict:
             return msgspec.convert(body, doc)
     except (msgspec.ValidationError, msgspec.DecodeError):

@@ -53,7 +53,7 @@ def read_node(entry: Entry) -> tuple[Node, list[Problem]]:
 def fast_node(entry: Entry) -> Node | None:
     """The Node record of a plain, valid Node object; ``None`` for the walker."""
     body = entry.body
-    doc = typed_body(body, _NODE_TEXT.decode, _NodeDoc)
+    doc = typed_body(body, _NODE_TEXT, _NodeDoc)
     if doc is None:
         return None
     try:

@@ -227,7 +227,7 @@ def fast_workload(entry: Entry, catalog: Catalog) -> Workload | None:
     own text, decoded here straight into the typed record.
     """
     body = entry.body
-    doc = typed_body(body, _WORKLOAD_TEXT.decode, _WorkloadDoc)
+    doc = typed_body(body, _WORKLOAD_TEXT, _WorkloadDoc)
     if doc is None:
         return None
     try:
