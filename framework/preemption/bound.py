@@ -189,11 +189,17 @@ def may_fit(
             accounting.add_all(node, amounts)
 
 
+def _usage(candidates: list[Candidate], fr: FR, allow_borrowing: bool) -> list[int]:
+    """The usage of ``fr`` of each candidate an attempt may take (with borrowing: none only within nominal)."""
+    if allow_borrowing:
+        return [c.usage.get(fr, 0) for c in candidates if not c.only_within_nominal]
+    return [c.usage.get(fr, 0) for c in candidates]
+
+
 class _Freed:
-    """What the candidates an attempt may take (one that may borrow takes none usable
-    only within nominal) hold of each flavor-resource: in all, as far as a need (:meth:`reaches`),
-    and per queue (:meth:`by_queue`). Each flavor-resource's usage is read once per candidate,
-    or per run from its source's running totals (:func:`_takeable_runs`). Candidates and
+    """What the candidates an attempt may take (:func:`_usage`) hold of each flavor-resource: in
+    all, as far as a need (:meth:`reaches`), and per queue (:meth:`by_queue`). Each one's usage is
+    read once per candidate, or per run from its source's running totals (:func:`_takeable_runs`). Candidates and
     runs come grouped by queue, each queue's together (a run is one queue's units of one
     class): a run's sum is its queue's part, and the candidates' stretches of one queue
     are found once and summed as differences of running totals; a queue that comes back
@@ -228,10 +234,8 @@ class _Freed:
                 if self.items is None:
                     self.items = _takeable_runs(runs, self.allow_borrowing)
                 found = _run_sums(runs, self.items, fr, self.sums)
-            elif self.allow_borrowing:
-                found = [c.usage.get(fr, 0) for c in self.candidates if not c.only_within_nominal]
             else:
-                found = [c.usage.get(fr, 0) for c in self.candidates]
+                found = _usage(self.candidates, fr, self.allow_borrowing)
             self.per_fr[fr] = found
         return found
 
@@ -242,12 +246,8 @@ class _Freed:
             return sum(self._values(fr)) >= need
         start, held = self.held.get(fr, (0, 0))
         while held < need and start < len(self.candidates):
-            stretch = self.candidates[start : start + _STRETCH]
+            held += sum(_usage(self.candidates[start : start + _STRETCH], fr, self.allow_borrowing))
             start += _STRETCH
-            if self.allow_borrowing:
-                held += sum([c.usage.get(fr, 0) for c in stretch if not c.only_within_nominal])
-            else:
-                held += sum([c.usage.get(fr, 0) for c in stretch])
         self.held[fr] = (start, held)
         return held >= need
 
