@@ -114,6 +114,7 @@ new_resource_group = builder(ResourceGroup)
 new_flavor_quotas = builder(FlavorQuotas)
 new_resource_quota = builder(ResourceQuota)
 new_preemption = builder(PreemptionPolicy)
+# A Node's record, as the typed reader makes it (``typed_nodes``).
 new_node = builder(Node)
 
 # The decision records the rounds make (``actions/allocate.py``, ``actions/preempting.py``).
